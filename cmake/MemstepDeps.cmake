@@ -1,0 +1,36 @@
+# Finds memstep's dependencies, all from Debian packages. A missing one stops
+# the configure step with the name of the package to install.
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: apt-get install pkg-config")
+endif()
+
+function(memstep_require_pkg var module debian_pkg)
+  pkg_check_modules(${var} IMPORTED_TARGET ${module})
+  if(NOT ${var}_FOUND)
+    message(FATAL_ERROR "${module} not found: apt-get install ${debian_pkg}")
+  endif()
+endfunction()
+
+memstep_require_pkg(LIBUNWIND libunwind libunwind-dev)
+memstep_require_pkg(ZSTD libzstd libzstd-dev)
+memstep_require_pkg(LIBDW libdw libdw-dev)
+
+find_package(absl CONFIG QUIET)
+if(NOT absl_FOUND)
+  message(FATAL_ERROR "Abseil not found: apt-get install libabsl-dev")
+endif()
+find_package(Threads REQUIRED)
+
+if(MEMSTEP_BUILD_TESTS)
+  find_package(GTest CONFIG QUIET)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "GoogleTest not found: apt-get install libgtest-dev libgmock-dev")
+  endif()
+endif()
+if(MEMSTEP_BUILD_BENCH)
+  find_package(benchmark CONFIG QUIET)
+  if(NOT benchmark_FOUND)
+    message(FATAL_ERROR "Google Benchmark not found: apt-get install libbenchmark-dev")
+  endif()
+endif()

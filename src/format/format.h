@@ -1,0 +1,326 @@
+// memstep trace format, version 1: the contract between the hot path (preload/)
+// and the offline side (src/reader and above). docs/format.md specifies it byte
+// by byte; keep the two in step.
+//
+// Contract of this header:
+//  - Freestanding: no allocation, no exceptions, no libstdc++ (only <cstdint>,
+//    <cstring>). It is compiled into libmemstep.so, which must not pull in the
+//    C++ runtime.
+//  - Encoders write into a caller-owned buffer and never overrun it: every
+//    Put* returns false (and writes nothing) when the record would not fit.
+//  - Decoders never read past the end of their input: every Get* returns false
+//    on truncated or malformed input.
+//
+// Layout of a trace file:
+//   FileHeader (fixed 64 bytes) | TLV* | u32 header_crc32c
+//   Chunk*      each: ChunkHeader (36 bytes) | payload (payload_len bytes)
+// A chunk's payload, once decompressed, is a sequence of records:
+//   u8 tag | fields as LEB128 varints (unsigned) or zig-zag varints (signed).
+// Definitions (STRING, STACK, MAPPING) always precede the first record that
+// refers to them, in file order.
+
+#ifndef MEMSTEP_SRC_FORMAT_FORMAT_H_
+#define MEMSTEP_SRC_FORMAT_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace memstep::format {
+
+inline constexpr char kFileMagic[8] = {'M', 'E', 'M', 'S', 'T', 'E', 'P', '1'};
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint32_t kChunkMagic = 0x4B4E4843;  // "CHNK" little-endian.
+inline constexpr uint32_t kMaxChunkRawLen = 1u << 20;  // 1 MiB decompressed.
+inline constexpr uint32_t kMaxFrames = 64;
+
+// Fixed part of the file header. All integers little-endian.
+struct FileHeader {
+  char magic[8];            // kFileMagic
+  uint16_t version_major;   // kVersionMajor
+  uint16_t version_minor;   // kVersionMinor
+  uint32_t header_len;      // total bytes of the header: fixed part + TLVs + CRC
+  uint64_t start_mono_ns;   // CLOCK_MONOTONIC at trace start; record ts are relative
+  uint64_t start_real_ns;   // CLOCK_REALTIME at trace start
+  uint32_t pid;
+  uint32_t ppid;
+  uint32_t page_size;
+  uint32_t flags;           // FileFlags
+  uint64_t sample_interval; // mean sampling interval T in bytes at start (1 = every allocation)
+  uint64_t always_bytes;    // S_always: allocations >= this are always recorded
+};
+static_assert(sizeof(FileHeader) == 64, "FileHeader is written to disk");
+
+enum FileFlags : uint32_t {
+  kFlagForkChild = 1u << 0,   // process is a fork() child of another traced process
+  kFlagGlibcMalloc = 1u << 1, // the underlying allocator is glibc's
+};
+
+// TLVs after the fixed header: u16 type | u32 len | len bytes. Type 0 ends the
+// list (its len is 0). Unknown types are skipped by readers.
+enum HeaderTlv : uint16_t {
+  kTlvEnd = 0,
+  kTlvCmdline = 1,       // argv joined with '\0'
+  kTlvHostname = 2,
+  kTlvRankEnv = 3,       // "RANK=..\0LOCAL_RANK=..\0WORLD_SIZE=..\0" (those set)
+  kTlvExe = 4,           // /proc/self/exe target
+  kTlvParentTrace = 5,   // path of the parent's trace (fork children)
+  kTlvAllocator = 6,     // "glibc" | "jemalloc" | "other"
+};
+
+// Chunk header, 36 bytes on disk.
+struct ChunkHeader {
+  uint32_t magic;          // kChunkMagic
+  uint32_t payload_len;    // bytes of payload on disk
+  uint32_t raw_len;        // bytes after decompression (== payload_len if raw)
+  uint32_t seq;            // 0, 1, 2, ... per file
+  uint8_t codec;           // Codec
+  uint8_t kind;            // ChunkKind
+  uint16_t reserved;       // 0
+  uint64_t base_mono_ns;   // writer time at chunk creation, relative to start
+  uint32_t payload_crc32c; // CRC-32C of the on-disk payload bytes
+  uint32_t header_crc32c;  // CRC-32C of the preceding 32 header bytes
+};
+static_assert(sizeof(ChunkHeader) == 36, "ChunkHeader is written to disk");
+
+enum Codec : uint8_t { kCodecRaw = 0, kCodecZstd = 1 };
+enum ChunkKind : uint8_t { kChunkData = 0, kChunkDict = 1, kChunkTrailer = 3 };
+
+// Record tags. Field lists (u = unsigned LEB128, s = zig-zag LEB128):
+enum Tag : uint8_t {
+  // u id, u len, len bytes. Id 0 is the empty string / "none".
+  kTagString = 0x01,
+  // u id, u ts, u start, u end, u load_bias, u path_str, u build_id_len, bytes
+  // One loaded ELF object as dl_iterate_phdr saw it: [start, end) spans its
+  // PT_LOAD segments at run time; load_bias is dlpi_addr (runtime address =
+  // ELF virtual address + load_bias); path is absolute (the main program's is
+  // /proc/self/exe's target); build_id is the raw NT_GNU_BUILD_ID bytes.
+  kTagMapping = 0x02,
+  // u id, u ts: the module of mapping `id` was unloaded (dlclose).
+  kTagMappingGone = 0x03,
+  // u id, u nframes, u ip[nframes]: innermost first, return addresses as unwound.
+  // Stack id 0 means "no stack" (unwinding was not possible).
+  kTagStack = 0x04,
+  // u ts, u seq, u tid, u stack, u addr, u size, u interval, u kind, u step, u stage_str
+  // A sampled allocation. `interval` is the mean sampling interval T in force
+  // when it was drawn; 0 means recorded with probability 1 (size >= S_always,
+  // or every allocation recorded). Estimated bytes: size / p with
+  // p = 1 - exp(-(size+1)/T).
+  kTagAlloc = 0x10,
+  // u ts, u seq, u tid, u addr: free of a sampled allocation.
+  kTagFree = 0x11,
+  // u ts, u seq, u tid, u stack, u addr, u len, u prot, u flags, u step, u stage_str
+  // Anonymous mmap (every one is recorded, p = 1).
+  kTagMmap = 0x12,
+  // u ts, u seq, u tid, u addr, u len: munmap of [addr, addr+len); may cover
+  // parts of anonymous mappings or none.
+  kTagMunmap = 0x13,
+  // u ts, u seq, u tid, u stack, u old_addr, u old_len, u new_addr, u new_len, u step, u stage_str
+  kTagMremap = 0x14,
+  // u ts, u seq, u tid, u step, u phase(0 begin, 1 end), Counters
+  kTagStep = 0x20,
+  // u ts, u seq, u tid, u stage_str, u step, u phase(0 begin, 1 end), Counters
+  kTagStage = 0x21,
+  // u ts, u seq, u tid, u name_str, s value
+  kTagCounter = 0x22,
+  // u ts, u interval: the sampling interval changed (future allocations).
+  kTagRate = 0x23,
+  // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
+  kTagLost = 0x30,
+  // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).
+  kTagNotice = 0x31,
+  // u ts, Counters, u clean_exit
+  kTagTrailer = 0x3F,
+};
+
+// Allocation kinds (kTagAlloc `kind`).
+enum AllocKind : uint8_t {
+  kKindMalloc = 0,
+  kKindCalloc = 1,
+  kKindRealloc = 2,
+  kKindAligned = 3,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
+};
+
+// Exact counters carried by STEP, STAGE and TRAILER records, in this order,
+// each a u varint. Host heap (malloc family) only; bytes are usable sizes.
+struct Counters {
+  uint64_t alloc_bytes;  // cumulative since process start
+  uint64_t alloc_count;
+  uint64_t free_bytes;
+  uint64_t free_count;
+  uint64_t live_bytes;   // heap live bytes (alloc_bytes - free_bytes, may lag by threads x 1 MiB)
+  uint64_t peak_bytes;   // max live bytes since the previous boundary of the same kind
+  uint64_t mmap_live_bytes;  // anonymous mmap bytes live
+  uint64_t rss_bytes;    // VmRSS from /proc/self/statm (0 if unknown)
+};
+inline constexpr int kNumCounters = 8;
+
+// ---------------------------------------------------------------------------
+// CRC-32C (Castagnoli), software, byte-wise table.
+
+namespace internal {
+struct Crc32cTable {
+  uint32_t t[256];
+  constexpr Crc32cTable() : t() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+  }
+};
+inline constexpr Crc32cTable kCrc32c{};
+}  // namespace internal
+
+inline uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) crc = internal::kCrc32c.t[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+// ---------------------------------------------------------------------------
+// Varints.
+
+inline constexpr size_t kMaxVarint = 10;
+
+inline uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t UnZigZag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+// Writes `v` at `p` (which must have kMaxVarint bytes); returns bytes written.
+inline size_t EncodeVarint(uint8_t* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = static_cast<uint8_t>(v);
+  return n;
+}
+
+// Record encoder over a caller-owned buffer. Usage:
+//   RecordEncoder e(buf, cap);
+//   e.Begin(kTagFree); e.U(ts); e.U(seq); e.U(tid); e.U(addr);
+//   if (e.End()) { commit e.size() bytes } else { buffer full }
+// A record is all-or-nothing: after a failed End(), size() is unchanged.
+class RecordEncoder {
+ public:
+  RecordEncoder(uint8_t* buf, size_t cap) : buf_(buf), cap_(cap) {}
+  void Begin(uint8_t tag) {
+    rec_start_ = len_;
+    ok_ = true;
+    Byte(tag);
+  }
+  void Byte(uint8_t b) {
+    if (len_ + 1 > cap_) { ok_ = false; return; }
+    buf_[len_++] = b;
+  }
+  void U(uint64_t v) {
+    if (len_ + kMaxVarint > cap_) {
+      uint8_t tmp[kMaxVarint];
+      size_t n = EncodeVarint(tmp, v);
+      if (len_ + n > cap_) { ok_ = false; return; }
+      memcpy(buf_ + len_, tmp, n);
+      len_ += n;
+      return;
+    }
+    len_ += EncodeVarint(buf_ + len_, v);
+  }
+  void S(int64_t v) { U(ZigZag(v)); }
+  void Bytes(const void* p, size_t n) {
+    if (len_ + n > cap_) { ok_ = false; return; }
+    memcpy(buf_ + len_, p, n);
+    len_ += n;
+  }
+  void PutCounters(const Counters& c) {
+    U(c.alloc_bytes); U(c.alloc_count); U(c.free_bytes); U(c.free_count);
+    U(c.live_bytes); U(c.peak_bytes); U(c.mmap_live_bytes); U(c.rss_bytes);
+  }
+  // Finishes the record; on overflow rolls back to the record start.
+  bool End() {
+    if (!ok_) len_ = rec_start_;
+    return ok_;
+  }
+  size_t size() const { return len_; }
+  void Reset() { len_ = 0; }
+  uint8_t* data() const { return buf_; }
+
+ private:
+  uint8_t* buf_;
+  size_t cap_;
+  size_t len_ = 0;
+  size_t rec_start_ = 0;
+  bool ok_ = true;
+};
+
+// Bounds-checked decoder over a byte range.
+class RecordDecoder {
+ public:
+  RecordDecoder(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  bool AtEnd() const { return p_ >= end_; }
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  const uint8_t* pos() const { return p_; }
+  bool Byte(uint8_t* out) {
+    if (p_ >= end_) return false;
+    *out = *p_++;
+    return true;
+  }
+  bool U(uint64_t* out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ >= end_) return false;
+      uint8_t b = *p_++;
+      if (shift == 63 && b > 1) return false;  // overflows 64 bits
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) { *out = v; return true; }
+    }
+    return false;
+  }
+  bool S(int64_t* out) {
+    uint64_t v;
+    if (!U(&v)) return false;
+    *out = UnZigZag(v);
+    return true;
+  }
+  // Points *out at n bytes inside the input.
+  bool Bytes(size_t n, const uint8_t** out) {
+    if (n > remaining()) return false;
+    *out = p_;
+    p_ += n;
+    return true;
+  }
+  bool GetCounters(Counters* c) {
+    return U(&c->alloc_bytes) && U(&c->alloc_count) && U(&c->free_bytes) &&
+           U(&c->free_count) && U(&c->live_bytes) && U(&c->peak_bytes) &&
+           U(&c->mmap_live_bytes) && U(&c->rss_bytes);
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+// Fills `h` (all but header_crc32c) for a chunk.
+inline void FillChunkHeader(ChunkHeader* h, uint32_t seq, uint8_t codec, uint8_t kind,
+                            uint64_t base_ns, const void* payload, uint32_t payload_len,
+                            uint32_t raw_len) {
+  h->magic = kChunkMagic;
+  h->payload_len = payload_len;
+  h->raw_len = raw_len;
+  h->seq = seq;
+  h->codec = codec;
+  h->kind = kind;
+  h->reserved = 0;
+  h->base_mono_ns = base_ns;
+  h->payload_crc32c = Crc32c(payload, payload_len);
+  h->header_crc32c = Crc32c(h, 32);
+}
+
+}  // namespace memstep::format
+
+#endif  // MEMSTEP_SRC_FORMAT_FORMAT_H_
