@@ -69,8 +69,9 @@ enum HeaderTlv : uint16_t {
   kTlvAllocator = 6,     // "glibc" | "jemalloc" | "other"
 };
 
-// Chunk header, 36 bytes on disk.
-struct ChunkHeader {
+// Chunk header, 36 bytes on disk. Packed: base_mono_ns sits at offset 20,
+// which natural alignment would pad to 24.
+struct __attribute__((packed)) ChunkHeader {
   uint32_t magic;          // kChunkMagic
   uint32_t payload_len;    // bytes of payload on disk
   uint32_t raw_len;        // bytes after decompression (== payload_len if raw)

@@ -1,0 +1,90 @@
+/* memstep public C API (C99 and C++): training step / stage markers and
+ * user counters for the memstep allocation profiler.
+ *
+ * Contract:
+ *  - The functions are defined by libmemstep.so, which `memstep run` (or
+ *    LD_PRELOAD=.../libmemstep.so) injects. Nothing here needs linking.
+ *  - By default they are declared weak, so a program compiled against this
+ *    header links and runs without memstep: the symbols are then null and the
+ *    MEMSTEP_* wrapper macros below do nothing (one compare, no call).
+ *  - All functions are thread-safe and cheap (no allocation from the
+ *    program's heap, a short spinlock, one record in a per-thread buffer).
+ *    The current (step, stage) is process-global: allocations made by every
+ *    thread are tagged with it.
+ *  - Calling them inside a signal handler is not supported.
+ *
+ * Semantics:
+ *  - memstep_step_begin(n) opens step n (ending the open step, if any);
+ *    memstep_step_end(n) closes it. Each boundary writes a STEP record with
+ *    exact heap counters; the end record's peak is the step's peak live bytes.
+ *  - memstep_stage_begin(name) / memstep_stage_end(name) bracket a stage
+ *    ("data", "forward", "backward", "optimizer", ...); stages nest (up to 16
+ *    levels). The stage-end record's peak is the stage's peak live bytes.
+ *  - memstep_counter(name, value) records a named value (e.g. PyTorch's
+ *    allocator statistics) at the current time.
+ *
+ * Usage, pattern 1 (weak symbols, the default):
+ *     #include "memstep/memstep.h"
+ *     for (uint64_t step = 0; step < n; ++step) {
+ *       MEMSTEP_STEP_BEGIN(step);
+ *       MEMSTEP_STAGE_BEGIN("forward"); forward(); MEMSTEP_STAGE_END("forward");
+ *       MEMSTEP_STEP_END(step);
+ *     }
+ * Pattern 2 (no header at all, e.g. from another language): look the symbols
+ * up at run time; they are null when memstep is not loaded:
+ *     typedef void (*step_fn)(uint64_t);
+ *     step_fn f = (step_fn)dlsym(RTLD_DEFAULT, "memstep_step_begin");
+ *     if (f) f(step);
+ * Python: ctypes.CDLL(None).memstep_step_begin (see python/memstep).
+ *
+ * Define MEMSTEP_NO_WEAK before including to get plain (strong) declarations,
+ * e.g. when linking a program directly against libmemstep.so.
+ */
+#ifndef MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_
+#define MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_
+
+#include <stdint.h>
+
+#if defined(MEMSTEP_NO_WEAK) || defined(MEMSTEP_BUILDING_LIBRARY)
+#define MEMSTEP_API_ATTR __attribute__((visibility("default")))
+#else
+#define MEMSTEP_API_ATTR __attribute__((weak))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+MEMSTEP_API_ATTR void memstep_step_begin(uint64_t step);
+MEMSTEP_API_ATTR void memstep_step_end(uint64_t step);
+MEMSTEP_API_ATTR void memstep_stage_begin(const char* name);
+MEMSTEP_API_ATTR void memstep_stage_end(const char* name);
+MEMSTEP_API_ATTR void memstep_counter(const char* name, int64_t value);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* Null-safe wrappers: no-ops when libmemstep.so is not loaded. */
+#define MEMSTEP_STEP_BEGIN(n)                                        \
+  do {                                                               \
+    if (&memstep_step_begin != 0) memstep_step_begin((uint64_t)(n)); \
+  } while (0)
+#define MEMSTEP_STEP_END(n)                                      \
+  do {                                                           \
+    if (&memstep_step_end != 0) memstep_step_end((uint64_t)(n)); \
+  } while (0)
+#define MEMSTEP_STAGE_BEGIN(name)                             \
+  do {                                                        \
+    if (&memstep_stage_begin != 0) memstep_stage_begin(name); \
+  } while (0)
+#define MEMSTEP_STAGE_END(name)                           \
+  do {                                                    \
+    if (&memstep_stage_end != 0) memstep_stage_end(name); \
+  } while (0)
+#define MEMSTEP_COUNTER(name, value)                                      \
+  do {                                                                    \
+    if (&memstep_counter != 0) memstep_counter((name), (int64_t)(value)); \
+  } while (0)
+
+#endif /* MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_ */

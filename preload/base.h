@@ -1,0 +1,109 @@
+// Small freestanding building blocks of libmemstep.so.
+//
+// Contract: nothing here allocates from the hooked heap, throws, or needs the
+// C++ runtime. Memory comes from raw mmap system calls (never the interposed
+// mmap), locks are spinlocks (a few instructions, held for short critical
+// sections only, never across an unwind or a system call that can block), and
+// all of it is usable before main, after static destructors, and inside the
+// fork handlers (a SpinLock is reset in the child by Reset()).
+
+#ifndef MEMSTEP_PRELOAD_BASE_H_
+#define MEMSTEP_PRELOAD_BASE_H_
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#define MEMSTEP_ALWAYS_INLINE inline __attribute__((always_inline))
+#define MEMSTEP_NOINLINE __attribute__((noinline))
+#define MEMSTEP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MEMSTEP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MEMSTEP_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace memstep::preload {
+
+// Anonymous private mapping made with the raw system call, so that memstep's
+// own memory never appears as an application mmap. MAP_NORESERVE: pages are
+// committed on first touch. Returns nullptr on failure.
+void* RawMmap(size_t len);
+void RawMunmap(void* p, size_t len);
+
+// CLOCK_MONOTONIC in nanoseconds.
+uint64_t MonoNs();
+uint64_t RealNs();
+
+// Kernel thread id of the caller (a system call; cache it).
+uint32_t GetTid();
+
+// Test-and-test-and-set spinlock. Protects short critical sections only.
+class SpinLock {
+ public:
+  void Lock() {
+    while (v_.exchange(1, std::memory_order_acquire) != 0) {
+      while (v_.load(std::memory_order_relaxed) != 0) __builtin_ia32_pause();
+    }
+  }
+  void Unlock() { v_.store(0, std::memory_order_release); }
+  // Fork child only: the owner may have been another thread of the parent.
+  void Reset() { v_.store(0, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> v_{0};
+};
+
+class SpinLockHolder {
+ public:
+  explicit SpinLockHolder(SpinLock* l) : l_(l) { l_->Lock(); }
+  ~SpinLockHolder() { l_->Unlock(); }
+  SpinLockHolder(const SpinLockHolder&) = delete;
+  SpinLockHolder& operator=(const SpinLockHolder&) = delete;
+
+ private:
+  SpinLock* l_;
+};
+
+// Restores errno on scope exit (every hook passes errno through unchanged).
+class ErrnoSaver {
+ public:
+  ErrnoSaver() : saved_(errno) {}
+  ~ErrnoSaver() { errno = saved_; }
+  ErrnoSaver(const ErrnoSaver&) = delete;
+  ErrnoSaver& operator=(const ErrnoSaver&) = delete;
+
+ private:
+  int saved_;
+};
+
+// CAS-max: raises *a to at least v.
+inline void AtomicMax(std::atomic<uint64_t>* a, uint64_t v) {
+  uint64_t cur = a->load(std::memory_order_relaxed);
+  while (cur < v && !a->compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+inline uint64_t HashBytes(const void* data, size_t n, uint64_t seed = 0) {
+  // FNV-1a over 8-byte words with a final avalanche; good enough for interning.
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+// Parses a plain non-negative decimal integer; returns false on anything else.
+bool ParseU64(const char* s, uint64_t* out);
+
+// Length of a NUL-terminated string (no libc call, usable anywhere).
+inline size_t StrLen(const char* s) {
+  size_t n = 0;
+  while (s[n] != '\0') ++n;
+  return n;
+}
+
+}  // namespace memstep::preload
+
+#endif  // MEMSTEP_PRELOAD_BASE_H_

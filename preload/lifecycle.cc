@@ -1,0 +1,162 @@
+// The library's lifecycle: configuration, constructor (resolve, load the
+// unwinder, open the trace, start the writer), destructor (final flush),
+// thread exit, and the fork handlers.
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload/recorder.h"
+#include "preload/runtime.h"
+#include "src/format/format.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+void ReadConfig() {
+  uint64_t v;
+  if (ParseU64(getenv("MEMSTEP_SAMPLE_INTERVAL"), &v)) g_config.sample_interval = v;
+  if (ParseU64(getenv("MEMSTEP_ALWAYS_BYTES"), &v) && v > 0) g_config.always_bytes = v;
+  if (ParseU64(getenv("MEMSTEP_FLUSH_MS"), &v) && v > 0) g_config.flush_ms = v;
+  const char* d = getenv("MEMSTEP_DISABLE");
+  g_config.disabled = d != nullptr && d[0] != '\0' && d[0] != '0';
+  const char* q = getenv("MEMSTEP_QUIET");
+  g_config.quiet = q != nullptr && q[0] != '\0' && q[0] != '0';
+  const char* dir = getenv("MEMSTEP_DIR");
+  if (dir != nullptr && dir[0] != '\0') {
+    size_t n = StrLen(dir);
+    if (n < sizeof(g_config.dir)) memcpy(g_config.dir, dir, n + 1);
+  }
+}
+
+void ThreadExit(void*) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  FlushCounters(&t);
+  if (t.ring != nullptr) {
+    RetireRing(t.ring);
+    t.ring = nullptr;
+  }
+  // If malloc runs in a later destructor round, the slow path re-arms us
+  // (a fresh first gap is drawn: memoryless, so unbiased).
+  t.key_armed = 0;
+  t.seeded = 0;
+  t.bytes_until_sample = 0;
+}
+
+namespace {
+
+uint8_t g_fork_saved_guard = 0;
+
+void ForkPrepare() {
+  ThreadState& t = t_state;
+  g_fork_saved_guard = t.guard;
+  t.guard = 1;
+  WriterForkPrepare();  // flush_mu
+  g_api_lock.Lock();
+  RegistryLock();
+  g_dict.Lock();
+  g_big.LockAll();
+  g_region.LockAll();
+  g_mmaps.Lock();
+}
+
+void ForkParent() {
+  g_mmaps.Unlock();
+  g_region.UnlockAll();
+  g_big.UnlockAll();
+  g_dict.Unlock();
+  RegistryUnlock();
+  g_api_lock.Unlock();
+  WriterForkParent();
+  t_state.guard = g_fork_saved_guard;
+}
+
+void ForkChild() {
+  g_mmaps.ResetLock();
+  g_region.ResetLocks();
+  g_big.ResetLocks();
+  g_dict.ResetLock();
+  g_api_lock.Reset();
+  ThreadState& t = t_state;
+  t.tid = GetTid();
+  t.seeded = 0;  // different random stream from the parent
+  WriterForkChild();
+  t.guard = g_fork_saved_guard;
+}
+
+int FindSelf(struct dl_phdr_info* info, size_t, void* data) {
+  uintptr_t me = reinterpret_cast<uintptr_t>(data);
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t s = info->dlpi_addr + ph.p_vaddr;
+    if (s < lo) lo = s;
+    if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
+  }
+  if (me >= lo && me < hi) {
+    g_self_lo = lo;
+    g_self_hi = hi;
+    return 1;
+  }
+  return 0;
+}
+
+void LoadUnwinder() {
+  if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return;
+  void* h = g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return;
+  g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Ux86_64_flush_cache"));
+  g_unw_local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
+  auto bt = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
+  if (bt == nullptr) return;
+  void* warm[fmt::kMaxFrames];
+  bt(warm, static_cast<int>(fmt::kMaxFrames));  // first call is slow: pay it now
+  g_unw_backtrace = bt;
+}
+
+}  // namespace
+
+__attribute__((constructor(101))) static void MemstepInit() {
+  ResolveReal();
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (g_state.load() != kNotYet) return;
+  if (g_config.disabled) {
+    g_state.store(kDisabled);
+    return;
+  }
+  t.tid = GetTid();
+  dl_iterate_phdr(FindSelf, reinterpret_cast<void*>(&FindSelf));
+  if (!g_big.Init(8192) || !g_dict.Init(size_t{1} << 30, size_t{1} << 20, size_t{1} << 16) ||
+      !g_mmaps.Init(size_t{1} << 16)) {
+    Degrade("cannot reserve memory", nullptr, ENOMEM);
+    g_state.store(kStopped);
+    return;
+  }
+  LoadUnwinder();
+  g_key_ok = pthread_key_create(&g_key, ThreadExit) == 0;
+  if (!WriterOpen(false, nullptr)) {
+    g_state.store(kStopped);
+    return;
+  }
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  g_state.store(kRecording);
+  WriterStartThread();
+}
+
+__attribute__((destructor)) static void MemstepFini() {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  FlushCounters(&t);
+  if (g_state.load() == kRecording) WriterCycle(true);
+}
+
+}  // namespace memstep::preload

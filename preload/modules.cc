@@ -1,0 +1,170 @@
+// Module maps for the trace: which ELF objects are loaded where.
+//
+// RefreshMappings runs in the writer thread (or the final flush), never in a
+// training thread and never under a memstep lock: dl_iterate_phdr takes the
+// loader lock, so nesting it inside one of ours could deadlock. It compares
+// what dl_iterate_phdr reports with what it reported before and appends
+// kTagMapping (new object: absolute path, [start, end) of its PT_LOAD
+// segments, load bias, GNU build-id) and kTagMappingGone records to the
+// dictionary log. State here is owned by whoever runs the flush cycle.
+
+#include "preload/modules.h"
+
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/runtime.h"
+#include "src/format/format.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace {
+
+constexpr int kMaxMappings = 4096;
+
+struct Mapping {
+  uintptr_t start, end, bias;
+  uint64_t path_hash;
+  uint32_t id;
+  bool seen;
+};
+Mapping g_maps[kMaxMappings];  // known mappings
+int g_nmaps = 0;
+uint32_t g_next_map_id = 1;
+
+struct SeenMap {
+  uintptr_t start, end, bias;
+  uint64_t path_hash;
+  uint32_t path_off, path_len;
+  uint8_t build_id[64];
+  uint32_t build_id_len;
+};
+SeenMap g_seen[kMaxMappings];  // writer-owned scratch
+int g_nseen = 0;
+char g_path_pool[kMaxMappings * 128];
+size_t g_path_used = 0;
+
+void ReadBuildId(const struct dl_phdr_info* info, SeenMap* m) {
+  m->build_id_len = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    size_t align = ph.p_align >= 8 ? 8 : 4;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
+    const uint8_t* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr)* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      size_t name_off = sizeof(ElfW(Nhdr));
+      size_t desc_off = name_off + ((nh->n_namesz + align - 1) & ~(align - 1));
+      size_t next = desc_off + ((nh->n_descsz + align - 1) & ~(align - 1));
+      if (p + desc_off + nh->n_descsz > end) break;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+          memcmp(p + name_off, "GNU", 4) == 0 && nh->n_descsz <= sizeof(m->build_id)) {
+        memcpy(m->build_id, p + desc_off, nh->n_descsz);
+        m->build_id_len = nh->n_descsz;
+        return;
+      }
+      p += next;
+    }
+  }
+}
+
+int CollectMap(struct dl_phdr_info* info, size_t, void* data) {
+  int* index = static_cast<int*>(data);
+  int my_index = (*index)++;
+  if (g_nseen >= kMaxMappings) return 1;
+  SeenMap& m = g_seen[g_nseen];
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t s = info->dlpi_addr + ph.p_vaddr;
+    if (s < lo) lo = s;
+    if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
+  }
+  if (hi == 0) return 0;
+  char path[4096];
+  size_t n = 0;
+  const char* name = info->dlpi_name;
+  if (name == nullptr || name[0] == '\0') {
+    if (my_index != 0) return 0;
+    ssize_t r = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (r <= 0) return 0;
+    n = static_cast<size_t>(r);
+  } else if (name[0] != '/' && realpath(name, path) != nullptr) {
+    n = StrLen(path);
+  } else {
+    n = StrLen(name);
+    if (n >= sizeof(path)) n = sizeof(path) - 1;
+    memcpy(path, name, n);
+  }
+  if (g_path_used + n > sizeof(g_path_pool)) return 1;
+  memcpy(g_path_pool + g_path_used, path, n);
+  m.path_off = static_cast<uint32_t>(g_path_used);
+  m.path_len = static_cast<uint32_t>(n);
+  g_path_used += n;
+  m.start = lo;
+  m.end = hi;
+  m.bias = info->dlpi_addr;
+  m.path_hash = HashBytes(path, n);
+  ReadBuildId(info, &m);
+  ++g_nseen;
+  return 0;
+}
+
+}  // namespace
+
+void RefreshMappings(uint64_t start_mono) {
+  if (g_maps_dirty.exchange(0, std::memory_order_acq_rel) == 0) return;
+  g_nseen = 0;
+  g_path_used = 0;
+  int index = 0;
+  dl_iterate_phdr(CollectMap, &index);
+  for (int i = 0; i < g_nmaps; ++i) g_maps[i].seen = false;
+  uint8_t rec[512];
+  for (int s = 0; s < g_nseen; ++s) {
+    SeenMap& m = g_seen[s];
+    bool known = false;
+    for (int i = 0; i < g_nmaps; ++i) {
+      Mapping& k = g_maps[i];
+      if (k.start == m.start && k.bias == m.bias && k.path_hash == m.path_hash) {
+        k.seen = true;
+        known = true;
+        break;
+      }
+    }
+    if (known || g_nmaps >= kMaxMappings) continue;
+    uint32_t path_id = g_dict.InternString(g_path_pool + m.path_off, m.path_len);
+    Mapping& k = g_maps[g_nmaps++];
+    k = Mapping{m.start, m.end, m.bias, m.path_hash, g_next_map_id++, true};
+    fmt::RecordEncoder e(rec, sizeof(rec));
+    e.Begin(fmt::kTagMapping);
+    e.U(k.id);
+    e.U((MonoNs() - start_mono));
+    e.U(m.start);
+    e.U(m.end);
+    e.U(m.bias);
+    e.U(path_id);
+    e.U(m.build_id_len);
+    e.Bytes(m.build_id, m.build_id_len);
+    if (e.End()) g_dict.AppendRecord(rec, e.size());
+  }
+  for (int i = 0; i < g_nmaps;) {
+    if (g_maps[i].seen) {
+      ++i;
+      continue;
+    }
+    fmt::RecordEncoder e(rec, sizeof(rec));
+    e.Begin(fmt::kTagMappingGone);
+    e.U(g_maps[i].id);
+    e.U((MonoNs() - start_mono));
+    if (e.End()) g_dict.AppendRecord(rec, e.size());
+    g_maps[i] = g_maps[--g_nmaps];
+  }
+}
+
+}  // namespace memstep::preload

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages memstep needs to build, test and benchmark.
+# Idempotent: does nothing (no network) when everything is already installed.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config binutils
+  libunwind-dev libabsl-dev libzstd-dev libdw-dev libelf-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
+  heaptrack python3
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "memstep: installing Debian packages: ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

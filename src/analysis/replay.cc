@@ -1,0 +1,127 @@
+#include "src/analysis/replay.h"
+
+#include <cmath>
+
+#include "src/format/format.h"
+
+namespace memstep::analysis {
+namespace {
+uint64_t End(uint64_t addr, uint64_t len) {
+  return len > UINT64_MAX - addr ? UINT64_MAX : addr + len;
+}
+}  // namespace
+
+double SampleProbability(uint64_t size, uint64_t interval) {
+  if (interval == 0) return 1.0;
+  double p = -std::expm1(-(static_cast<double>(size) + 1.0) / static_cast<double>(interval));
+  return p > 0 ? p : 1e-300;
+}
+
+uint32_t HeapReplay::SiteIndex(Kind kind, uint64_t stack, uint64_t ts) {
+  SiteKey key{kind, stack};
+  auto [it, inserted] = site_index_.try_emplace(key, static_cast<uint32_t>(sites_.size()));
+  if (inserted) {
+    Accumulator a;
+    a.key = key;
+    a.first_ts = ts;
+    sites_.push_back(a);
+  }
+  return it->second;
+}
+
+void HeapReplay::RemoveLive(uint64_t addr) {
+  auto it = live_.find(addr);
+  if (it == live_.end()) return;
+  Accumulator& s = sites_[it->second.site];
+  s.live_bytes -= it->second.bytes;
+  s.live_count -= it->second.count;
+  host_live_ -= it->second.bytes;
+  live_.erase(it);
+}
+
+void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
+  if (end <= start) return;
+  ranges_[start] = Range{end, site};
+  double len = static_cast<double>(end - start);
+  sites_[site].live_bytes += len;
+  mmap_live_ += len;
+}
+
+int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
+  int64_t first_site = -1;
+  if (end <= start) return first_site;
+  auto it = ranges_.upper_bound(start);
+  if (it != ranges_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.end > start) it = prev;
+  }
+  while (it != ranges_.end() && it->first < end) {
+    const uint64_t r_start = it->first;
+    const Range r = it->second;
+    if (first_site < 0) first_site = r.site;
+    it = ranges_.erase(it);
+    const uint64_t cut_start = std::max(r_start, start);
+    const uint64_t cut_end = std::min(r.end, end);
+    double cut = static_cast<double>(cut_end - cut_start);
+    sites_[r.site].live_bytes -= cut;
+    mmap_live_ -= cut;
+    if (r_start < start) ranges_[r_start] = Range{start, r.site};
+    if (r.end > end) {
+      ranges_.emplace(end, Range{r.end, r.site});
+      break;  // ranges are disjoint: nothing further overlaps
+    }
+  }
+  return first_site;
+}
+
+void HeapReplay::Apply(const reader::Event& e) {
+  switch (e.tag) {
+    case format::kTagAlloc: {
+      RemoveLive(e.addr);
+      const double p = SampleProbability(e.size, e.interval);
+      const double bytes = static_cast<double>(e.size) / p;
+      const double count = 1.0 / p;
+      const uint32_t site = SiteIndex(Kind::kHost, e.stack, e.ts);
+      Accumulator& s = sites_[site];
+      ++s.samples;
+      s.alloc_bytes += bytes;
+      s.alloc_count += count;
+      s.live_bytes += bytes;
+      s.live_count += count;
+      host_live_ += bytes;
+      live_[e.addr] = Live{site, bytes, count};
+      break;
+    }
+    case format::kTagFree:
+      RemoveLive(e.addr);
+      break;
+    case format::kTagMmap: {
+      if (e.size == 0) break;
+      const uint64_t end = End(e.addr, e.size);
+      RemoveRange(e.addr, end);  // MAP_FIXED over an existing mapping
+      const uint32_t site = SiteIndex(Kind::kMmap, e.stack, e.ts);
+      Accumulator& s = sites_[site];
+      ++s.samples;
+      s.alloc_bytes += static_cast<double>(e.size);
+      s.alloc_count += 1;
+      AddRange(e.addr, end, site);
+      break;
+    }
+    case format::kTagMunmap:
+      RemoveRange(e.addr, End(e.addr, e.size));
+      break;
+    case format::kTagMremap: {
+      const int64_t site = RemoveRange(e.addr, End(e.addr, e.size));
+      if (site < 0) break;  // not an anonymous mapping we track
+      Accumulator& s = sites_[site];
+      if (e.new_len > e.size) s.alloc_bytes += static_cast<double>(e.new_len - e.size);
+      RemoveRange(e.new_addr, End(e.new_addr, e.new_len));
+      AddRange(e.new_addr, End(e.new_addr, e.new_len), static_cast<uint32_t>(site));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace memstep::analysis

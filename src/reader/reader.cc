@@ -1,0 +1,467 @@
+#include "src/reader/reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace memstep::reader {
+namespace {
+
+using format::RecordDecoder;
+
+constexpr size_t kMaxHeaderLen = 1 << 20;
+constexpr uint64_t kMaxBuildIdLen = 256;
+
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+
+// Records of one chunk, merged into the Trace only if the whole chunk decodes.
+struct ChunkRecords {
+  std::vector<std::pair<uint64_t, std::string>> strings;
+  std::vector<std::pair<uint64_t, std::vector<uint64_t>>> stacks;
+  std::vector<std::pair<Mapping, uint64_t>> mappings;  // mapping, path string id
+  std::vector<std::pair<uint64_t, uint64_t>> mappings_gone;  // id, ts  // id, ts
+  std::vector<Event> events;
+  std::vector<format::Counters> counters;
+  std::vector<Lost> lost;
+  std::vector<std::pair<Notice, uint64_t>> notices;  // notice, message string id
+  std::vector<Rate> rates;
+  bool has_trailer = false;
+  Trailer trailer;
+  uint64_t max_ts = 0;
+};
+
+bool U32(RecordDecoder& d, uint32_t* out) {
+  uint64_t v;
+  if (!d.U(&v) || v > UINT32_MAX) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool U8(RecordDecoder& d, uint8_t* out) {
+  uint64_t v;
+  if (!d.U(&v) || v > UINT8_MAX) return false;
+  *out = static_cast<uint8_t>(v);
+  return true;
+}
+
+bool Str(RecordDecoder& d, uint64_t len, std::string* out) {
+  const uint8_t* p;
+  if (len > d.remaining() || !d.Bytes(static_cast<size_t>(len), &p)) return false;
+  out->assign(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
+  return true;
+}
+
+bool Counters(RecordDecoder& d, ChunkRecords& c, Event& e) {
+  format::Counters k;
+  if (!d.GetCounters(&k)) return false;
+  e.counters = static_cast<uint32_t>(c.counters.size());
+  c.counters.push_back(k);
+  return true;
+}
+
+// Decodes one record (tag already read). Returns false on malformed input.
+bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
+  using namespace format;
+  Event e;
+  e.tag = tag;
+  switch (tag) {
+    case kTagString: {
+      uint64_t id, len;
+      std::string s;
+      if (!d.U(&id) || !d.U(&len) || !Str(d, len, &s)) return false;
+      c.strings.emplace_back(id, std::move(s));
+      return true;
+    }
+    case kTagMapping: {
+      Mapping m;
+      uint64_t path_str, bid_len;
+      if (!d.U(&m.id) || !d.U(&m.ts) || !d.U(&m.start) || !d.U(&m.end) ||
+          !d.U(&m.load_bias) || !d.U(&path_str) || !d.U(&bid_len) ||
+          bid_len > kMaxBuildIdLen || !Str(d, bid_len, &m.build_id)) {
+        return false;
+      }
+      c.max_ts = std::max(c.max_ts, m.ts);
+      c.mappings.emplace_back(std::move(m), path_str);
+      return true;
+    }
+    case kTagMappingGone: {
+      uint64_t id, ts;
+      if (!d.U(&id) || !d.U(&ts)) return false;
+      c.mappings_gone.emplace_back(id, ts);
+      c.max_ts = std::max(c.max_ts, ts);
+      return true;
+    }
+    case kTagStack: {
+      uint64_t id, n;
+      if (!d.U(&id) || !d.U(&n) || n > kMaxFrames) return false;
+      std::vector<uint64_t> ips(static_cast<size_t>(n));
+      for (auto& ip : ips) {
+        if (!d.U(&ip)) return false;
+      }
+      c.stacks.emplace_back(id, std::move(ips));
+      return true;
+    }
+    case kTagAlloc:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
+          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.interval) || !U8(d, &e.kind) ||
+          !d.U(&e.step) || !d.U(&e.str)) {
+        return false;
+      }
+      break;
+    case kTagFree:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.addr)) return false;
+      break;
+    case kTagMmap:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
+          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.new_addr) || !d.U(&e.new_len) ||
+          !d.U(&e.step) || !d.U(&e.str)) {
+        return false;
+      }
+      break;
+    case kTagMunmap:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.addr) ||
+          !d.U(&e.size)) {
+        return false;
+      }
+      break;
+    case kTagMremap:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
+          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.new_addr) || !d.U(&e.new_len) ||
+          !d.U(&e.step) || !d.U(&e.str)) {
+        return false;
+      }
+      break;
+    case kTagStep:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.step) ||
+          !U8(d, &e.phase) || e.phase > 1 || !Counters(d, c, e)) {
+        return false;
+      }
+      break;
+    case kTagStage:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.str) ||
+          !d.U(&e.step) || !U8(d, &e.phase) || e.phase > 1 || !Counters(d, c, e)) {
+        return false;
+      }
+      break;
+    case kTagCounter:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.str) ||
+          !d.S(&e.value)) {
+        return false;
+      }
+      break;
+    case kTagRate: {
+      Rate r;
+      if (!d.U(&r.ts) || !d.U(&r.interval)) return false;
+      c.max_ts = std::max(c.max_ts, r.ts);
+      c.rates.push_back(r);
+      return true;
+    }
+    case kTagLost: {
+      Lost l;
+      if (!d.U(&l.ts) || !d.U(&l.records) || !d.U(&l.bytes) || !d.U(&l.cause)) return false;
+      c.max_ts = std::max(c.max_ts, l.ts);
+      c.lost.push_back(l);
+      return true;
+    }
+    case kTagNotice: {
+      Notice n;
+      uint64_t msg;
+      if (!d.U(&n.ts) || !d.U(&n.code) || !d.U(&msg)) return false;
+      c.max_ts = std::max(c.max_ts, n.ts);
+      c.notices.emplace_back(std::move(n), msg);
+      return true;
+    }
+    case kTagTrailer: {
+      uint64_t clean;
+      if (!d.U(&c.trailer.ts) || !d.GetCounters(&c.trailer.counters) || !d.U(&clean)) {
+        return false;
+      }
+      c.trailer.clean_exit = clean != 0;
+      c.has_trailer = true;
+      c.max_ts = std::max(c.max_ts, c.trailer.ts);
+      return true;
+    }
+    default:
+      return false;  // unknown tags cannot be skipped: records carry no length
+  }
+  c.max_ts = std::max(c.max_ts, e.ts);
+  c.events.push_back(e);
+  return true;
+}
+
+bool DecodeRecords(const uint8_t* p, size_t n, ChunkRecords& c, uint64_t budget) {
+  RecordDecoder d(p, n);
+  uint64_t count = 0;
+  while (!d.AtEnd()) {
+    uint8_t tag;
+    if (!d.Byte(&tag) || !DecodeRecord(tag, d, c)) return false;
+    if (++count > budget) return false;
+  }
+  return true;
+}
+
+void Merge(ChunkRecords& c, Trace& t) {
+  for (auto& [id, s] : c.strings) t.strings[id] = std::move(s);
+  for (auto& [id, ips] : c.stacks) t.stacks[id] = std::move(ips);
+  for (auto& [m, path_id] : c.mappings) {
+    m.path = t.String(path_id);
+    if (path_id != 0 && m.path.empty()) ++t.unknown_refs;
+    t.mappings.push_back(std::move(m));
+  }
+  for (auto [id, ts] : c.mappings_gone) {
+    bool found = false;
+    for (auto it = t.mappings.rbegin(); it != t.mappings.rend(); ++it) {
+      if (it->id == id && it->gone_ts == UINT64_MAX) {
+        it->gone_ts = ts;
+        found = true;
+        break;
+      }
+    }
+    if (!found) ++t.unknown_refs;
+  }
+  const uint32_t counter_base = static_cast<uint32_t>(t.counters.size());
+  t.counters.insert(t.counters.end(), c.counters.begin(), c.counters.end());
+  for (auto& e : c.events) {
+    if (e.tag == format::kTagStep || e.tag == format::kTagStage) e.counters += counter_base;
+    t.events.push_back(e);
+  }
+  t.lost.insert(t.lost.end(), c.lost.begin(), c.lost.end());
+  t.rates.insert(t.rates.end(), c.rates.begin(), c.rates.end());
+  for (auto& [n, msg_id] : c.notices) {
+    n.message = t.String(msg_id);
+    if (msg_id != 0 && n.message.empty()) ++t.unknown_refs;
+    t.notices.push_back(std::move(n));
+  }
+  if (c.has_trailer) {
+    t.has_trailer = true;
+    t.trailer = c.trailer;
+  }
+  t.max_ts = std::max(t.max_ts, c.max_ts);
+}
+
+void CountUnknownRefs(Trace& t) {
+  auto check_str = [&](uint64_t id) {
+    if (id != 0 && !t.strings.contains(id)) ++t.unknown_refs;
+  };
+  for (const Event& e : t.events) {
+    switch (e.tag) {
+      case format::kTagAlloc:
+      case format::kTagMmap:
+      case format::kTagMremap:
+        if (e.stack != 0 && !t.stacks.contains(e.stack)) ++t.unknown_refs;
+        check_str(e.str);
+        break;
+      case format::kTagStage:
+      case format::kTagCounter:
+        check_str(e.str);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+const std::string& Trace::String(uint64_t id) const {
+  static const std::string* const kEmpty = new std::string();
+  auto it = strings.find(id);
+  return it == strings.end() ? *kEmpty : it->second;
+}
+
+std::string Trace::RankValue(const std::string& key) const {
+  size_t pos = 0;
+  while (pos < rank_env.size()) {
+    size_t end = rank_env.find('\0', pos);
+    if (end == std::string::npos) end = rank_env.size();
+    std::string_view kv(rank_env.data() + pos, end - pos);
+    if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=') {
+      return std::string(kv.substr(key.size() + 1));
+    }
+    pos = end + 1;
+  }
+  return "";
+}
+
+absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trace,
+                                   bool verify_crc) {
+  if (size < sizeof(format::FileHeader) ||
+      memcmp(data, format::kFileMagic, sizeof(format::kFileMagic)) != 0) {
+    if (size >= 8 && memcmp(data, format::kFileMagic, 8) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("truncated memstep trace header (", size, " bytes)"));
+    }
+    return absl::InvalidArgumentError("not a memstep trace (bad magic)");
+  }
+  format::FileHeader h;
+  memcpy(&h, data, sizeof(h));
+  if (h.version_major != format::kVersionMajor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported memstep trace version ", h.version_major, ".",
+                     h.version_minor, " (this reader supports ", format::kVersionMajor, ".x)"));
+  }
+  if (h.header_len < sizeof(h) + 4 || h.header_len > kMaxHeaderLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("corrupt memstep trace header (header_len ", h.header_len, ")"));
+  }
+  if (h.header_len > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncated memstep trace header (", size, " of ", h.header_len, " bytes)"));
+  }
+  const size_t crc_at = h.header_len - 4;
+  if (verify_crc && format::Crc32c(data, crc_at) != LoadU32(data + crc_at)) {
+    return absl::InvalidArgumentError("corrupt memstep trace header (CRC mismatch)");
+  }
+  trace->header = h;
+  size_t pos = sizeof(h);
+  while (pos < crc_at) {
+    if (crc_at - pos < 6) {
+      return absl::InvalidArgumentError("corrupt memstep trace header (partial TLV)");
+    }
+    const uint16_t type = LoadU16(data + pos);
+    const uint32_t len = LoadU32(data + pos + 2);
+    pos += 6;
+    if (len > crc_at - pos) {
+      return absl::InvalidArgumentError("corrupt memstep trace header (TLV overruns header)");
+    }
+    if (type == format::kTlvEnd) break;
+    std::string value(reinterpret_cast<const char*>(data + pos), len);
+    pos += len;
+    switch (type) {
+      case format::kTlvCmdline: trace->cmdline = std::move(value); break;
+      case format::kTlvHostname: trace->hostname = std::move(value); break;
+      case format::kTlvRankEnv: trace->rank_env = std::move(value); break;
+      case format::kTlvExe: trace->exe = std::move(value); break;
+      case format::kTlvParentTrace: trace->parent_trace = std::move(value); break;
+      case format::kTlvAllocator: trace->allocator = std::move(value); break;
+      default: break;  // unknown TLVs are skipped
+    }
+  }
+  return static_cast<size_t>(h.header_len);
+}
+
+absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderOptions& options) {
+  Trace t;
+  absl::StatusOr<size_t> header_len = ParseHeader(data, size, &t, options.verify_crc);
+  if (!header_len.ok()) return header_len.status();
+
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  std::vector<uint8_t> raw;
+  uint64_t records_budget = options.max_records;
+  size_t pos = *header_len;
+  std::string problem;
+  while (pos < size) {
+    if (size - pos < sizeof(format::ChunkHeader)) {
+      problem = "file ends inside a chunk header";
+      break;
+    }
+    format::ChunkHeader ch;
+    memcpy(&ch, data + pos, sizeof(ch));
+    if (ch.magic != format::kChunkMagic) {
+      problem = "bad chunk magic";
+      break;
+    }
+    if (options.verify_crc && format::Crc32c(&ch, 32) != ch.header_crc32c) {
+      problem = "chunk header CRC mismatch";
+      break;
+    }
+    if (ch.raw_len > format::kMaxChunkRawLen ||
+        (ch.codec == format::kCodecRaw && ch.payload_len != ch.raw_len) ||
+        (ch.codec == format::kCodecZstd &&
+         ch.payload_len > ZSTD_compressBound(format::kMaxChunkRawLen)) ||
+        ch.codec > format::kCodecZstd) {
+      problem = "bad chunk lengths or codec";
+      break;
+    }
+    const size_t payload_at = pos + sizeof(ch);
+    if (ch.payload_len > size - payload_at) {
+      problem = "file ends inside a chunk";
+      break;
+    }
+    const uint8_t* payload = data + payload_at;
+    if (options.verify_crc && format::Crc32c(payload, ch.payload_len) != ch.payload_crc32c) {
+      problem = "chunk payload CRC mismatch";
+      break;
+    }
+    const uint8_t* records = payload;
+    if (ch.codec == format::kCodecZstd) {
+      raw.resize(ch.raw_len);
+      size_t got = ZSTD_decompressDCtx(dctx.get(), raw.data(), raw.size(), payload, ch.payload_len);
+      if (ZSTD_isError(got) || got != ch.raw_len) {
+        problem = "chunk does not decompress";
+        break;
+      }
+      records = raw.data();
+    }
+    if (ch.seq != t.chunks) {
+      t.warnings.push_back(absl::StrCat("chunk at offset ", pos, " has seq ", ch.seq,
+                                        ", expected ", t.chunks));
+    }
+    ChunkRecords c;
+    if (!DecodeRecords(records, ch.raw_len, c, records_budget)) {
+      problem = records_budget == 0 ? "too many records" : "malformed record in chunk";
+      break;
+    }
+    records_budget -= c.events.size();
+    Merge(c, t);
+    ++t.chunks;
+    pos = payload_at + ch.payload_len;
+  }
+  if (pos < size) {
+    t.truncated = true;
+    t.truncated_at_offset = pos;
+    t.warnings.push_back(absl::StrCat("truncated at offset ", pos, " (", problem,
+                                      "); read ", t.chunks, " chunks before it"));
+  }
+  std::stable_sort(t.events.begin(), t.events.end(),
+                   [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  CountUnknownRefs(t);
+  if (t.unknown_refs > 0) {
+    t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));
+  }
+  return t;
+}
+
+absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReaderOptions& options) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": empty file, not a memstep trace"));
+  }
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": mmap: ", strerror(errno)));
+  absl::StatusOr<Trace> trace = ParseTrace(static_cast<const uint8_t*>(map), size, options);
+  munmap(map, size);
+  if (!trace.ok()) {
+    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  }
+  return trace;
+}
+
+}  // namespace memstep::reader

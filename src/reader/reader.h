@@ -1,0 +1,157 @@
+// Reader of memstep trace files (src/format/format.h, docs/format.md).
+//
+// Contract:
+//  - Never crashes, never reads out of bounds and never allocates in
+//    proportion to an untrusted length field: every length is checked against
+//    the bytes actually present and against the format's limits
+//    (kMaxChunkRawLen, kMaxFrames) before it is used.
+//  - A file that is not a trace (short, bad magic, unsupported major version,
+//    bad header CRC or malformed header TLVs) is an error (absl::Status with a
+//    message fit for the user).
+//  - Chunks are all-or-nothing. Reading stops at the first chunk that is
+//    incomplete or invalid (bad magic, CRC mismatch, bad length, undecodable
+//    payload or record); everything before it is kept, and `truncated` /
+//    `truncated_at_offset` name the first unreadable byte.
+//  - Sequenced records (ALLOC, FREE, MMAP, MUNMAP, MREMAP, STEP, STAGE,
+//    COUNTER) are delivered in `events`, sorted by their global `seq` (stable
+//    for equal seq). v1 loads and sorts per file: memory is about 100 bytes
+//    per sequenced record plus the dictionaries, bounded by
+//    ReaderOptions::max_events.
+//  - References to undefined stack, string or mapping ids are tolerated and
+//    counted in `unknown_refs`.
+// Thread-compatible; no global state.
+
+#ifndef MEMSTEP_SRC_READER_READER_H_
+#define MEMSTEP_SRC_READER_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "src/format/format.h"
+
+namespace memstep::reader {
+
+// One sequenced record. Field use by tag (unused fields are 0):
+//   ALLOC   stack addr size interval kind step str(stage)
+//   FREE    addr
+//   MMAP    stack addr size(len) prot flags step str(stage)
+//   MUNMAP  addr size(len)
+//   MREMAP  stack addr(old) size(old_len) new_addr new_len step str(stage)
+//   STEP    step phase counters
+//   STAGE   str(stage) step phase counters
+//   COUNTER str(name) value
+struct Event {
+  uint8_t tag = 0;
+  uint8_t kind = 0;   // ALLOC: format::AllocKind
+  uint8_t phase = 0;  // STEP/STAGE: 0 begin, 1 end
+  uint32_t tid = 0;
+  uint64_t ts = 0;    // ns since trace start
+  uint64_t seq = 0;
+  uint64_t stack = 0;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t interval = 0;
+  uint64_t new_addr = 0;  // MREMAP; MMAP: prot
+  uint64_t new_len = 0;   // MREMAP; MMAP: flags
+  uint64_t step = 0;
+  uint64_t str = 0;
+  int64_t value = 0;
+  uint32_t counters = 0;  // STEP/STAGE: index into Trace::counters
+};
+
+struct Mapping {
+  uint64_t id = 0;
+  uint64_t ts = 0;
+  uint64_t gone_ts = UINT64_MAX;  // MAPPING_GONE time, or never
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t load_bias = 0;
+  std::string path;
+  std::string build_id;  // raw bytes
+};
+
+struct Lost {
+  uint64_t ts = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  uint64_t cause = 0;
+};
+
+struct Notice {
+  uint64_t ts = 0;
+  uint64_t code = 0;
+  std::string message;
+};
+
+struct Rate {
+  uint64_t ts = 0;
+  uint64_t interval = 0;
+};
+
+struct Trailer {
+  uint64_t ts = 0;
+  format::Counters counters{};
+  bool clean_exit = false;
+};
+
+struct Trace {
+  format::FileHeader header{};
+  std::string cmdline;    // argv joined with '\0' (TLV 1)
+  std::string hostname;
+  std::string rank_env;   // "RANK=..\0LOCAL_RANK=..\0..."
+  std::string exe;
+  std::string parent_trace;
+  std::string allocator;
+
+  absl::flat_hash_map<uint64_t, std::string> strings;
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> stacks;  // innermost first
+  std::vector<Mapping> mappings;  // in file order
+  std::vector<Event> events;      // sorted by seq
+  std::vector<format::Counters> counters;  // referenced by Event::counters
+  std::vector<Lost> lost;
+  std::vector<Notice> notices;
+  std::vector<Rate> rates;
+  bool has_trailer = false;
+  Trailer trailer;
+
+  uint64_t chunks = 0;            // valid chunks read
+  uint64_t max_ts = 0;            // largest record timestamp seen
+  bool truncated = false;
+  uint64_t truncated_at_offset = 0;
+  uint64_t unknown_refs = 0;      // references to undefined ids
+  std::vector<std::string> warnings;
+
+  // The string for `id`, "" for 0 or an unknown id.
+  const std::string& String(uint64_t id) const;
+  // The value of `key` in rank_env ("RANK" -> "3"), "" if absent.
+  std::string RankValue(const std::string& key) const;
+};
+
+struct ReaderOptions {
+  // Stop (as if truncated, with a warning) after this many records.
+  uint64_t max_records = uint64_t{1} << 28;
+  // Fuzzing only: accept chunks whose CRCs do not match, so that mutations
+  // reach the decompressor and the record decoder.
+  bool verify_crc = true;
+};
+
+// Parses a whole trace held in memory.
+absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size,
+                                 const ReaderOptions& options = {});
+
+// Reads and parses the trace file at `path` (mapped read-only).
+absl::StatusOr<Trace> ReadTraceFile(const std::string& path,
+                                    const ReaderOptions& options = {});
+
+// Size of the file header (fixed part, TLVs and CRC) at the start of `data`,
+// or an error if it is not a valid memstep header.
+absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trace,
+                                   bool verify_crc = true);
+
+}  // namespace memstep::reader
+
+#endif  // MEMSTEP_SRC_READER_READER_H_

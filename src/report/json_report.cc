@@ -1,0 +1,245 @@
+// JSON report, schema "memstep.report/1" (fields listed in docs/cli.md).
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/report/report.h"
+
+namespace memstep::report {
+namespace {
+
+using analysis::Frame;
+using analysis::ProcessSummary;
+using analysis::Report;
+using analysis::Site;
+using analysis::StepRow;
+
+// Minimal streaming JSON writer: the caller keeps the structure balanced.
+class JsonWriter {
+ public:
+  void BeginObject() { Value("{"), first_ = true; }
+  void EndObject() { out_ += '}', first_ = false; }
+  void BeginArray() { Value("["), first_ = true; }
+  void EndArray() { out_ += ']', first_ = false; }
+  void Key(const std::string& k) {
+    Comma();
+    absl::StrAppend(&out_, "\"", JsonEscape(k), "\":");
+    after_key_ = true;
+  }
+  void String(const std::string& s) { Value(absl::StrCat("\"", JsonEscape(s), "\"")); }
+  void Uint(uint64_t v) { Value(absl::StrCat(v)); }
+  void Int(int64_t v) { Value(absl::StrCat(v)); }
+  void Bool(bool v) { Value(v ? "true" : "false"); }
+  void Double(double v) {
+    if (!std::isfinite(v)) {
+      Value("null");
+    } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
+      Value(absl::StrFormat("%.0f", v));
+    } else {
+      Value(absl::StrFormat("%.17g", v));
+    }
+  }
+  template <typename T>
+  void Field(const std::string& k, const T& v) {
+    Key(k);
+    Put(v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Put(const std::string& v) { String(v); }
+  void Put(const char* v) { String(v); }
+  void Put(bool v) { Bool(v); }
+  void Put(double v) { Double(v); }
+  void Put(uint64_t v) { Uint(v); }
+  void Put(uint32_t v) { Uint(v); }
+  void Put(int v) { Int(v); }
+  void Comma() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  JsonWriter& Value(const std::string& v) {
+    if (after_key_) {
+      after_key_ = false;
+    } else {
+      Comma();
+    }
+    out_ += v;
+    return *this;
+  }
+
+  std::string out_;
+  bool first_ = true;
+  bool after_key_ = false;
+};
+
+void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
+  w.BeginObject();
+  w.Field("pid", p.pid);
+  w.Field("ppid", p.ppid);
+  w.Field("fork_child", p.fork_child);
+  w.Field("trace_path", p.trace_path);
+  w.Field("cmdline", p.cmdline);
+  w.Field("hostname", p.hostname);
+  w.Field("rank", p.rank);
+  w.Field("alloc_bytes", p.alloc_bytes);
+  w.Field("alloc_count", p.alloc_count);
+  w.Field("free_bytes", p.free_bytes);
+  w.Field("free_count", p.free_count);
+  w.Field("live_bytes_end", p.live_bytes_end);
+  w.Field("peak_bytes", p.peak_bytes);
+  w.Field("mmap_live_bytes_end", p.mmap_live_bytes_end);
+  w.Field("rss_bytes_end", p.rss_bytes_end);
+  w.Field("samples", p.samples);
+  w.Field("lost_records", p.lost_records);
+  w.Field("lost_bytes", p.lost_bytes);
+  w.Field("unknown_refs", p.unknown_refs);
+  w.Field("sample_interval", p.sample_interval);
+  w.Field("est_live_bytes_end", p.est_live_bytes_end);
+  w.Field("est_peak_bytes", p.est_peak_bytes);
+  w.Field("est_peak_time_s", p.est_peak_time_s);
+  w.Field("duration_s", p.duration_s);
+  w.Field("clean_exit", p.clean_exit);
+  w.Field("truncated", p.truncated);
+  w.Field("truncated_at_offset", p.truncated_at_offset);
+  w.Key("notices");
+  w.BeginArray();
+  for (const std::string& n : p.notices) w.String(n);
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteStep(JsonWriter& w, const StepRow& s) {
+  w.BeginObject();
+  w.Field("pid", s.pid);
+  w.Field("step", s.step);
+  w.Field("live_bytes_end", s.live_bytes_end);
+  w.Field("peak_bytes", s.peak_bytes);
+  w.Field("mmap_live_bytes_end", s.mmap_live_bytes_end);
+  w.Field("rss_bytes_end", s.rss_bytes_end);
+  w.Field("alloc_bytes", s.alloc_bytes);
+  w.Field("alloc_count", s.alloc_count);
+  w.Field("free_bytes", s.free_bytes);
+  w.Field("free_count", s.free_count);
+  w.Field("duration_s", s.duration_s);
+  w.Key("stage_peaks");
+  w.BeginObject();
+  for (const auto& [name, peak] : s.stage_peaks) w.Field(name, peak);
+  w.EndObject();
+  w.EndObject();
+}
+
+void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
+  w.BeginObject();
+  w.Field("id", s.id);
+  w.Field("kind", s.kind);
+  w.Field("pid", s.pid);
+  w.Field("stack_id", s.stack_id);
+  w.Field("samples", s.samples);
+  w.Field("alloc_bytes", s.alloc_bytes);
+  w.Field("alloc_count", s.alloc_count);
+  w.Field("live_bytes_end", s.live_bytes_end);
+  w.Field("live_count_end", s.live_count_end);
+  w.Field("live_bytes_at_peak", s.live_bytes_at_peak);
+  w.Key("live_bytes_by_step");
+  w.BeginArray();
+  for (double v : s.live_bytes_by_step) w.Double(v);
+  w.EndArray();
+  w.Key("frames");
+  w.BeginArray();
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    if (max_frames > 0 && i >= static_cast<size_t>(max_frames)) break;
+    const Frame& f = s.frames[i];
+    w.BeginObject();
+    w.Field("function", f.function);
+    w.Field("file", f.file);
+    w.Field("line", f.line);
+    w.Field("module", f.module);
+    w.Field("inlined", f.inlined);
+    w.Field("ip", absl::StrFormat("0x%x", f.ip));
+    w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
+size_t Utf8Length(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {  // keep valid UTF-8, replace anything else with U+FFFD
+      const size_t n = Utf8Length(s, i);
+      if (n == 0) {
+        out += "\\ufffd";
+      } else {
+        out.append(s, i, n);
+        i += n - 1;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string FormatJson(const Report& report, const ReportOptions& options) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("schema", kJsonSchema);
+  w.Field("path", report.path);
+  w.Key("processes");
+  w.BeginArray();
+  for (const ProcessSummary& p : report.processes) WriteProcess(w, p);
+  w.EndArray();
+  w.Key("steps");
+  w.BeginArray();
+  for (const StepRow& s : report.steps) WriteStep(w, s);
+  w.EndArray();
+  w.Key("sites");
+  w.BeginArray();
+  for (size_t i = 0; i < report.sites.size(); ++i) {
+    if (options.top > 0 && i >= static_cast<size_t>(options.top)) break;
+    WriteSite(w, report.sites[i], options.frames);
+  }
+  w.EndArray();
+  w.Key("warnings");
+  w.BeginArray();
+  for (const std::string& s : report.warnings) w.String(s);
+  w.EndArray();
+  w.EndObject();
+  std::string out = w.Take();
+  out += '\n';
+  return out;
+}
+
+}  // namespace memstep::report

@@ -1,0 +1,289 @@
+// Text report: what `memstep report` prints by default.
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/report/report.h"
+
+namespace memstep::report {
+namespace {
+
+using analysis::Frame;
+using analysis::ProcessSummary;
+using analysis::Report;
+using analysis::Site;
+using analysis::StepRow;
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "12.0 MiB (12,582,912 bytes)" where the exact number matters.
+std::string ExactBytes(uint64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  return absl::StrCat(HumanBytes(static_cast<double>(bytes)), " (", Thousands(bytes), " bytes)");
+}
+
+std::string Seconds(double s) { return absl::StrFormat("%.3f s", s); }
+
+// One line: control characters shown as spaces, long command lines cut.
+std::string OneLine(const std::string& text, size_t max_len = 160) {
+  std::string out;
+  for (char c : text) out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
+  if (out.size() > max_len) out = out.substr(0, max_len - 3) + "...";
+  return out;
+}
+
+void AppendProcess(const ProcessSummary& p, std::string& out) {
+  absl::StrAppend(&out, "  pid ", p.pid, " (ppid ", p.ppid);
+  if (!p.rank.empty()) absl::StrAppend(&out, ", rank ", p.rank);
+  if (p.fork_child) absl::StrAppend(&out, ", fork child");
+  absl::StrAppend(&out, ")");
+  if (!p.hostname.empty()) absl::StrAppend(&out, " on ", p.hostname);
+  absl::StrAppend(&out, "  ", Seconds(p.duration_s), "  ");
+  if (p.truncated) {
+    absl::StrAppend(&out, "TRUNCATED at offset ", p.truncated_at_offset);
+  } else if (p.clean_exit) {
+    absl::StrAppend(&out, "clean exit");
+  } else {
+    absl::StrAppend(&out, "no trailer (killed or still running)");
+  }
+  absl::StrAppend(&out, "  peak ", HumanBytes(p.peak_bytes), "\n");
+  absl::StrAppend(&out, "    cmdline: ", p.cmdline.empty() ? "?" : OneLine(p.cmdline), "\n");
+  absl::StrAppend(&out, "    trace: ", p.trace_path, "\n");
+  for (const std::string& n : p.notices) absl::StrAppend(&out, "    notice: ", OneLine(n), "\n");
+}
+
+// Runs with many processes show the kMaxProcesses with the largest peaks.
+constexpr size_t kMaxProcesses = 8;
+
+void AppendProcesses(const Report& r, std::string& out) {
+  absl::StrAppend(&out, "memstep report: ", r.path, "\n");
+  absl::StrAppend(&out, "Processes: ", r.processes.size());
+  std::vector<const ProcessSummary*> shown;
+  for (const ProcessSummary& p : r.processes) shown.push_back(&p);
+  if (shown.size() > kMaxProcesses) {
+    std::stable_sort(shown.begin(), shown.end(), [](const ProcessSummary* a, const ProcessSummary* b) {
+      return a->peak_bytes > b->peak_bytes;
+    });
+    shown.resize(kMaxProcesses);
+    absl::StrAppend(&out, " (showing the ", kMaxProcesses,
+                    " with the largest peaks; all in --format json)");
+  }
+  absl::StrAppend(&out, "\n");
+  for (const ProcessSummary* p : shown) AppendProcess(*p, out);
+  for (const std::string& w : r.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
+}
+
+void AppendTotals(const Report& r, std::string& out) {
+  ProcessSummary t;
+  double est_live = 0;
+  for (const ProcessSummary& p : r.processes) {
+    t.alloc_bytes += p.alloc_bytes;
+    t.alloc_count += p.alloc_count;
+    t.free_bytes += p.free_bytes;
+    t.free_count += p.free_count;
+    t.live_bytes_end += p.live_bytes_end;
+    t.peak_bytes += p.peak_bytes;
+    t.mmap_live_bytes_end += p.mmap_live_bytes_end;
+    t.samples += p.samples;
+    t.lost_records += p.lost_records;
+    est_live += p.est_live_bytes_end;
+  }
+  const bool many = r.processes.size() > 1;
+  absl::StrAppend(&out, "\nTotals (exact counters", many ? ", summed over processes" : "", ")\n");
+  absl::StrAppend(&out, "  allocations      ", Thousands(t.alloc_count), "  ",
+                  ExactBytes(t.alloc_bytes), "\n");
+  absl::StrAppend(&out, "  frees            ", Thousands(t.free_count), "  ",
+                  ExactBytes(t.free_bytes), "\n");
+  absl::StrAppend(&out, "  live at end      ", ExactBytes(t.live_bytes_end), "\n");
+  absl::StrAppend(&out, "  peak             ", ExactBytes(t.peak_bytes),
+                  many ? "  (sum of per-process peaks)" : "", "\n");
+  absl::StrAppend(&out, "  mmap live at end ", ExactBytes(t.mmap_live_bytes_end), "\n");
+  absl::StrAppend(&out, "  samples          ", Thousands(t.samples),
+                  "  (estimated heap live at end ", HumanBytes(est_live), ")\n");
+  absl::StrAppend(&out, "  lost records     ", Thousands(t.lost_records), "\n");
+}
+
+// Indices of the rows to show; SIZE_MAX marks an ellipsis.
+std::vector<size_t> PickRows(const std::vector<const StepRow*>& rows, const ReportOptions& o) {
+  std::vector<size_t> out;
+  const size_t n = rows.size();
+  if (n <= static_cast<size_t>(o.max_step_rows)) {
+    for (size_t i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::set<size_t> keep;
+  for (size_t i = 0; i < static_cast<size_t>(o.edge_rows) && i < n; ++i) {
+    keep.insert(i);
+    keep.insert(n - 1 - i);
+  }
+  std::vector<size_t> by_peak(n);
+  for (size_t i = 0; i < n; ++i) by_peak[i] = i;
+  std::stable_sort(by_peak.begin(), by_peak.end(),
+                   [&](size_t a, size_t b) { return rows[a]->peak_bytes > rows[b]->peak_bytes; });
+  for (size_t i = 0; i < static_cast<size_t>(o.peak_rows) && i < n; ++i) keep.insert(by_peak[i]);
+  size_t prev = SIZE_MAX;
+  for (size_t i : keep) {
+    if (prev != SIZE_MAX && i != prev + 1) out.push_back(SIZE_MAX);
+    if (prev == SIZE_MAX && i != 0) out.push_back(SIZE_MAX);
+    out.push_back(i);
+    prev = i;
+  }
+  return out;
+}
+
+void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
+  for (const ProcessSummary& p : r.processes) {
+    std::vector<const StepRow*> rows;
+    std::set<std::string> stages;
+    for (const StepRow& s : r.steps) {
+      if (s.pid != p.pid) continue;
+      rows.push_back(&s);
+      for (const auto& [name, peak] : s.stage_peaks) stages.insert(name);
+    }
+    if (rows.empty()) {
+      if (r.processes.size() == 1) absl::StrAppend(&out, "\nNo steps recorded.\n");
+      continue;
+    }
+    absl::StrAppend(&out, "\nSteps (pid ", p.pid, "): ", rows.size(), " steps, exact bytes");
+    if (rows.size() > static_cast<size_t>(o.max_step_rows)) {
+      absl::StrAppend(&out, "; showing the first ", o.edge_rows, ", the last ", o.edge_rows,
+                      " and the ", o.peak_rows, " largest peaks (all rows in --format json)");
+    }
+    absl::StrAppend(&out, "\n");
+    std::string header = absl::StrFormat("  %8s %11s %11s", "step", "live end", "peak");
+    for (const std::string& s : stages) {
+      absl::StrAppend(&header, absl::StrFormat(" %11s", s.size() > 11 ? s.substr(0, 11) : s));
+    }
+    absl::StrAppend(&header, absl::StrFormat(" %11s %11s\n", "alloc'd", "RSS"));
+    out += header;
+    for (size_t i : PickRows(rows, o)) {
+      if (i == SIZE_MAX) {
+        absl::StrAppend(&out, absl::StrFormat("  %8s\n", "..."));
+        continue;
+      }
+      const StepRow& s = *rows[i];
+      absl::StrAppend(&out, absl::StrFormat("  %8d %11s %11s", s.step,
+                                            HumanBytes(s.live_bytes_end), HumanBytes(s.peak_bytes)));
+      for (const std::string& name : stages) {
+        auto it = s.stage_peaks.find(name);
+        absl::StrAppend(&out, absl::StrFormat(
+                                  " %11s", it == s.stage_peaks.end() ? "-" : HumanBytes(it->second)));
+      }
+      absl::StrAppend(&out, absl::StrFormat(" %11s %11s\n", HumanBytes(s.alloc_bytes),
+                                            s.rss_bytes_end ? HumanBytes(s.rss_bytes_end) : "-"));
+    }
+  }
+}
+
+void AppendFrames(const Site& s, const ReportOptions& o, std::string& out) {
+  if (s.frames.empty()) {
+    absl::StrAppend(&out, "        <no stack>\n");
+    return;
+  }
+  const size_t limit = o.frames > 0 ? static_cast<size_t>(o.frames) : s.frames.size();
+  for (size_t i = 0; i < s.frames.size() && i < limit; ++i) {
+    const Frame& f = s.frames[i];
+    absl::StrAppend(&out, "        ", f.inlined ? "[inlined] " : "", f.function);
+    if (!f.file.empty()) {
+      absl::StrAppend(&out, "  ", f.file);
+      if (f.line > 0) absl::StrAppend(&out, ":", f.line);
+    }
+    if (!f.module.empty()) absl::StrAppend(&out, "  (", Basename(f.module), ")");
+    absl::StrAppend(&out, "\n");
+  }
+  if (s.frames.size() > limit) {
+    absl::StrAppend(&out, "        ... ", s.frames.size() - limit, " more frames\n");
+  }
+}
+
+void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::string& out) {
+  std::vector<const Site*> sites;
+  double total = 0;
+  for (const Site& s : r.sites) {
+    const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
+    total += v;
+    if (v > 0) sites.push_back(&s);
+  }
+  std::stable_sort(sites.begin(), sites.end(), [&](const Site* a, const Site* b) {
+    return at_peak ? a->live_bytes_at_peak > b->live_bytes_at_peak
+                   : a->live_bytes_end > b->live_bytes_end;
+  });
+  if (o.top > 0 && sites.size() > static_cast<size_t>(o.top)) sites.resize(o.top);
+  if (at_peak) {
+    absl::StrAppend(&out, "\nTop ", sites.size(), " call sites at the peak (estimated from samples;");
+    for (const ProcessSummary& p : r.processes) {
+      absl::StrAppend(&out, " pid ", p.pid, ": heap ", HumanBytes(p.est_peak_bytes), " at ",
+                      Seconds(p.est_peak_time_s), ";");
+    }
+    out.back() = ')';
+    out += "\n";
+  } else {
+    absl::StrAppend(&out, "\nTop ", sites.size(),
+                    " call sites by live bytes at end (estimated from samples)\n");
+  }
+  if (sites.empty()) {
+    absl::StrAppend(&out, "  (none)\n");
+    return;
+  }
+  for (const Site* s : sites) {
+    const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
+    absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", s->id, HumanBytes(v),
+                                          total > 0 ? 100.0 * v / total : 0.0));
+    if (!at_peak && s->kind == "host") {
+      absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));
+    }
+    absl::StrAppend(&out, absl::StrFormat("%s  %d samples  %s allocated in total", s->kind,
+                                          s->samples, HumanBytes(s->alloc_bytes)));
+    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
+    absl::StrAppend(&out, "\n");
+    AppendFrames(*s, o, out);
+  }
+}
+
+}  // namespace
+
+std::string HumanBytes(double bytes) {
+  if (!std::isfinite(bytes)) return "?";
+  const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  const bool neg = bytes < 0;
+  double v = std::fabs(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  std::string s = u == 0 ? absl::StrFormat("%.0f B", v)
+                         : v < 10   ? absl::StrFormat("%.2f %s", v, kUnits[u])
+                         : v < 100  ? absl::StrFormat("%.1f %s", v, kUnits[u])
+                                    : absl::StrFormat("%.0f %s", v, kUnits[u]);
+  return neg ? "-" + s : s;
+}
+
+std::string Thousands(uint64_t n) {
+  std::string digits = absl::StrCat(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string FormatText(const Report& report, const ReportOptions& options) {
+  std::string out;
+  AppendProcesses(report, out);
+  AppendTotals(report, out);
+  AppendSteps(report, options, out);
+  AppendSites(report, options, /*at_peak=*/false, out);
+  AppendSites(report, options, /*at_peak=*/true, out);
+  return out;
+}
+
+}  // namespace memstep::report

@@ -1,0 +1,479 @@
+// e2e_planted: the planted-fact programs of the end-to-end tests, one binary
+// with a mode per scenario (argv[1]). Every allocation the tests assert on is
+// made by a NOINLINE function with a distinctive name and distinctive sizes,
+// so its site is found by function name and its totals are known exactly.
+// The expected numbers live in planted_facts.h, shared with the tests.
+//
+// Modes (output on stdout, written with write(2), one fact per line):
+//   sites            every host and mmap hook, exact facts at interval 1
+//   sampled          large churn and leak sites for the sampling tolerance test
+//   steps            10 steps with known per-stage peaks (one thread)
+//   fork             parent and a fork child, each with its own site
+//   exec             execs itself in mode exec-target
+//   exec-target      the exec'd program's site
+//   threads          16 threads, each its own planted function
+//   dlopen DSO_PATH  dlopen/dlclose loop of DSO_PATH beside 4 allocating threads
+//   signal           allocating signal handlers (a 200 us ITIMER_REAL and raise)
+//   progress         steps forever, writing "step N" lines; the test kills it
+//   exit CODE        allocates the leak site, then exits with CODE
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "examples/step_api.h"
+#include "tests/e2e/planted_facts.h"
+
+#define NOINLINE __attribute__((noinline))
+
+namespace {
+
+using namespace memstep::e2e::facts;  // NOLINT: the facts are this file's subject
+using memstep::example::StageBegin;
+using memstep::example::StageEnd;
+using memstep::example::StepBegin;
+using memstep::example::StepEnd;
+
+// Keeps the compiler from eliding allocations whose results look unused.
+inline void Escape(void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+void Say(const char* fmt, long a, long b = 0) {
+  char line[128];
+  int n = snprintf(line, sizeof(line), fmt, a, b);
+  if (n > 0) (void)!write(1, line, static_cast<size_t>(n));
+}
+
+std::vector<void*>& Kept() {
+  static auto* kept = new std::vector<void*>();
+  return *kept;
+}
+
+// ---- mode "sites" ---------------------------------------------------------
+
+NOINLINE void PlantedLeak3000x1000() {
+  for (int i = 0; i < kLeakCount; ++i) {
+    void* p = malloc(kLeakSize);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE void PlantedChurn1000x777() {
+  for (int i = 0; i < kChurnCount; ++i) {
+    void* p = malloc(kChurnSize);
+    Escape(p);
+    free(p);
+  }
+}
+
+NOINLINE void PlantedCalloc500x48x10() {
+  for (int i = 0; i < kCallocCount; ++i) {
+    void* p = calloc(kCallocN, kCallocElem);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE std::vector<void*> PlantedReallocSeed300x111() {
+  std::vector<void*> blocks;
+  blocks.reserve(kReallocCount);
+  for (int i = 0; i < kReallocCount; ++i) {
+    void* p = malloc(kReallocSeedSize);
+    Escape(p);
+    blocks.push_back(p);
+  }
+  return blocks;
+}
+
+NOINLINE void PlantedReallocGrow300x4321(std::vector<void*>* blocks) {
+  for (void*& p : *blocks) {
+    p = realloc(p, kReallocGrowSize);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE void PlantedPosixMemalign200x2048() {
+  for (int i = 0; i < kMemalignCount; ++i) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, kMemalignSize) != 0) abort();
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE void PlantedAlignedAlloc150x4096() {
+  for (int i = 0; i < kAlignedCount; ++i) {
+    void* p = aligned_alloc(256, kAlignedSize);
+    Escape(p);
+    if (i < kAlignedFreed) {
+      free(p);
+    } else {
+      Kept().push_back(p);
+    }
+  }
+}
+
+NOINLINE void PlantedNewArray200x1284() {
+  for (int i = 0; i < kNewArrayCount; ++i) {
+    auto* p = new uint32_t[kNewArrayElems];
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE void PlantedMmapPartial10x64K() {
+  for (int i = 0; i < kMmapPartialCount; ++i) {
+    void* p = mmap(nullptr, kMmapPartialLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) abort();
+    // Unmap the head: the mapping stays, smaller.
+    if (munmap(p, kMmapPartialCut) != 0) abort();
+  }
+}
+
+NOINLINE void PlantedMmapFull4x32K() {
+  for (int i = 0; i < kMmapFullCount; ++i) {
+    void* p = mmap(nullptr, kMmapFullLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) abort();
+    if (munmap(p, kMmapFullLen) != 0) abort();
+  }
+}
+
+int ModeSites() {
+  PlantedLeak3000x1000();
+  PlantedChurn1000x777();
+  PlantedCalloc500x48x10();
+  std::vector<void*> blocks = PlantedReallocSeed300x111();
+  PlantedReallocGrow300x4321(&blocks);
+  PlantedPosixMemalign200x2048();
+  PlantedAlignedAlloc150x4096();
+  PlantedNewArray200x1284();
+  PlantedMmapPartial10x64K();
+  PlantedMmapFull4x32K();
+  Say("sites done %ld\n", static_cast<long>(Kept().size()));
+  return 0;
+}
+
+// ---- mode "sampled" -------------------------------------------------------
+
+NOINLINE void PlantedSampledChurn400MiB() {
+  for (long i = 0; i < kSampledChurnCount; ++i) {
+    void* p = malloc(kSampledChurnSize);
+    Escape(p);
+    free(p);
+  }
+}
+
+NOINLINE void PlantedSampledLeak96MiB() {
+  for (long i = 0; i < kSampledLeakCount; ++i) {
+    void* p = malloc(kSampledLeakSize);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+NOINLINE void PlantedBigExact() {
+  for (int i = 0; i < kBigCount; ++i) {
+    void* p = malloc(kBigSize);
+    Escape(p);
+    if (i % 2 == 0) {
+      free(p);
+    } else {
+      Kept().push_back(p);
+    }
+  }
+}
+
+int ModeSampled() {
+  PlantedSampledChurn400MiB();
+  PlantedSampledLeak96MiB();
+  PlantedBigExact();
+  return 0;
+}
+
+// ---- mode "steps" ---------------------------------------------------------
+
+// Allocates n blocks of kStepBlock bytes (usable size == request size).
+NOINLINE std::vector<void*> PlantedStepBlocks(int n) {
+  std::vector<void*> v;
+  v.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    void* p = malloc(kStepBlock);
+    Escape(p);
+    v.push_back(p);
+  }
+  return v;
+}
+
+NOINLINE void PlantedStepLeak(std::vector<void*>* kept) {
+  std::vector<void*> v = PlantedStepBlocks(kStepLeakBlocks);
+  kept->insert(kept->end(), v.begin(), v.end());
+}
+
+void FreeAll(std::vector<void*>* v) {
+  for (void* p : *v) free(p);
+  v->clear();
+  v->shrink_to_fit();
+}
+
+int ModeSteps() {
+  std::vector<void*> kept;
+  kept.reserve(kSteps * kStepLeakBlocks);
+  for (int step = 0; step < kSteps; ++step) {
+    StepBegin(step);
+    StageBegin("data");
+    std::vector<void*> batch = PlantedStepBlocks(kStepBatchBlocks);
+    StageEnd("data");
+    StageBegin("forward");
+    std::vector<void*> acts = PlantedStepBlocks(kStepActBlocks);
+    StageEnd("forward");
+    StageBegin("backward");
+    std::vector<void*> grads = PlantedStepBlocks(kStepGradBlocks);
+    FreeAll(&acts);
+    StageEnd("backward");
+    StageBegin("optimizer");
+    PlantedStepLeak(&kept);
+    StageEnd("optimizer");
+    FreeAll(&grads);
+    FreeAll(&batch);
+    StepEnd(step);
+  }
+  Say("steps done %ld\n", kSteps);
+  return 0;
+}
+
+// ---- modes "fork", "exec", "exit" ---------------------------------------
+
+NOINLINE void PlantedParent6666x3() {
+  for (int i = 0; i < 3; ++i) Kept().push_back(malloc(kParentSize));
+}
+
+NOINLINE void PlantedForkChild4444x10() {
+  for (int i = 0; i < kForkChildCount; ++i) {
+    void* p = malloc(kForkChildSize);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+int ModeFork() {
+  PlantedParent6666x3();
+  pid_t child = fork();
+  if (child < 0) return 10;
+  if (child == 0) {
+    PlantedForkChild4444x10();
+    exit(0);  // exit, not _exit: the child's trace gets its trailer
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child) return 11;
+  Say("child %ld status %ld\n", child, status);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 12;
+}
+
+NOINLINE void PlantedBeforeExec() { Kept().push_back(malloc(kParentSize)); }
+
+NOINLINE void PlantedAfterExec5555x7() {
+  for (int i = 0; i < kExecCount; ++i) {
+    void* p = malloc(kExecSize);
+    Escape(p);
+    Kept().push_back(p);
+  }
+}
+
+int ModeExec(const char* self) {
+  PlantedBeforeExec();
+  execl(self, self, "exec-target", static_cast<char*>(nullptr));
+  return 20;
+}
+
+int ModeExecTarget() {
+  PlantedAfterExec5555x7();
+  return 0;
+}
+
+int ModeExit(int code) {
+  PlantedLeak3000x1000();
+  return code;
+}
+
+// ---- mode "threads" -------------------------------------------------------
+
+pthread_barrier_t g_barrier;
+
+template <int N>
+NOINLINE void PlantedThreadWorker() {
+  std::vector<void*> v;
+  v.reserve(ThreadCount(N));
+  for (int i = 0; i < ThreadCount(N); ++i) {
+    void* p = malloc(ThreadSize(N));
+    Escape(p);
+    v.push_back(p);
+  }
+  // Free the first half: live = the second half.
+  for (int i = 0; i < ThreadCount(N) / 2; ++i) free(v[i]);
+  // The second half is leaked on purpose (the vector's own buffer is freed).
+}
+
+template <int N>
+void ThreadMain() {
+  pthread_barrier_wait(&g_barrier);
+  PlantedThreadWorker<N>();
+}
+
+template <int... Ns>
+void StartThreads(std::vector<std::thread>* threads, std::integer_sequence<int, Ns...>) {
+  (threads->emplace_back(ThreadMain<Ns>), ...);
+}
+
+int ModeThreads() {
+  pthread_barrier_init(&g_barrier, nullptr, kThreads);
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  StartThreads(&threads, std::make_integer_sequence<int, kThreads>());
+  for (auto& t : threads) t.join();
+  Say("threads done %ld\n", kThreads);
+  return 0;
+}
+
+// ---- mode "dlopen" --------------------------------------------------------
+
+NOINLINE void PlantedDlopenNeighbour(const std::atomic<bool>* done) {
+  std::vector<void*> ring(64, nullptr);
+  size_t i = 0;
+  while (!done->load(std::memory_order_relaxed)) {
+    free(ring[i % ring.size()]);
+    ring[i % ring.size()] = malloc(16 + (i * 37) % 2000);
+    ++i;
+  }
+  for (void* p : ring) free(p);
+}
+
+int ModeDlopen(const char* dso) {
+  std::atomic<bool> done{false};
+  std::vector<std::thread> neighbours;
+  for (int t = 0; t < kDlopenNeighbours; ++t) neighbours.emplace_back(PlantedDlopenNeighbour, &done);
+  int rc = 0;
+  for (int i = 0; i < kDlopenIterations; ++i) {
+    void* h = dlopen(dso, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      fprintf(stderr, "dlopen: %s\n", dlerror());
+      rc = 30;
+      break;
+    }
+    auto fn = reinterpret_cast<void (*)()>(dlsym(h, "PlantedDsoAlloc"));
+    if (fn == nullptr) {
+      rc = 31;
+      break;
+    }
+    fn();
+    dlclose(h);
+  }
+  done.store(true);
+  for (auto& t : neighbours) t.join();
+  Say("dlopen done %ld\n", kDlopenIterations);
+  return rc;
+}
+
+// ---- mode "signal" --------------------------------------------------------
+
+volatile sig_atomic_t g_handler_runs = 0;
+
+NOINLINE void PlantedSignalHandler(int) {
+  void* p = malloc(kSignalHandlerSize);
+  Escape(p);
+  free(p);
+  g_handler_runs = g_handler_runs + 1;
+}
+
+NOINLINE void PlantedSignalMain() {
+  for (int i = 0; i < kSignalMainCount; ++i) {
+    void* p = malloc(kSignalMainSize);
+    Escape(p);
+    memset(p, i, kSignalMainSize);
+    // Some work between allocations, so the timer also lands outside malloc.
+    for (int j = 0; j < 20000; ++j) static_cast<volatile char*>(p)[j % kSignalMainSize] += 1;
+    free(p);
+    if (i % 10 == 0) raise(SIGUSR1);
+  }
+}
+
+int ModeSignal() {
+  struct sigaction sa {};
+  sa.sa_handler = PlantedSignalHandler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGALRM, &sa, nullptr);
+  // Prime the handler's tcache bin: glibc malloc itself is not async-signal-
+  // safe, but a tcache hit takes no lock, so the handler cannot deadlock in
+  // glibc; what is left to test is memstep's own hook.
+  free(malloc(kSignalHandlerSize));
+  struct itimerval it {};
+  it.it_interval.tv_usec = 200;
+  it.it_value.tv_usec = 200;
+  setitimer(ITIMER_REAL, &it, nullptr);
+  PlantedSignalMain();
+  struct itimerval off {};
+  setitimer(ITIMER_REAL, &off, nullptr);
+  Say("handler runs %ld\n", static_cast<long>(g_handler_runs));
+  return 0;
+}
+
+// ---- mode "progress" ------------------------------------------------------
+
+// Keeps the last 256 blocks, so memory stays bounded however long it runs.
+NOINLINE void PlantedProgressAlloc(long step) {
+  static void* ring[256];
+  void*& slot = ring[step % 256];
+  free(slot);
+  slot = malloc(kProgressSize);
+  Escape(slot);
+}
+
+int ModeProgress() {
+  for (long step = 0; step < 10000000; ++step) {
+    StepBegin(step);
+    PlantedProgressAlloc(step);
+    StepEnd(step);
+    Say("step %ld\n", step);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s MODE [ARG]\n", argv[0]);
+    return 2;
+  }
+  const char* mode = argv[1];
+  Kept().reserve(100000);  // no vector growth inside the planted functions
+  if (strcmp(mode, "sites") == 0) return ModeSites();
+  if (strcmp(mode, "sampled") == 0) return ModeSampled();
+  if (strcmp(mode, "steps") == 0) return ModeSteps();
+  if (strcmp(mode, "fork") == 0) return ModeFork();
+  if (strcmp(mode, "exec") == 0) return ModeExec(argv[0]);
+  if (strcmp(mode, "exec-target") == 0) return ModeExecTarget();
+  if (strcmp(mode, "threads") == 0) return ModeThreads();
+  if (strcmp(mode, "dlopen") == 0 && argc > 2) return ModeDlopen(argv[2]);
+  if (strcmp(mode, "signal") == 0) return ModeSignal();
+  if (strcmp(mode, "progress") == 0) return ModeProgress();
+  if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
+  fprintf(stderr, "unknown mode %s\n", mode);
+  return 2;
+}

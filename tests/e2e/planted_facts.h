@@ -1,0 +1,87 @@
+// The planted facts: what each planted function of planted.cc allocates.
+// Shared by the planted program (which makes the allocations) and the tests
+// (which assert the analysis finds exactly these numbers), so the two cannot
+// drift apart.
+
+#ifndef MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_
+#define MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memstep::e2e::facts {
+
+// mode "sites" (interval 1: every number exact). The whole mode writes about
+// 160 KiB of records in a few ms, within one 256 KiB per-thread ring of the
+// preload library (it is drained every MEMSTEP_FLUSH_MS): keep it so, or
+// records are dropped and the exact checks fail.
+inline constexpr int kLeakCount = 3000;
+inline constexpr size_t kLeakSize = 1000;
+inline constexpr int kChurnCount = 1000;
+inline constexpr size_t kChurnSize = 777;
+inline constexpr int kCallocCount = 500;
+inline constexpr size_t kCallocN = 48;
+inline constexpr size_t kCallocElem = 10;
+inline constexpr int kReallocCount = 300;
+inline constexpr size_t kReallocSeedSize = 111;
+inline constexpr size_t kReallocGrowSize = 4321;
+inline constexpr int kMemalignCount = 200;
+inline constexpr size_t kMemalignSize = 2048;
+inline constexpr int kAlignedCount = 150;
+inline constexpr int kAlignedFreed = 50;
+inline constexpr size_t kAlignedSize = 4096;
+inline constexpr int kNewArrayCount = 200;
+inline constexpr size_t kNewArrayElems = 321;  // x 4 bytes = 1284
+inline constexpr int kMmapPartialCount = 10;
+inline constexpr size_t kMmapPartialLen = 64 << 10;
+inline constexpr size_t kMmapPartialCut = 16 << 10;  // munmap'ed head of each
+inline constexpr int kMmapFullCount = 4;
+inline constexpr size_t kMmapFullLen = 32 << 10;
+
+// mode "sampled" (default interval).
+inline constexpr long kSampledChurnCount = 400 * 1024;  // 400 MiB in 1 KiB blocks
+inline constexpr size_t kSampledChurnSize = 1024;
+inline constexpr long kSampledLeakCount = 96 * 128;     // 96 MiB in 8 KiB blocks
+inline constexpr size_t kSampledLeakSize = 8192;
+inline constexpr int kBigCount = 6;                     // >= S_always: exact
+inline constexpr size_t kBigSize = (3 << 19) + 123;     // 1.5 MiB + 123
+
+// mode "steps": one thread; blocks whose usable size equals their size
+// (65528 + 8 bytes of chunk header = 64 KiB, below the mmap threshold).
+inline constexpr long kSteps = 10;
+inline constexpr size_t kStepBlock = 65528;
+inline constexpr int kStepBatchBlocks = 64;   // data:      ~4 MiB, freed at step end
+inline constexpr int kStepActBlocks = 384;    // forward:  ~24 MiB, freed in backward
+inline constexpr int kStepGradBlocks = 128;   // backward:  ~8 MiB, freed at step end
+inline constexpr int kStepLeakBlocks = 32;    // optimizer: ~2 MiB, leaked
+
+// modes "fork" and "exec".
+inline constexpr size_t kParentSize = 6666;
+inline constexpr int kForkChildCount = 10;
+inline constexpr size_t kForkChildSize = 4444;
+inline constexpr int kExecCount = 7;
+inline constexpr size_t kExecSize = 5555;
+
+// mode "threads": thread N allocates ThreadCount(N) blocks of ThreadSize(N),
+// frees the first half.
+inline constexpr long kThreads = 16;
+constexpr int ThreadCount(int n) { return 200 + 20 * n; }
+constexpr size_t ThreadSize(int n) { return 1000 + 16 * static_cast<size_t>(n) + 1; }
+
+// mode "dlopen": planted_dso.cc's PlantedDsoAlloc allocates kDsoSize (always
+// recorded) and frees it, once per iteration.
+inline constexpr long kDlopenIterations = 100;
+inline constexpr int kDlopenNeighbours = 4;
+inline constexpr size_t kDsoSize = (5 << 18) + 77;  // 1.25 MiB + 77
+
+// mode "signal".
+inline constexpr int kSignalMainCount = 3000;  // ~100 KiB of records: fits a ring
+inline constexpr size_t kSignalMainSize = 100;
+inline constexpr size_t kSignalHandlerSize = 333;
+
+// mode "progress".
+inline constexpr size_t kProgressSize = 4040;
+
+}  // namespace memstep::e2e::facts
+
+#endif  // MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_

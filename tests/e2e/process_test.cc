@@ -1,0 +1,214 @@
+// Planted-fact end-to-end tests, part 2: processes and hostile conditions:
+// fork, exec, dlopen/dlclose under allocation load, allocating signal
+// handlers, kill -9 mid-run, and the `memstep` CLI.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "src/analysis/analysis.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/planted_facts.h"
+
+namespace memstep::e2e {
+namespace {
+
+using namespace facts;  // NOLINT
+
+analysis::Report MustAnalyze(const std::string& path) {
+  auto report = analysis::AnalyzeRun(path);
+  EXPECT_TRUE(report.ok()) << path << ": " << report.status();
+  return report.ok() ? *std::move(report) : analysis::Report{};
+}
+
+TEST(PlantedProcesses, ForkChildHasItsOwnLinkedTrace) {
+  TempDir dir;
+  ChildResult r = RunChild({PlantedProgram(), "fork"}, TracedEnv(dir.path(), 1));
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(dir.Files().size(), 2u);
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.processes.size(), 2u);
+  const analysis::ProcessSummary* parent = &run.processes[0];
+  const analysis::ProcessSummary* child = &run.processes[1];
+  if (parent->fork_child) std::swap(parent, child);
+  EXPECT_FALSE(parent->fork_child);
+  EXPECT_TRUE(child->fork_child);
+  EXPECT_EQ(child->ppid, parent->pid);
+  EXPECT_TRUE(child->clean_exit);
+
+  analysis::Report child_run = MustAnalyze(child->trace_path);
+  SiteTotals in_child = FindSites(child_run, "PlantedForkChild4444x10");
+  ASSERT_GE(in_child.sites, 1) << DescribeSites(child_run);
+  EXPECT_NEAR(in_child.alloc_count, kForkChildCount, 0.01);
+  EXPECT_NEAR(in_child.alloc_bytes, kForkChildCount * double{kForkChildSize}, 0.5);
+
+  analysis::Report parent_run = MustAnalyze(parent->trace_path);
+  EXPECT_EQ(FindSites(parent_run, "PlantedForkChild4444x10").sites, 0);
+  EXPECT_NEAR(FindSites(parent_run, "PlantedParent6666x3").alloc_count, 3, 0.01)
+      << DescribeSites(parent_run);
+}
+
+TEST(PlantedProcesses, ExecedProgramIsTracedToo) {
+  TempDir dir;
+  ChildResult r = RunChild({PlantedProgram(), "exec"}, TracedEnv(dir.path(), 1));
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Same pid before and after exec: still two traces.
+  ASSERT_EQ(dir.Files().size(), 2u);
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.processes.size(), 2u);
+  auto target = std::find_if(run.processes.begin(), run.processes.end(), [](const auto& p) {
+    return absl::StrContains(p.cmdline, "exec-target");
+  });
+  ASSERT_NE(target, run.processes.end());
+  analysis::Report target_run = MustAnalyze(target->trace_path);
+  SiteTotals t = FindSites(target_run, "PlantedAfterExec5555x7");
+  ASSERT_GE(t.sites, 1) << DescribeSites(target_run);
+  EXPECT_NEAR(t.alloc_count, kExecCount, 0.01);
+  EXPECT_NEAR(t.live_bytes_end, kExecCount * double{kExecSize}, 0.5);
+}
+
+// dlopen/dlclose of a library in a loop while 4 threads allocate: no
+// deadlock (the watchdog kills the program after 60 s and the test fails),
+// and the library's site symbolizes although it was unloaded long ago.
+TEST(PlantedHostile, DlopenLoopUnderAllocationLoad) {
+  TempDir dir;
+  ChildResult r = RunChild({PlantedProgram(), "dlopen", PlantedDso()}, TracedEnv(dir.path(), 0), 60);
+  ASSERT_FALSE(r.timed_out) << "deadlock? " << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  analysis::Report run = MustAnalyze(dir.path());
+  SiteTotals t = FindSites(run, "PlantedDsoAlloc", "host");
+  ASSERT_GE(t.sites, 1) << DescribeSites(run);
+  // kDsoSize >= S_always: recorded every time, exact at the default interval.
+  EXPECT_NEAR(t.alloc_count, kDlopenIterations, 0.01);
+  EXPECT_NEAR(t.alloc_bytes, kDlopenIterations * double{kDsoSize}, 0.5);
+  EXPECT_NEAR(t.live_bytes_end, 0, 0.5);
+  bool module_named = false;
+  for (const analysis::Site* site : t.matches) {
+    for (const analysis::Frame& f : site->frames) {
+      module_named |= absl::StrContains(f.function, "PlantedDsoAlloc") &&
+                      absl::StrContains(f.module, "libplanted_dso");
+    }
+  }
+  EXPECT_TRUE(module_named) << DescribeSites(run);
+}
+
+// Signal handlers that malloc and free, raised synchronously (every 10
+// iterations) and from a 200 us interval timer that lands anywhere,
+// including inside memstep's hooks, at interval 1 (every allocation takes
+// the slow path). The program must finish, and the numbers must agree.
+TEST(PlantedHostile, AllocatingSignalHandlers) {
+  TempDir dir;
+  ChildResult r = RunChild({PlantedProgram(), "signal"}, TracedEnv(dir.path(), 1), 60);
+  ASSERT_FALSE(r.timed_out) << "deadlock? " << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t at = r.output.find("handler runs ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  int64_t runs = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      r.output.substr(at + 13, r.output.find('\n', at) - at - 13), &runs));
+  const int64_t raised = kSignalMainCount / 10;
+  ASSERT_GE(runs, raised);
+
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.processes.size(), 1u);
+  ASSERT_EQ(run.processes[0].lost_records, 0u) << "records dropped: counts cannot be exact";
+  SiteTotals main_site = FindSites(run, "PlantedSignalMain", "host");
+  EXPECT_NEAR(main_site.alloc_count, kSignalMainCount, 0.01) << DescribeSites(run);
+  EXPECT_NEAR(main_site.live_count_end, 0, 0.01);
+  // A handler that interrupts memstep's own hook may be passed through
+  // unrecorded; every other run is recorded, and none leaks.
+  SiteTotals handler = FindSites(run, "PlantedSignalHandler", "host");
+  EXPECT_GE(handler.alloc_count, raised) << DescribeSites(run);
+  EXPECT_LE(handler.alloc_count, runs);
+  EXPECT_NEAR(handler.live_count_end, 0, 0.01);
+  EXPECT_GE(run.processes[0].alloc_count, uint64_t{kSignalMainCount});
+}
+
+// kill -9 mid-run: what was flushed before the kill reads back. The program
+// prints "step N" after each step end; once it has printed step kKill we wait
+// for the trace to grow twice (a flush cycle that started after we saw the
+// line has completed), then SIGKILL it.
+TEST(PlantedHostile, KillNineKeepsFlushedSteps) {
+  constexpr int64_t kKill = 30;
+  TempDir dir;
+  std::vector<std::string> env = TracedEnv(dir.path(), 0);
+  env.push_back("MEMSTEP_FLUSH_MS=20");
+  Child child = Spawn({PlantedProgram(), "progress"}, env);
+  std::string line;
+  int64_t step = -1;
+  while (step < kKill) {
+    ASSERT_TRUE(ReadLine(child.out_fd, &line, 30)) << "no progress, last line: " << line;
+    if (absl::StartsWith(line, "step ")) {
+      ASSERT_TRUE(absl::SimpleAtoi(line.substr(5), &step)) << line;
+    }
+  }
+  std::vector<std::string> traces = dir.Files();
+  ASSERT_EQ(traces.size(), 1u);
+  for (int i = 0; i < 2; ++i) {
+    int64_t size = FileSize(traces[0]);
+    ASSERT_TRUE(WaitForGrowth(traces[0], size, 30, child.out_fd)) << "trace never grew";
+  }
+  kill(child.pid, SIGKILL);
+  ChildResult r = Wait(&child, 30);
+  ASSERT_EQ(r.term_signal, SIGKILL);
+
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.processes.size(), 1u);
+  EXPECT_FALSE(run.processes[0].clean_exit);
+  ASSERT_FALSE(run.steps.empty());
+  EXPECT_GE(run.steps.back().step, static_cast<uint64_t>(kKill - 1));
+  EXPECT_GE(FindSites(run, "PlantedProgressAlloc").sites, 1) << DescribeSites(run);
+}
+
+TEST(Cli, RunPassesExitCodeAndReportNamesTheLeak) {
+  if (MemstepCli().empty()) GTEST_SKIP() << "the memstep CLI is not built";
+  TempDir dir;
+  const std::string out = absl::StrCat(dir.path(), "/run");
+  ChildResult r = RunChild({MemstepCli(), "run", "--out", out, "--", PlantedProgram(), "exit", "7"}, {},
+                      60);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  // The run directory is printed: `out` itself or a directory inside it.
+  size_t at = r.output.find(out);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  size_t end = r.output.find_first_of(" \t\n'\"", at);
+  std::string run_dir = r.output.substr(at, end == std::string::npos ? end : end - at);
+  while (run_dir.size() > out.size() && (run_dir.back() == '.' || run_dir.back() == ':')) {
+    run_dir.pop_back();
+  }
+
+  ChildResult rep = RunChild({MemstepCli(), "report", run_dir}, {}, 60);
+  ASSERT_FALSE(rep.timed_out);
+  EXPECT_EQ(rep.exit_code, 0) << rep.output;
+  EXPECT_TRUE(absl::StrContains(rep.output, "PlantedLeak3000x1000")) << rep.output;
+}
+
+// The README's first example: at the default interval the planted leak of
+// the bundled training program (64 KiB per step, 200 steps) is the top site
+// live at the end, and every step is in the table. The leak's 200
+// allocations are each sampled with p = 1 - exp(-65537/524288) = 0.118, so
+// P(no sample at all) = 0.882^200 < 1e-10; nothing else is live at exit.
+TEST(Example, TrainingLoopLeakIsTheTopLiveSite) {
+  TempDir dir;
+  ChildResult r = RunChild({ExampleProgram(), "--steps", "200"}, TracedEnv(dir.path(), 0), 60);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.steps.size(), 200u);
+  ASSERT_FALSE(run.sites.empty());
+  const analysis::Site& top = run.sites.front();
+  ASSERT_FALSE(top.frames.empty());
+  EXPECT_TRUE(absl::StrContains(top.frames.front().function, "RecordMetricsHistory"))
+      << DescribeSites(run);
+  EXPECT_EQ(run.steps.front().stage_peaks.size(), 4u);
+}
+
+}  // namespace
+}  // namespace memstep::e2e

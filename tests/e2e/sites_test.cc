@@ -1,0 +1,185 @@
+// Planted-fact end-to-end tests, part 1: per-site numbers and per-step
+// counters. Each test runs e2e_planted under libmemstep.so in a fresh
+// directory, analyses the run with AnalyzeRun and compares with the facts of
+// planted_facts.h.
+
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "src/analysis/analysis.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/planted_facts.h"
+
+namespace memstep::e2e {
+namespace {
+
+using namespace facts;  // NOLINT
+
+// Runs `e2e_planted mode` traced into dir at `interval` (0 = default) and
+// analyses the result.
+analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, uint64_t interval) {
+  ChildResult r = RunChild({PlantedProgram(), mode}, TracedEnv(dir.path(), interval));
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto report = analysis::AnalyzeRun(dir.path());
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) return analysis::Report{};
+  // Exact numbers need every record: none may have been dropped.
+  for (const analysis::ProcessSummary& p : report->processes) {
+    EXPECT_EQ(p.lost_records, 0u) << p.trace_path;
+  }
+  return *std::move(report);
+}
+
+struct Expected {
+  const char* function;
+  const char* kind;
+  double alloc_bytes;
+  double alloc_count;
+  double live_bytes;
+  double live_count;
+};
+
+// Interval 1: every allocation is recorded with p = 1, so the estimates must
+// equal the planted numbers exactly (no tolerance beyond float printing).
+TEST(PlantedSites, ExactAtIntervalOne) {
+  TempDir dir;
+  analysis::Report report = TraceAndAnalyze(dir, "sites", 1);
+  const double kLeak = kLeakCount * double{kLeakSize};
+  const double kCalloc = kCallocCount * double{kCallocN * kCallocElem};
+  const double kGrow = kReallocCount * double{kReallocGrowSize};
+  const double kAlignedLive = (kAlignedCount - kAlignedFreed) * double{kAlignedSize};
+  const double kPartialLive = kMmapPartialCount * double{kMmapPartialLen - kMmapPartialCut};
+  const Expected expected[] = {
+      {"PlantedLeak3000x1000", "host", kLeak, kLeakCount, kLeak, kLeakCount},
+      {"PlantedChurn1000x777", "host", kChurnCount * double{kChurnSize}, kChurnCount, 0, 0},
+      {"PlantedCalloc500x48x10", "host", kCalloc, kCallocCount, kCalloc, kCallocCount},
+      {"PlantedReallocSeed300x111", "host", kReallocCount * double{kReallocSeedSize},
+       kReallocCount, 0, 0},
+      {"PlantedReallocGrow300x4321", "host", kGrow, kReallocCount, kGrow, kReallocCount},
+      {"PlantedPosixMemalign200x2048", "host", kMemalignCount * double{kMemalignSize},
+       kMemalignCount, kMemalignCount * double{kMemalignSize}, kMemalignCount},
+      {"PlantedAlignedAlloc150x4096", "host", kAlignedCount * double{kAlignedSize}, kAlignedCount,
+       kAlignedLive, kAlignedCount - kAlignedFreed},
+      {"PlantedNewArray200x1284", "host", kNewArrayCount * double{kNewArrayElems * 4},
+       kNewArrayCount, kNewArrayCount * double{kNewArrayElems * 4}, kNewArrayCount},
+      // A partly unmapped mapping is still live, with its remaining bytes.
+      {"PlantedMmapPartial10x64K", "mmap", kMmapPartialCount * double{kMmapPartialLen},
+       kMmapPartialCount, kPartialLive, kMmapPartialCount},
+      {"PlantedMmapFull4x32K", "mmap", kMmapFullCount * double{kMmapFullLen}, kMmapFullCount, 0,
+       0},
+  };
+  for (const Expected& e : expected) {
+    SCOPED_TRACE(e.function);
+    SiteTotals t = FindSites(report, e.function, e.kind);
+    if (t.sites == 0) {
+      ADD_FAILURE() << "no site allocated by " << e.function << "\n" << DescribeSites(report);
+      continue;
+    }
+    EXPECT_NEAR(t.alloc_bytes, e.alloc_bytes, 0.5);
+    EXPECT_NEAR(t.alloc_count, e.alloc_count, 0.01);
+    EXPECT_NEAR(t.live_bytes_end, e.live_bytes, 0.5);
+    EXPECT_NEAR(t.live_count_end, e.live_count, 0.01);
+  }
+  ASSERT_EQ(report.processes.size(), 1u);
+  EXPECT_TRUE(report.processes[0].clean_exit);
+  EXPECT_FALSE(report.processes[0].truncated);
+}
+
+// Default interval. For an allocation of s bytes sampled with
+// p = 1 - exp(-(s+1)/T) and weighted s/p, the Horvitz-Thompson estimate of a
+// site's bytes has variance sum s^2 (1-p)/p; for n allocations of size s << T
+// that is about n s T = B T, so the relative SD is about sqrt(T/B).
+// We use T = 512 KiB (the steady default; the warm interval, 128 KiB, only
+// makes the estimate tighter) and accept 5 SD: with the estimate close to
+// normal (hundreds of samples), a correct sampler fails a check with
+// probability 2 * Phi(-5) = 5.7e-7, and this test makes 5 such checks:
+//   churn 400 MiB in 1 KiB blocks:  SD 3.5 %  -> tolerance 17.7 %
+//   leak   96 MiB in 8 KiB blocks:  SD 7.2 %  -> tolerance 36 %
+// Allocations >= S_always (1 MiB) are recorded with p = 1: exact.
+double FiveSdRelative(double n, double size) {
+  const double t = 512 * 1024;
+  const double p = -std::expm1(-(size + 1) / t);
+  return 5 * std::sqrt(n * size * size * (1 - p) / p) / (n * size);
+}
+
+TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
+  TempDir dir;
+  analysis::Report report = TraceAndAnalyze(dir, "sampled", 0);
+
+  SiteTotals churn = FindSites(report, "PlantedSampledChurn400MiB", "host");
+  const double churn_bytes = kSampledChurnCount * double{kSampledChurnSize};
+  const double churn_tol = FiveSdRelative(kSampledChurnCount, kSampledChurnSize);
+  ASSERT_GE(churn.sites, 1) << DescribeSites(report);
+  EXPECT_NEAR(churn.alloc_bytes / churn_bytes, 1.0, churn_tol);
+  EXPECT_NEAR(churn.alloc_count / kSampledChurnCount, 1.0, churn_tol);
+  EXPECT_EQ(churn.live_bytes_end, 0);  // every sampled block was freed
+
+  SiteTotals leak = FindSites(report, "PlantedSampledLeak96MiB", "host");
+  const double leak_bytes = kSampledLeakCount * double{kSampledLeakSize};
+  const double leak_tol = FiveSdRelative(kSampledLeakCount, kSampledLeakSize);
+  ASSERT_GE(leak.sites, 1) << DescribeSites(report);
+  EXPECT_NEAR(leak.alloc_bytes / leak_bytes, 1.0, leak_tol);
+  EXPECT_NEAR(leak.live_bytes_end / leak_bytes, 1.0, leak_tol);
+  // All of the leak is live, so both estimates come from the same samples.
+  EXPECT_DOUBLE_EQ(leak.live_bytes_end, leak.alloc_bytes);
+
+  SiteTotals big = FindSites(report, "PlantedBigExact", "host");
+  ASSERT_GE(big.sites, 1) << DescribeSites(report);
+  EXPECT_NEAR(big.alloc_bytes, kBigCount * double{kBigSize}, 0.5);
+  EXPECT_NEAR(big.alloc_count, kBigCount, 0.01);
+  EXPECT_NEAR(big.live_bytes_end, kBigCount / 2 * double{kBigSize}, 0.5);
+  EXPECT_NEAR(big.live_count_end, kBigCount / 2, 0.01);
+}
+
+// One thread, 10 steps, known stage peaks relative to the live bytes at the
+// previous step's end. Exact counters are flushed at every boundary, so live
+// bytes at step end are exact; a peak may lag by the flush granularity, one
+// thread x 1 MiB. Vector bookkeeping adds a few KiB, hence the 16 KiB slack.
+TEST(PlantedSteps, PerStepCountersExactWithinOneMiB) {
+  TempDir dir;
+  analysis::Report report = TraceAndAnalyze(dir, "steps", 1 << 20);
+  const double kTol = (1 << 20) + (16 << 10);
+  const double b = kStepBlock;
+  ASSERT_EQ(report.steps.size(), static_cast<size_t>(kSteps));
+  for (size_t k = 0; k < report.steps.size(); ++k) EXPECT_EQ(report.steps[k].step, k);
+  for (size_t k = 1; k < report.steps.size(); ++k) {
+    SCOPED_TRACE(testing::Message() << "step " << k);
+    const analysis::StepRow& row = report.steps[k];
+    const double start = static_cast<double>(report.steps[k - 1].live_bytes_end);
+    EXPECT_NEAR(row.live_bytes_end - start, kStepLeakBlocks * b, kTol);
+    const double batch = kStepBatchBlocks * b, acts = kStepActBlocks * b,
+                 grads = kStepGradBlocks * b, leak = kStepLeakBlocks * b;
+    EXPECT_NEAR(row.peak_bytes - start, batch + acts + grads, kTol);
+    ASSERT_EQ(row.stage_peaks.size(), 4u);
+    EXPECT_NEAR(row.stage_peaks.at("data") - start, batch, kTol);
+    EXPECT_NEAR(row.stage_peaks.at("forward") - start, batch + acts, kTol);
+    EXPECT_NEAR(row.stage_peaks.at("backward") - start, batch + acts + grads, kTol);
+    EXPECT_NEAR(row.stage_peaks.at("optimizer") - start, batch + grads + leak, kTol);
+    EXPECT_NEAR(row.alloc_bytes, batch + acts + grads + leak, kTol);
+    EXPECT_NEAR(row.free_bytes, batch + acts + grads, kTol);
+  }
+}
+
+// 16 threads start together (a barrier) and allocate from 16 distinct
+// functions; every per-thread site total is exact at interval 1.
+TEST(PlantedThreads, SixteenThreadsExactPerThreadSites) {
+  TempDir dir;
+  analysis::Report report = TraceAndAnalyze(dir, "threads", 1);
+  for (int n = 0; n < kThreads; ++n) {
+    std::string name = "PlantedThreadWorker<" + std::to_string(n) + ">";
+    SCOPED_TRACE(name);
+    SiteTotals t = FindSites(report, name, "host");
+    ASSERT_GE(t.sites, 1) << DescribeSites(report, 40);
+    const double count = ThreadCount(n), size = ThreadSize(n);
+    const double live = count - ThreadCount(n) / 2;
+    EXPECT_NEAR(t.alloc_count, count, 0.01);
+    EXPECT_NEAR(t.alloc_bytes, count * size, 0.5);
+    EXPECT_NEAR(t.live_count_end, live, 0.01);
+    EXPECT_NEAR(t.live_bytes_end, live * size, 0.5);
+  }
+}
+
+}  // namespace
+}  // namespace memstep::e2e

@@ -1,0 +1,256 @@
+#include "src/analysis/analysis.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/reader/trace_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace memstep::analysis {
+namespace {
+
+using reader::TraceBuilder;
+using reader::TraceHeaderInfo;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+format::Counters C(uint64_t alloc_bytes, uint64_t free_bytes, uint64_t peak, uint64_t rss = 0) {
+  format::Counters c{};
+  c.alloc_bytes = alloc_bytes;
+  c.alloc_count = alloc_bytes / 1000;
+  c.free_bytes = free_bytes;
+  c.free_count = free_bytes / 1000;
+  c.live_bytes = alloc_bytes - free_bytes;
+  c.peak_bytes = peak;
+  c.mmap_live_bytes = 4096;
+  c.rss_bytes = rss;
+  return c;
+}
+
+// Process 100: a program "/opt/app/train" (load bias 0x1000000) linked with
+// libmemstep.so. Stack 1 ("leak", 3 allocations of 1 MiB, never freed),
+// stack 2 ("spike", 10 MiB in step 1, freed in the same step), mmap stack 3.
+TraceBuilder PlantedTrace(bool with_trailer) {
+  TraceHeaderInfo info;
+  info.pid = 100;
+  info.tlvs = {{format::kTlvCmdline, std::string("train\0--epochs\0002\0", 18)},
+               {format::kTlvRankEnv, std::string("RANK=0\0", 7)}};
+  TraceBuilder b(info);
+  b.String(1, "/opt/app/train");
+  b.String(2, "/usr/lib/libmemstep.so");
+  b.String(3, "forward");
+  b.String(4, "backward");
+  b.Mapping(1, 0, 0x1000000, 0x1100000, 0x1000000, 1, "bid");
+  b.Mapping(2, 0, 0x7000000, 0x7100000, 0x7000000, 2, "");
+  b.Stack(1, {0x7000100, 0x7000200, 0x1000abc, 0x1000def});  // memstep frames first
+  b.Stack(2, {0x7000100, 0x1000123});
+  b.Stack(3, {0x1000456});
+  uint64_t ts = 10;
+  // step 0: leak 1 MiB, forward peak 1 MiB.
+  b.Step(ts++, 0, 0, C(0, 0, 0));
+  b.Alloc(ts++, 1, 0xA000, kMiB, 0, 0, 0, 3);
+  b.Stage(ts++, 3, 0, 1, C(kMiB, 0, kMiB));
+  b.Step(ts++, 0, 1, C(kMiB, 0, kMiB, 50 * kMiB));
+  b.Flush();
+  // step 1: spike 10 MiB (freed), then leak 1 MiB, forward twice, backward.
+  b.Step(ts++, 1, 0, C(kMiB, 0, kMiB));
+  b.Alloc(ts++, 2, 0xB000, 10 * kMiB, 0, 0, 1, 3);
+  b.Stage(ts++, 3, 1, 1, C(11 * kMiB, 0, 11 * kMiB));
+  b.Free(ts++, 0xB000);
+  b.Alloc(ts++, 1, 0xC000, kMiB, 0, 0, 1, 4);
+  b.Stage(ts++, 4, 1, 1, C(12 * kMiB, 10 * kMiB, 12 * kMiB));
+  b.Stage(ts++, 3, 1, 1, C(12 * kMiB, 10 * kMiB, 2 * kMiB));  // second forward: lower
+  b.Step(ts++, 1, 1, C(12 * kMiB, 10 * kMiB, 12 * kMiB, 60 * kMiB));
+  b.Flush();
+  // step 2: leak 1 MiB, an mmap of 64 KiB (16 KiB unmapped).
+  b.Step(ts++, 2, 0, C(12 * kMiB, 10 * kMiB, 2 * kMiB));
+  b.Alloc(ts++, 1, 0xD000, kMiB, 0, 0, 2, 3);
+  b.Mmap(ts++, 3, 0x7f0000000000, 65536, 2, 3);
+  b.Munmap(ts++, 0x7f0000000000, 16384);
+  b.Step(ts++, 2, 1, C(13 * kMiB, 10 * kMiB, 3 * kMiB, 70 * kMiB));
+  if (with_trailer) b.Trailer(ts++, C(13 * kMiB + 5, 10 * kMiB, 12 * kMiB, 71 * kMiB), true);
+  return b;
+}
+
+class AnalysisTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::vector<uint8_t>& bytes) {
+    std::string path = dir_.File(name);
+    EXPECT_TRUE(testing::WriteFile(path, bytes));
+    return path;
+  }
+  testing::TempDir dir_;
+};
+
+const Site* FindSite(const Report& r, uint64_t stack, const std::string& kind = "host") {
+  for (const Site& s : r.sites) {
+    if (s.stack_id == stack && s.kind == kind) return &s;
+  }
+  return nullptr;
+}
+
+TEST_F(AnalysisTest, PlantedSitesStepsAndPeak) {
+  std::string path = Write("p.trace", PlantedTrace(true).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->processes.size(), 1u);
+  const ProcessSummary& p = r->processes[0];
+  EXPECT_EQ(p.pid, 100u);
+  EXPECT_EQ(p.cmdline, "train --epochs 2");
+  EXPECT_EQ(p.rank, "0");
+  EXPECT_TRUE(p.clean_exit);
+  EXPECT_FALSE(p.truncated);
+  EXPECT_EQ(p.alloc_bytes, 13 * kMiB + 5);  // from the trailer
+  EXPECT_EQ(p.live_bytes_end, 3 * kMiB + 5);
+  EXPECT_EQ(p.peak_bytes, 12 * kMiB);
+  EXPECT_EQ(p.samples, 5u);
+  EXPECT_EQ(p.est_peak_bytes, 11 * kMiB);
+
+  // Step table.
+  ASSERT_EQ(r->steps.size(), 3u);
+  const StepRow& s1 = r->steps[1];
+  EXPECT_EQ(s1.step, 1u);
+  EXPECT_EQ(s1.live_bytes_end, 2 * kMiB);
+  EXPECT_EQ(s1.peak_bytes, 12 * kMiB);
+  EXPECT_EQ(s1.alloc_bytes, 11 * kMiB);
+  EXPECT_EQ(s1.free_bytes, 10 * kMiB);
+  EXPECT_EQ(s1.rss_bytes_end, 60 * kMiB);
+  EXPECT_EQ(s1.stage_peaks.at("forward"), 11 * kMiB);  // max of the two forwards
+  EXPECT_EQ(s1.stage_peaks.at("backward"), 12 * kMiB);
+  EXPECT_EQ(r->steps[0].stage_peaks.at("forward"), kMiB);
+  EXPECT_EQ(r->steps[2].alloc_bytes, kMiB);
+  EXPECT_GT(s1.duration_s, 0);
+
+  // Sites, largest live at end first.
+  ASSERT_EQ(r->sites.size(), 3u);
+  const Site& leak = r->sites[0];
+  EXPECT_EQ(leak.stack_id, 1u);
+  EXPECT_EQ(leak.id, 1u);
+  EXPECT_EQ(leak.live_bytes_end, 3.0 * kMiB);
+  EXPECT_EQ(leak.alloc_bytes, 3.0 * kMiB);
+  EXPECT_EQ(leak.alloc_count, 3);
+  EXPECT_EQ(leak.samples, 3u);
+  EXPECT_EQ(leak.live_bytes_at_peak, 1.0 * kMiB);
+  EXPECT_EQ(leak.live_bytes_by_step, (std::vector<double>{1.0 * kMiB, 2.0 * kMiB, 3.0 * kMiB}));
+  // libmemstep.so frames are stripped; the rest is module+offset unsymbolized.
+  ASSERT_EQ(leak.frames.size(), 2u);
+  EXPECT_EQ(leak.frames[0].function, "train+0xabc");
+  EXPECT_EQ(leak.frames[0].module, "/opt/app/train");
+  EXPECT_EQ(leak.frames[0].module_offset, 0xabcu);
+  EXPECT_EQ(leak.frames[1].function, "train+0xdef");
+
+  const Site* spike = FindSite(*r, 2);
+  ASSERT_NE(spike, nullptr);
+  EXPECT_EQ(spike->live_bytes_end, 0);
+  EXPECT_EQ(spike->live_bytes_at_peak, 10.0 * kMiB);
+  EXPECT_EQ(spike->alloc_bytes, 10.0 * kMiB);
+  EXPECT_EQ(spike->live_bytes_by_step, (std::vector<double>{0, 0, 0}));
+
+  const Site* mmap = FindSite(*r, 3, "mmap");
+  ASSERT_NE(mmap, nullptr);
+  EXPECT_EQ(mmap->live_bytes_end, 65536.0 - 16384);
+  EXPECT_EQ(mmap->live_bytes_by_step[2], 65536.0 - 16384);
+}
+
+TEST_F(AnalysisTest, TotalsWithoutTrailerComeFromLastCounters) {
+  std::string path = Write("p.trace", PlantedTrace(false).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->processes[0].clean_exit);
+  EXPECT_EQ(r->processes[0].alloc_bytes, 13 * kMiB);
+  EXPECT_EQ(r->processes[0].rss_bytes_end, 70 * kMiB);
+}
+
+TEST_F(AnalysisTest, DirectoryWithTwoProcessesAlignsSteps) {
+  Write("b.trace", PlantedTrace(true).Finish());
+  TraceHeaderInfo info;
+  info.pid = 50;  // sorts first
+  TraceBuilder b(info);
+  b.Stack(1, {0x10});
+  b.Step(1, 7, 0, C(0, 0, 0));
+  b.Alloc(2, 1, 0x100, 4096);
+  b.Step(3, 7, 1, C(4096, 0, 4096));
+  Write("a.trace", b.Finish());
+  Write("notes.txt", std::vector<uint8_t>{'x'});
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), Options{.symbolize = false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->processes.size(), 2u);
+  EXPECT_EQ(r->processes[0].pid, 50u);
+  ASSERT_EQ(r->steps.size(), 4u);
+  EXPECT_EQ(r->steps[0].pid, 50u);
+  EXPECT_EQ(r->steps[0].step, 7u);
+  EXPECT_EQ(r->steps[1].pid, 100u);
+  const Site* small = nullptr;
+  for (const Site& s : r->sites) {
+    EXPECT_EQ(s.live_bytes_by_step.size(), 4u);
+    if (s.pid == 50) small = &s;
+  }
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(small->live_bytes_by_step, (std::vector<double>{4096, 0, 0, 0}));
+  EXPECT_EQ(small->frames[0].function, "0x10");  // no mapping covers it
+  EXPECT_EQ(r->sites[0].pid, 100u);
+  EXPECT_EQ(r->sites[0].live_bytes_by_step[3], 3.0 * kMiB);
+}
+
+TEST_F(AnalysisTest, TruncatedTraceIsReportedNotAnError) {
+  TraceBuilder b = PlantedTrace(true);
+  std::vector<uint8_t> bytes = b.Finish();
+  bytes.resize(bytes.size() - 3);
+  std::string path = Write("t.trace", bytes);
+  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->processes[0].truncated);
+  EXPECT_EQ(r->processes[0].truncated_at_offset, b.chunk_offsets()[2]);
+  EXPECT_EQ(r->steps.size(), 2u);
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_THAT(r->warnings[0], HasSubstr("t.trace: truncated at offset"));
+}
+
+TEST_F(AnalysisTest, Errors) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("missing"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  r = AnalyzeRun(dir_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("no memstep traces"));
+  Write("junk.trace", std::vector<uint8_t>(100, 'j'));
+  r = AnalyzeRun(dir_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("junk.trace: not a memstep trace"));
+}
+
+TEST_F(AnalysisTest, EmptyTraceInDirectoryIsSkippedAndLossIsWarned) {
+  Write("empty.trace", std::vector<uint8_t>());
+  TraceBuilder b;
+  b.Lost(5, 12, 3000, 1);
+  Write("p.trace", b.Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), Options{.symbolize = false});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->processes.size(), 1u);
+  EXPECT_EQ(r->processes[0].lost_records, 12u);
+  EXPECT_EQ(r->processes[0].lost_bytes, 3000u);
+  ASSERT_EQ(r->warnings.size(), 2u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("empty.trace: empty trace"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("p.trace: 12 records lost"));
+  // A lone empty file given directly is an error.
+  EXPECT_FALSE(AnalyzeRun(dir_.File("empty.trace")).ok());
+}
+
+TEST_F(AnalysisTest, ManyRecordsAreFast) {
+  TraceBuilder b;
+  b.Stack(1, {0x10});
+  b.Stack(2, {0x20});
+  for (uint64_t i = 0; i < 1000000; ++i) {
+    b.Alloc(i, 1 + (i & 1), 0x100000 + 16 * (i % 50000), 64, 4096);
+    if (i % 1000 == 999) {
+      b.Step(i, i / 1000, 1, C(i, 0, i));
+    }
+  }
+  std::string path = Write("big.trace", b.Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->processes[0].samples, 1000000u);
+  EXPECT_EQ(r->steps.size(), 1000u);
+}
+
+}  // namespace
+}  // namespace memstep::analysis

@@ -1,0 +1,255 @@
+// Tests of the memstep binary: options, errors, exit codes, `run` plumbing.
+// MEMSTEP_BIN is the binary under test; FAKE_PRELOAD is an empty shared
+// library standing in for libmemstep.so (REAL_PRELOAD, when defined, is the
+// real one).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/reader/trace_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace memstep {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs memstep with `args`; `env` entries ("K=V", or "K" to unset) change the
+// inherited environment. MEMSTEP_* variables are cleared first.
+Result Memstep(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+               const std::string& cwd = "") {
+  testing::TempDir io;
+  const std::string out = io.File("out"), err = io.File("err");
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (const char* k : {"MEMSTEP_OUT", "MEMSTEP_SAMPLE_INTERVAL", "MEMSTEP_FLUSH_MS",
+                          "MEMSTEP_LIB", "LD_PRELOAD"}) {
+      unsetenv(k);
+    }
+    for (const std::string& e : env) {
+      size_t eq = e.find('=');
+      if (eq == std::string::npos) {
+        unsetenv(e.c_str());
+      } else {
+        setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+      }
+    }
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(200);
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv;
+    std::string bin = MEMSTEP_BIN;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(201);
+  }
+  Result r;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  return r;
+}
+
+TEST(CliTest, HelpAndVersion) {
+  Result r = Memstep({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("memstep run"));
+  r = Memstep({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("memstep 0."));
+  r = Memstep({"run", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* var : {"MEMSTEP_OUT", "MEMSTEP_SAMPLE_INTERVAL", "MEMSTEP_FLUSH_MS"}) {
+    EXPECT_THAT(r.out, HasSubstr(var));
+  }
+  EXPECT_EQ(Memstep({"report", "--help"}).exit_code, 0);
+}
+
+TEST(CliTest, UsageErrorsExitOne) {
+  EXPECT_EQ(Memstep({}).exit_code, 1);
+  Result r = Memstep({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown command"));
+  r = Memstep({"report", "--bogus", "x"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("memstep: error: unknown option '--bogus'"));
+  EXPECT_THAT(r.err, HasSubstr("usage: memstep report"));
+  r = Memstep({"report"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("missing RUN_DIR"));
+  EXPECT_EQ(Memstep({"report", "x", "--format", "xml"}).exit_code, 1);
+  EXPECT_EQ(Memstep({"report", "x", "--top"}).exit_code, 1);
+  EXPECT_EQ(Memstep({"run", "--bogus", "--", "true"}).exit_code, 1);
+  EXPECT_EQ(Memstep({"run", "--out"}).exit_code, 1);
+  EXPECT_EQ(Memstep({"run", "--sample-interval", "12Q", "--", "true"}).exit_code, 1);
+}
+
+TEST(CliTest, ReportErrors) {
+  testing::TempDir dir;
+  Result r = Memstep({"report", dir.File("missing")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("memstep: error: "));
+  EXPECT_THAT(r.err, HasSubstr("missing: No such file or directory"));
+  r = Memstep({"report", dir.path()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no memstep traces"));
+  ASSERT_TRUE(testing::WriteFile(dir.File("bad.trace"), std::string(200, 'z')));
+  r = Memstep({"report", dir.File("bad.trace")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("not a memstep trace"));
+  std::vector<uint8_t> bytes = reader::TraceBuilder().Finish();
+  bytes[20] ^= 0xFF;  // corrupt header
+  ASSERT_TRUE(testing::WriteFile(dir.File("bad.trace"), bytes));
+  r = Memstep({"report", dir.File("bad.trace")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("corrupt memstep trace header"));
+}
+
+TEST(CliTest, ReportTextJsonAndTruncation) {
+  testing::TempDir dir;
+  reader::TraceBuilder b;
+  b.String(1, "/opt/app/train");
+  b.Mapping(1, 0, 0x1000, 0x9000, 0, 1, "");
+  b.Stack(1, {0x1234});
+  b.Alloc(1, 1, 0x10, 777777);
+  b.Flush();
+  b.Alloc(2, 1, 0x20, 1);
+  std::vector<uint8_t> bytes = b.Finish();
+  bytes.pop_back();
+  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), bytes));
+  Result r = Memstep({"report", dir.path(), "--no-symbolize"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("train+0x1234"));
+  EXPECT_THAT(r.out, HasSubstr("760 KiB"));
+  EXPECT_THAT(r.err, HasSubstr("p.trace: truncated at offset"));
+  r = Memstep({"report", dir.File("p.trace"), "--format=json", "--no-symbolize", "--top", "1"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("\"schema\":\"memstep.report/1\""));
+  EXPECT_THAT(r.out, HasSubstr("\"truncated\":true"));
+}
+
+class CliRunTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> Env(std::vector<std::string> more = {}) {
+    more.push_back(std::string("MEMSTEP_LIB=") + FAKE_PRELOAD);
+    return more;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(CliRunTest, PassesExitCodesThrough) {
+  const std::string out = dir_.File("run");
+  EXPECT_EQ(Memstep({"run", "--out", out, "--", "sh", "-c", "exit 7"}, Env()).exit_code, 7);
+  EXPECT_EQ(Memstep({"run", "--out", out, "--", "true"}, Env()).exit_code, 0);
+  EXPECT_EQ(Memstep({"run", "--out", out, "sh", "-c", "kill -TERM $$"}, Env()).exit_code,
+            128 + SIGTERM);
+  Result r = Memstep({"run", "--out", out, "--", "no-such-command-xyz"}, Env());
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_THAT(r.err, HasSubstr("no-such-command-xyz: command not found"));
+}
+
+TEST_F(CliRunTest, SetsTheEnvironment) {
+  const std::string out = dir_.File("a/b");  // created with its parents
+  Result r = Memstep({"run", "--out", out, "--sample-interval", "512KiB", "--flush-ms=50", "--",
+                      "sh", "-c", "echo $LD_PRELOAD; echo $MEMSTEP_DIR; "
+                                  "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_FLUSH_MS"},
+                     Env({"LD_PRELOAD=/usr/lib/user.so"}));
+  // The user's LD_PRELOAD is kept after ours (and the loader may complain
+  // that /usr/lib/user.so does not exist: that is fine).
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(std::string(FAKE_PRELOAD) + ":/usr/lib/user.so\n"));
+  EXPECT_THAT(r.out, HasSubstr(out + "\n"));
+  EXPECT_THAT(r.out, HasSubstr("524288 50\n"));
+  EXPECT_THAT(r.err, HasSubstr("memstep: run directory: " + out));
+  EXPECT_THAT(r.err, HasSubstr("memstep report " + out));
+
+  // Environment variables work too, and the option wins.
+  r = Memstep({"run", "--sample-interval", "1M", "--", "sh", "-c", "echo $MEMSTEP_SAMPLE_INTERVAL"},
+              Env({"MEMSTEP_OUT=" + out, "MEMSTEP_SAMPLE_INTERVAL=4K"}));
+  EXPECT_EQ(r.out, "1048576\n");
+  r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_DIR"},
+              Env({"MEMSTEP_OUT=" + out, "MEMSTEP_SAMPLE_INTERVAL=4K"}));
+  EXPECT_EQ(r.out, "4096 " + out + "\n");
+}
+
+TEST_F(CliRunTest, DefaultRunDirectoryIsCreatedInCwd) {
+  Result r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_DIR"}, Env(), dir_.path());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr(dir_.path() + "/memstep-"));
+}
+
+TEST_F(CliRunTest, UnwritableOutputAndMissingLibraryDoNotRunTheCommand) {
+  const std::string marker = dir_.File("ran");
+  Result r = Memstep({"run", "--out", "/dev/null/x", "--", "touch", marker}, Env());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("memstep: error: cannot create run directory /dev/null/x"));
+  r = Memstep({"run", "--out", dir_.File("o"), "--", "touch", marker},
+              {"MEMSTEP_LIB=/nonexistent/libmemstep.so"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("MEMSTEP_LIB=/nonexistent/libmemstep.so"));
+  EXPECT_NE(access(marker.c_str(), F_OK), 0);
+}
+
+TEST_F(CliRunTest, ForwardsSigtermToTheCommand) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("MEMSTEP_LIB", FAKE_PRELOAD, 1);
+    dup2(fds[1], 1);
+    close(fds[0]);
+    const std::string out = dir_.File("sig");
+    execl(MEMSTEP_BIN, MEMSTEP_BIN, "run", "--out", out.c_str(), "--", "sh", "-c",
+          "trap 'exit 9' TERM; echo ready; while :; do :; done", static_cast<char*>(nullptr));
+    _exit(201);
+  }
+  close(fds[1]);
+  char buf[6] = {};
+  ASSERT_EQ(read(fds[0], buf, 6), 6);  // "ready\n": the trap is installed
+  EXPECT_EQ(std::string(buf, 6), "ready\n");
+  kill(pid, SIGTERM);  // to memstep only; it must pass it on
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 9);
+}
+
+#ifdef REAL_PRELOAD
+TEST_F(CliRunTest, RealLibraryIsFoundNextToTheBinary) {
+  // No MEMSTEP_LIB: <bin>/../lib/libmemstep.so must be found.
+  Result r = Memstep({"run", "--out", dir_.File("real"), "--", "sh", "-c", "exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+}
+#endif
+
+}  // namespace
+}  // namespace memstep

@@ -1,0 +1,287 @@
+#include "src/reader/reader.h"
+
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/reader/trace_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace memstep::reader {
+namespace {
+
+using ::testing::HasSubstr;
+
+format::Counters MakeCounters(uint64_t base) {
+  return format::Counters{base + 1, base + 2, base + 3, base + 4,
+                          base + 5, base + 6, base + 7, base + 8};
+}
+
+bool SameCounters(const format::Counters& a, const format::Counters& b) {
+  return memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+// A small trace using every record type, in two chunks.
+TraceBuilder AllRecords(uint8_t codec) {
+  TraceHeaderInfo info;
+  info.pid = 4242;
+  info.ppid = 7;
+  info.sample_interval = 524288;
+  info.tlvs = {{format::kTlvCmdline, std::string("python\0train.py\0", 16)},
+               {format::kTlvHostname, "node1"},
+               {format::kTlvRankEnv, std::string("RANK=3\0LOCAL_RANK=1\0", 20)},
+               {0x7777, "unknown tlv payload"},
+               {format::kTlvAllocator, "glibc"}};
+  TraceBuilder b(info, codec);
+  b.String(1, "/usr/lib/libfoo.so");
+  b.String(2, "forward");
+  b.String(3, "torch.allocated");
+  b.String(4, "sampler stopped");
+  b.Mapping(1, 5, 0x400000, 0x500000, 0x3f0000, 1, std::string("\x01\x02\xab", 3));
+  b.Stack(7, {0x401000, 0x402000, 0xffffffffffffffffull});
+  b.Alloc(10, 7, 0x1000, 4096, 524288, format::kKindCalloc, 3, 2, 99);
+  b.Free(11, 0x1000, 98);
+  b.Mmap(12, 7, 0x7f0000000000, 1 << 20, 3, 2);
+  b.Flush(format::kChunkData);
+  b.Munmap(13, 0x7f0000000000, 4096);
+  b.Mremap(14, 7, 0x7f0000001000, 8192, 0x7f0000100000, 16384);
+  b.Step(15, 3, 0, MakeCounters(0));
+  b.Stage(16, 2, 3, 1, MakeCounters(100));
+  b.Counter(17, 3, -12345);
+  b.Rate(18, 131072);
+  b.Lost(19, 5, 500, 1);
+  b.Notice(20, 2, 4);
+  b.MappingGone(1, 21);
+  b.Trailer(22, MakeCounters(1000), true);
+  return b;
+}
+
+class RoundTripTest : public ::testing::TestWithParam<uint8_t> {};
+
+TEST_P(RoundTripTest, EveryRecordType) {
+  TraceBuilder b = AllRecords(GetParam());
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->truncated);
+  EXPECT_EQ(t->chunks, 2u);
+  EXPECT_EQ(t->header.pid, 4242u);
+  EXPECT_EQ(t->header.ppid, 7u);
+  EXPECT_EQ(t->header.sample_interval, 524288u);
+  EXPECT_EQ(t->cmdline, std::string("python\0train.py\0", 16));
+  EXPECT_EQ(t->hostname, "node1");
+  EXPECT_EQ(t->RankValue("RANK"), "3");
+  EXPECT_EQ(t->RankValue("LOCAL_RANK"), "1");
+  EXPECT_EQ(t->RankValue("WORLD_SIZE"), "");
+  EXPECT_EQ(t->allocator, "glibc");
+  EXPECT_EQ(t->String(2), "forward");
+  EXPECT_EQ(t->unknown_refs, 0u);
+
+  ASSERT_EQ(t->mappings.size(), 1u);
+  EXPECT_EQ(t->mappings[0].path, "/usr/lib/libfoo.so");
+  EXPECT_EQ(t->mappings[0].start, 0x400000u);
+  EXPECT_EQ(t->mappings[0].end, 0x500000u);
+  EXPECT_EQ(t->mappings[0].load_bias, 0x3f0000u);
+  EXPECT_EQ(t->mappings[0].build_id, std::string("\x01\x02\xab", 3));
+  EXPECT_EQ(t->mappings[0].gone_ts, 21u);
+  ASSERT_TRUE(t->stacks.contains(7));
+  EXPECT_EQ(t->stacks.at(7), (std::vector<uint64_t>{0x401000, 0x402000, 0xffffffffffffffffull}));
+
+  ASSERT_EQ(t->events.size(), 8u);
+  const Event& a = t->events[0];
+  EXPECT_EQ(a.tag, format::kTagAlloc);
+  EXPECT_EQ(a.ts, 10u);
+  EXPECT_EQ(a.seq, 0u);
+  EXPECT_EQ(a.tid, 99u);
+  EXPECT_EQ(a.stack, 7u);
+  EXPECT_EQ(a.addr, 0x1000u);
+  EXPECT_EQ(a.size, 4096u);
+  EXPECT_EQ(a.interval, 524288u);
+  EXPECT_EQ(a.kind, format::kKindCalloc);
+  EXPECT_EQ(a.step, 3u);
+  EXPECT_EQ(a.str, 2u);
+  EXPECT_EQ(t->events[1].tag, format::kTagFree);
+  EXPECT_EQ(t->events[1].addr, 0x1000u);
+  EXPECT_EQ(t->events[1].tid, 98u);
+  EXPECT_EQ(t->events[2].tag, format::kTagMmap);
+  EXPECT_EQ(t->events[2].size, 1u << 20);
+  EXPECT_EQ(t->events[3].tag, format::kTagMunmap);
+  EXPECT_EQ(t->events[3].size, 4096u);
+  const Event& r = t->events[4];
+  EXPECT_EQ(r.tag, format::kTagMremap);
+  EXPECT_EQ(r.addr, 0x7f0000001000u);
+  EXPECT_EQ(r.size, 8192u);
+  EXPECT_EQ(r.new_addr, 0x7f0000100000u);
+  EXPECT_EQ(r.new_len, 16384u);
+  EXPECT_EQ(t->events[5].tag, format::kTagStep);
+  EXPECT_EQ(t->events[5].step, 3u);
+  EXPECT_EQ(t->events[5].phase, 0);
+  EXPECT_TRUE(SameCounters(t->counters[t->events[5].counters], MakeCounters(0)));
+  EXPECT_EQ(t->events[6].tag, format::kTagStage);
+  EXPECT_EQ(t->events[6].str, 2u);
+  EXPECT_EQ(t->events[6].phase, 1);
+  EXPECT_TRUE(SameCounters(t->counters[t->events[6].counters], MakeCounters(100)));
+  EXPECT_EQ(t->events[7].tag, format::kTagCounter);
+  EXPECT_EQ(t->events[7].value, -12345);
+
+  ASSERT_EQ(t->rates.size(), 1u);
+  EXPECT_EQ(t->rates[0].interval, 131072u);
+  ASSERT_EQ(t->lost.size(), 1u);
+  EXPECT_EQ(t->lost[0].records, 5u);
+  EXPECT_EQ(t->lost[0].bytes, 500u);
+  ASSERT_EQ(t->notices.size(), 1u);
+  EXPECT_EQ(t->notices[0].message, "sampler stopped");
+  ASSERT_TRUE(t->has_trailer);
+  EXPECT_TRUE(t->trailer.clean_exit);
+  EXPECT_TRUE(SameCounters(t->trailer.counters, MakeCounters(1000)));
+  EXPECT_EQ(t->max_ts, 22u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, RoundTripTest,
+                         ::testing::Values(format::kCodecRaw, format::kCodecZstd));
+
+TEST(ReaderTest, Crc32cCheckValue) {
+  EXPECT_EQ(format::Crc32c("123456789", 9), 0xE3069283u);  // as docs/format.md states
+}
+
+TEST(ReaderTest, TruncationAtEveryOffsetKeepsCompleteChunks) {
+  TraceBuilder b = AllRecords(format::kCodecZstd);
+  const std::vector<uint8_t> bytes = b.Finish();
+  const std::vector<size_t> chunks = b.chunk_offsets();
+  ASSERT_EQ(chunks.size(), 2u);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + n);  // exact size for ASan
+    absl::StatusOr<Trace> t = ParseTrace(prefix.data(), prefix.size());
+    if (n < b.header_len()) {
+      EXPECT_FALSE(t.ok()) << n;
+      continue;
+    }
+    ASSERT_TRUE(t.ok()) << n << ": " << t.status();
+    const uint64_t complete = n >= chunks[1] ? 1 : 0;
+    EXPECT_EQ(t->chunks, complete) << n;
+    EXPECT_EQ(t->events.size(), complete ? 3u : 0u) << n;
+    const bool at_boundary = n == chunks[0] || n == chunks[1];
+    EXPECT_EQ(t->truncated, !at_boundary) << n;
+    if (!at_boundary) {
+      EXPECT_EQ(t->truncated_at_offset, complete ? chunks[1] : chunks[0]) << n;
+      ASSERT_FALSE(t->warnings.empty());
+      EXPECT_THAT(t->warnings.back(), HasSubstr("truncated at offset"));
+    }
+  }
+}
+
+TEST(ReaderTest, PayloadCrcMismatchStopsAtThatChunk) {
+  TraceBuilder b = AllRecords(format::kCodecRaw);
+  std::vector<uint8_t> bytes = b.Finish();
+  bytes[b.chunk_offsets()[1] + sizeof(format::ChunkHeader) + 3] ^= 0x40;
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->truncated);
+  EXPECT_EQ(t->truncated_at_offset, b.chunk_offsets()[1]);
+  EXPECT_EQ(t->chunks, 1u);
+  EXPECT_EQ(t->events.size(), 3u);
+  EXPECT_FALSE(t->has_trailer);
+  EXPECT_THAT(t->warnings.back(), HasSubstr("payload CRC mismatch"));
+}
+
+TEST(ReaderTest, ChunkHeaderCrcMismatchStops) {
+  TraceBuilder b = AllRecords(format::kCodecZstd);
+  std::vector<uint8_t> bytes = b.Finish();
+  bytes[b.chunk_offsets()[0] + 12] ^= 1;  // seq
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->truncated);
+  EXPECT_EQ(t->truncated_at_offset, b.chunk_offsets()[0]);
+  EXPECT_EQ(t->chunks, 0u);
+}
+
+TEST(ReaderTest, MalformedRecordInValidChunkDropsTheWholeChunk) {
+  TraceBuilder b({}, format::kCodecRaw);
+  b.String(1, "x");
+  b.Flush();
+  b.Alloc(1, 0, 0x10, 16);
+  b.RawBytes({0x10, 0x80});  // ALLOC whose first varint never ends
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->truncated);
+  EXPECT_EQ(t->chunks, 1u);
+  EXPECT_TRUE(t->events.empty());
+  EXPECT_EQ(t->String(1), "x");
+}
+
+TEST(ReaderTest, BadMagicIsAnError) {
+  std::vector<uint8_t> bytes = AllRecords(format::kCodecZstd).Finish();
+  bytes[0] = 'X';
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("not a memstep trace"));
+  const char text[] = "hello, this is not a trace at all but it is long enough to be one....";
+  t = ParseTrace(reinterpret_cast<const uint8_t*>(text), sizeof(text));
+  EXPECT_FALSE(t.ok());
+}
+
+TEST(ReaderTest, UnsupportedMajorVersionIsAnError) {
+  TraceHeaderInfo info;
+  info.version_major = 2;
+  TraceBuilder b(info);
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("unsupported memstep trace version 2"));
+}
+
+TEST(ReaderTest, HeaderCrcMismatchIsAnError) {
+  std::vector<uint8_t> bytes = AllRecords(format::kCodecZstd).Finish();
+  bytes[offsetof(format::FileHeader, pid)] ^= 1;
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("CRC mismatch"));
+}
+
+TEST(ReaderTest, OutOfOrderSeqIsSorted) {
+  TraceBuilder b;
+  b.Stack(1, {0x10});
+  b.set_next_seq(5);
+  b.Alloc(50, 1, 0x5000, 8);
+  b.Alloc(51, 1, 0x6000, 8);
+  b.Flush();
+  b.set_next_seq(2);  // another thread's records, flushed a cycle later
+  b.Alloc(20, 1, 0x2000, 8);
+  b.Free(21, 0x2000);
+  b.Flush();
+  b.set_next_seq(7);
+  b.Free(70, 0x5000);
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  std::vector<uint64_t> seqs;
+  for (const Event& e : t->events) seqs.push_back(e.seq);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{2, 3, 5, 6, 7}));
+  EXPECT_EQ(t->events[1].tag, format::kTagFree);
+}
+
+TEST(ReaderTest, UnknownReferencesAreCounted) {
+  TraceBuilder b;
+  b.Alloc(1, 99, 0x10, 8, 0, 0, 0, 55);  // undefined stack 99 and string 55
+  b.MappingGone(3, 2);                     // undefined mapping
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->unknown_refs, 3u);
+  EXPECT_EQ(t->events.size(), 1u);
+}
+
+TEST(ReaderTest, ReadTraceFileErrors) {
+  testing::TempDir dir;
+  EXPECT_EQ(ReadTraceFile(dir.File("missing.trace")).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(testing::WriteFile(dir.File("empty.trace"), std::string()));
+  EXPECT_FALSE(ReadTraceFile(dir.File("empty.trace")).ok());
+  ASSERT_TRUE(testing::WriteFile(dir.File("ok.trace"), AllRecords(format::kCodecZstd).Finish()));
+  absl::StatusOr<Trace> t = ReadTraceFile(dir.File("ok.trace"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->events.size(), 8u);
+}
+
+}  // namespace
+}  // namespace memstep::reader

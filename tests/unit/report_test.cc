@@ -1,0 +1,213 @@
+#include "src/report/report.h"
+
+#include <elf.h>
+#include <link.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/reader/trace_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace memstep::report {
+namespace {
+
+using analysis::Frame;
+using analysis::Report;
+using analysis::Site;
+using analysis::StepRow;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(HumanBytesTest, Units) {
+  EXPECT_EQ(HumanBytes(0), "0 B");
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.50 KiB");
+  EXPECT_EQ(HumanBytes(12.0 * (1 << 20)), "12.0 MiB");
+  EXPECT_EQ(HumanBytes(3.25 * (1ull << 30)), "3.25 GiB");
+  EXPECT_EQ(Thousands(12345678), "12,345,678");
+  EXPECT_EQ(Thousands(999), "999");
+}
+
+TEST(JsonTest, Escaping) {
+  EXPECT_EQ(JsonEscape("a\"b\\c\n\t\x01"), "a\\\"b\\\\c\\n\\t\\u0001");
+  EXPECT_EQ(JsonEscape("caf\xc3\xa9 \xff\xc3"), "caf\xc3\xa9 \\ufffd\\ufffd");
+}
+
+Report SmallReport(size_t steps) {
+  Report r;
+  r.path = "/runs/r1";
+  analysis::ProcessSummary p;
+  p.pid = 77;
+  p.cmdline = "python \"train\".py";
+  p.clean_exit = true;
+  p.live_bytes_end = 5 << 20;
+  p.peak_bytes = 9 << 20;
+  r.processes.push_back(p);
+  for (size_t i = 0; i < steps; ++i) {
+    StepRow s;
+    s.pid = 77;
+    s.step = i;
+    s.peak_bytes = (i == 17 ? 900 : 10 + i % 5) << 20;
+    s.live_bytes_end = 5 << 20;
+    s.stage_peaks["forward"] = 3 << 20;
+    r.steps.push_back(s);
+  }
+  Site s;
+  s.id = 1;
+  s.kind = "host";
+  s.pid = 77;
+  s.live_bytes_end = 5 << 20;
+  s.live_bytes_at_peak = 1 << 20;
+  s.samples = 12;
+  Frame f;
+  f.function = "planted_leaky_function(int)";
+  f.file = "/src/leak.cc";
+  f.line = 42;
+  f.module = "/opt/app/train";
+  f.inlined = true;
+  s.frames.push_back(f);
+  f.function = "main";
+  f.inlined = false;
+  f.line = 7;
+  s.frames.push_back(f);
+  s.live_bytes_by_step.assign(steps, 1.5);
+  r.sites.push_back(s);
+  r.warnings.push_back("/runs/r1/x.trace: truncated at offset 123 (file ends inside a chunk)");
+  return r;
+}
+
+TEST(TextReportTest, Sections) {
+  std::string text = FormatText(SmallReport(3));
+  EXPECT_THAT(text, HasSubstr("memstep report: /runs/r1"));
+  EXPECT_THAT(text, HasSubstr("pid 77"));
+  EXPECT_THAT(text, HasSubstr("clean exit"));
+  EXPECT_THAT(text, HasSubstr("warning: /runs/r1/x.trace: truncated at offset 123"));
+  EXPECT_THAT(text, HasSubstr("live at end      5.00 MiB (5,242,880 bytes)"));
+  EXPECT_THAT(text, HasSubstr("forward"));
+  EXPECT_THAT(text, HasSubstr("[inlined] planted_leaky_function(int)  /src/leak.cc:42  (train)"));
+  EXPECT_THAT(text, HasSubstr("main  /src/leak.cc:7  (train)"));
+  EXPECT_THAT(text, HasSubstr("call sites at the peak"));
+  EXPECT_THAT(text, Not(HasSubstr("...")));
+}
+
+TEST(TextReportTest, LongStepTablesAreShortened) {
+  ReportOptions o;
+  std::string text = FormatText(SmallReport(100), o);
+  EXPECT_THAT(text, HasSubstr("showing the first 5, the last 5 and the 5 largest peaks"));
+  EXPECT_THAT(text, HasSubstr("900 MiB"));  // step 17, the largest peak
+  EXPECT_THAT(text, HasSubstr("     ...\n"));
+  size_t rows = 0;
+  for (size_t pos = 0; (pos = text.find("5.00 MiB", pos)) != std::string::npos; ++pos) ++rows;
+  EXPECT_LE(rows, 16u);  // 15 step rows (+ the totals line)
+}
+
+TEST(TextReportTest, FramesAndTopLimits) {
+  ReportOptions o;
+  o.frames = 1;
+  std::string text = FormatText(SmallReport(1), o);
+  EXPECT_THAT(text, HasSubstr("... 1 more frames"));
+  o.top = 0;
+  EXPECT_THAT(FormatText(SmallReport(1), o), HasSubstr("planted_leaky_function"));
+}
+
+TEST(JsonReportTest, Fields) {
+  std::string json = FormatJson(SmallReport(2));
+  EXPECT_THAT(json, HasSubstr("\"schema\":\"memstep.report/1\""));
+  EXPECT_THAT(json, HasSubstr("\"cmdline\":\"python \\\"train\\\".py\""));
+  EXPECT_THAT(json, HasSubstr("\"stage_peaks\":{\"forward\":3145728}"));
+  EXPECT_THAT(json, HasSubstr("\"live_bytes_by_step\":[1.5,1.5]"));
+  EXPECT_THAT(json, HasSubstr("{\"function\":\"planted_leaky_function(int)\",\"file\":"
+                              "\"/src/leak.cc\",\"line\":42,\"module\":\"/opt/app/train\""));
+  EXPECT_THAT(json, HasSubstr("\"kind\":\"host\""));
+  EXPECT_THAT(json, HasSubstr("\"live_bytes_end\":5242880"));
+  // Balanced brackets.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    if (in_string) {
+      if (json[i] == '\\') ++i;
+      else if (json[i] == '"') in_string = false;
+    } else if (json[i] == '"') {
+      in_string = true;
+    } else if (json[i] == '{' || json[i] == '[') {
+      ++depth;
+    } else if (json[i] == '}' || json[i] == ']') {
+      ASSERT_GT(depth, 0);
+      --depth;
+    }
+  }
+  EXPECT_EQ(depth, 0);
+}
+
+// --- End to end from a trace: analysis + text report. ---------------------
+
+__attribute__((noinline)) void* PlantedAllocatorForReportTest(size_t n) {
+  void* p = malloc(n);
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+struct MainModule {
+  uint64_t start = UINT64_MAX, end = 0, bias = 0;
+  std::string build_id;
+};
+
+int FindMain(dl_phdr_info* info, size_t, void* data) {
+  auto* m = static_cast<MainModule*>(data);
+  m->bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD) {
+      m->start = std::min<uint64_t>(m->start, info->dlpi_addr + ph.p_vaddr);
+      m->end = std::max<uint64_t>(m->end, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    } else if (ph.p_type == PT_NOTE) {
+      const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+      const char* end = p + ph.p_memsz;
+      while (p + sizeof(ElfW(Nhdr)) <= end) {
+        const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+        const char* name = p + sizeof(*n);
+        const char* desc = name + ((n->n_namesz + 3) & ~3u);
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+          m->build_id.assign(desc, n->n_descsz);
+        }
+        p = desc + ((n->n_descsz + 3) & ~3u);
+      }
+    }
+  }
+  return 1;  // the first object is the main program
+}
+
+TEST(TextReportTest, ReportFromTraceShowsFrames) {
+  MainModule m;
+  dl_iterate_phdr(FindMain, &m);
+  char exe[PATH_MAX];
+  ASSERT_NE(realpath("/proc/self/exe", exe), nullptr);
+  free(PlantedAllocatorForReportTest(8));
+  const uint64_t ip = reinterpret_cast<uint64_t>(&PlantedAllocatorForReportTest) + 8;
+
+  reader::TraceBuilder b;
+  b.String(1, exe);
+  b.Mapping(1, 0, m.start, m.end, m.bias, 1, m.build_id);
+  b.Stack(1, {ip});
+  b.Alloc(1, 1, 0x1000, 123456);
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.File("x.trace"), b.Finish()));
+
+  absl::StatusOr<Report> plain = analysis::AnalyzeRun(dir.path(), {.symbolize = false});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::string base = std::string(exe).substr(std::string(exe).rfind('/') + 1);
+  EXPECT_THAT(FormatText(*plain), HasSubstr(base + "+0x"));
+
+#ifdef MEMSTEP_HAVE_SYMBOLIZER
+  absl::StatusOr<Report> sym = analysis::AnalyzeRun(dir.path(), {.symbolize = true});
+  ASSERT_TRUE(sym.ok()) << sym.status();
+  EXPECT_THAT(FormatText(*sym), HasSubstr("PlantedAllocatorForReportTest"));
+#endif
+}
+
+}  // namespace
+}  // namespace memstep::report

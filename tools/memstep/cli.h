@@ -1,0 +1,46 @@
+// The `memstep` command line: subcommands and their helpers.
+//
+// Contract: each subcommand takes its arguments (after the subcommand name)
+// and returns the process exit status: 0 success, 1 usage or input error
+// (message "memstep: error: ..." on stderr), for `run` the child's status
+// (128 + signal if it was killed, 127 if the command was not found). Exit 3
+// is reserved for failing --fail-on gates (not implemented yet).
+
+#ifndef MEMSTEP_TOOLS_MEMSTEP_CLI_H_
+#define MEMSTEP_TOOLS_MEMSTEP_CLI_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memstep::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitNotFound = 127;
+
+// "512K", "512KiB", "512k", "1M", "1MiB", "1G", "4096", "4096B" -> bytes
+// (all 1024-based). Rejects empty, negative, fractional and overflowing input.
+absl::StatusOr<uint64_t> ParseBytes(const std::string& text);
+// A non-negative decimal integer.
+absl::StatusOr<uint64_t> ParseUint(const std::string& text);
+
+// Locates libmemstep.so: $MEMSTEP_LIB, else relative to `exe_dir`:
+// ../lib/libmemstep.so, ./libmemstep.so, ../lib/memstep/libmemstep.so.
+absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir);
+
+// Directory of the running executable (/proc/self/exe), "" if unknown.
+std::string ExeDir();
+
+std::string MainUsage();
+std::string RunUsage();
+std::string ReportUsage();
+
+int RunMain(const std::vector<std::string>& args);
+int ReportMain(const std::vector<std::string>& args);
+
+}  // namespace memstep::cli
+
+#endif  // MEMSTEP_TOOLS_MEMSTEP_CLI_H_

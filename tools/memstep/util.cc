@@ -1,0 +1,147 @@
+// Helpers of the memstep CLI: units, library lookup, usage texts.
+
+#include <unistd.h>
+
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tools/memstep/cli.h"
+
+namespace memstep::cli {
+
+absl::StatusOr<uint64_t> ParseUint(const std::string& text) {
+  uint64_t v;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      !absl::SimpleAtoi(text, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a non-negative integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a byte count (examples: 4096, 512K, 512KiB, 1M, 1MiB, 1G)"));
+  };
+  if (digits == 0) return bad();
+  uint64_t n;
+  if (!absl::SimpleAtoi(text.substr(0, digits), &n)) return bad();
+  std::string unit = absl::AsciiStrToLower(text.substr(digits));
+  int shift;
+  if (unit.empty() || unit == "b") {
+    shift = 0;
+  } else if (unit == "k" || unit == "kib" || unit == "kb") {
+    shift = 10;
+  } else if (unit == "m" || unit == "mib" || unit == "mb") {
+    shift = 20;
+  } else if (unit == "g" || unit == "gib" || unit == "gb") {
+    shift = 30;
+  } else if (unit == "t" || unit == "tib" || unit == "tb") {
+    shift = 40;
+  } else {
+    return bad();
+  }
+  if (shift > 0 && n > (UINT64_MAX >> shift)) return bad();
+  return n << shift;
+}
+
+std::string ExeDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir) {
+  if (const char* env = getenv("MEMSTEP_LIB"); env != nullptr && *env != '\0') {
+    if (access(env, R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("MEMSTEP_LIB=", env, ": no such readable file"));
+    }
+    return std::string(env);
+  }
+  const std::string candidates[] = {
+      absl::StrCat(exe_dir, "/../lib/libmemstep.so"),
+      absl::StrCat(exe_dir, "/libmemstep.so"),
+      absl::StrCat(exe_dir, "/../lib/memstep/libmemstep.so"),
+  };
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) {
+      char real[PATH_MAX];
+      if (realpath(c.c_str(), real) != nullptr) return std::string(real);
+      return c;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "libmemstep.so not found (looked in ", candidates[0], ", ", candidates[1], ", ",
+      candidates[2], "); set MEMSTEP_LIB to its path"));
+}
+
+std::string MainUsage() {
+  return "usage: memstep <command> [options]\n"
+         "\n"
+         "memstep profiles the memory of a training job, step by step.\n"
+         "\n"
+         "commands:\n"
+         "  run [options] -- COMMAND ARGS...   run COMMAND with the profiler, write a run directory\n"
+         "  report RUN_DIR|TRACE [options]     analyze a run directory or one trace file\n"
+         "\n"
+         "  memstep --help | -h                this help\n"
+         "  memstep --version                  version\n"
+         "  memstep <command> --help           help of one command\n"
+         "\n"
+         "examples:\n"
+         "  memstep run -- python train.py --epochs 2\n"
+         "  memstep report memstep-20260101-120000-4242 --top 20\n"
+         "\n"
+         "environment (see `memstep run --help`): MEMSTEP_OUT, MEMSTEP_SAMPLE_INTERVAL,\n"
+         "MEMSTEP_FLUSH_MS, MEMSTEP_LIB.\n"
+         "\n"
+         "Exit status: 0 ok, 1 usage or input error, 3 failed --fail-on gate (reserved);\n"
+         "`run` exits with the command's status (128+N if killed by signal N, 127 if not found).\n";
+}
+
+std::string RunUsage() {
+  return "usage: memstep run [options] [--] COMMAND ARGS...\n"
+         "\n"
+         "Runs COMMAND with libmemstep.so preloaded; each process writes one trace into the\n"
+         "run directory. Exits with COMMAND's exit status.\n"
+         "\n"
+         "options (each has an environment variable; the option wins):\n"
+         "  --out DIR               run directory                       MEMSTEP_OUT\n"
+         "                          (default ./memstep-YYYYmmdd-HHMMSS-PID; an existing\n"
+         "                          directory is reused, files are only added)\n"
+         "  --sample-interval BYTES mean sampling interval T            MEMSTEP_SAMPLE_INTERVAL\n"
+         "                          (4096, 512K, 512KiB, 1M, 1MiB, 1G; 1 = every allocation)\n"
+         "  --flush-ms MS           writer flush period in milliseconds MEMSTEP_FLUSH_MS\n"
+         "  -h, --help              this help\n"
+         "\n"
+         "environment:\n"
+         "  MEMSTEP_LIB             path of libmemstep.so (default: next to this program,\n"
+         "                          <bin>/../lib/libmemstep.so, <bin>/libmemstep.so,\n"
+         "                          <bin>/../lib/memstep/libmemstep.so)\n"
+         "The command sees LD_PRELOAD (libmemstep.so first, then yours), MEMSTEP_DIR and the\n"
+         "MEMSTEP_* settings above.\n";
+}
+
+std::string ReportUsage() {
+  return "usage: memstep report RUN_DIR|TRACE [options]\n"
+         "\n"
+         "Reads every *.trace in RUN_DIR (or one TRACE file) and prints the report.\n"
+         "\n"
+         "options:\n"
+         "  --format text|json   output format (default text; json schema memstep.report/1)\n"
+         "  --top N              call sites per table (default 10; json: all unless given)\n"
+         "  --frames N           frames per stack (default 8; json: all unless given)\n"
+         "  --no-symbolize       show module+offset instead of functions and lines\n"
+         "  -h, --help           this help\n";
+}
+
+}  // namespace memstep::cli
