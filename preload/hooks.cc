@@ -300,16 +300,25 @@ MEMSTEP_EXPORT void* calloc(size_t m, size_t n) noexcept {
   return AllocFast(kFnCalloc, total, m, n, 0, nullptr);
 }
 
+// The new block of a realloc that takes the slow path for another reason (old
+// block sampled or big, n == 0) still draws on the sampling countdown like any
+// allocation of n bytes; returns whether the countdown ran out.
+MEMSTEP_ALWAYS_INLINE bool ReallocCountdown(ThreadState& t, size_t n) {
+  if (t.guard || n == 0 || n >= g_hot.always_bytes) return false;
+  t.bytes_until_sample -= static_cast<int64_t>(n + 1);
+  return t.bytes_until_sample < 0;
+}
+
 MEMSTEP_EXPORT void* realloc(void* p, size_t n) noexcept {
   if (p == nullptr) {
     return AllocFast(kFnReallocNull, n, 0, 0, 0, nullptr);
   }
-  if (MEMSTEP_UNLIKELY(InRegion(p))) return ReallocSlow(p, n, false);
   ThreadState& t = t_state;
+  if (MEMSTEP_UNLIKELY(InRegion(p))) return ReallocSlow(p, n, ReallocCountdown(t, n));
   size_t old = RealUsable(p);
   if (MEMSTEP_LIKELY(!t.guard)) {
     if (MEMSTEP_UNLIKELY(n == 0 || old >= g_hot.always_bytes || n >= g_hot.always_bytes)) {
-      return ReallocSlow(p, n, false);
+      return ReallocSlow(p, n, ReallocCountdown(t, n));
     }
     t.bytes_until_sample -= static_cast<int64_t>(n + 1);
     if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) return ReallocSlow(p, n, true);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "preload/recorder.h"
+#include "preload/modules.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
 
@@ -22,6 +23,12 @@ void ReadConfig() {
   if (ParseU64(getenv("MEMSTEP_SAMPLE_INTERVAL"), &v)) g_config.sample_interval = v;
   if (ParseU64(getenv("MEMSTEP_ALWAYS_BYTES"), &v) && v > 0) g_config.always_bytes = v;
   if (ParseU64(getenv("MEMSTEP_FLUSH_MS"), &v) && v > 0) g_config.flush_ms = v;
+  // Recording every allocation is a request for exact data: by default a full
+  // ring then makes the allocating thread wait for the writer (bounded)
+  // rather than drop records. MEMSTEP_LOSSLESS=0/1 overrides.
+  g_config.lossless = g_config.sample_interval <= 1;
+  const char* l = getenv("MEMSTEP_LOSSLESS");
+  if (l != nullptr && l[0] != '\0') g_config.lossless = l[0] != '0';
   const char* d = getenv("MEMSTEP_DISABLE");
   g_config.disabled = d != nullptr && d[0] != '\0' && d[0] != '0';
   const char* q = getenv("MEMSTEP_QUIET");
@@ -56,6 +63,7 @@ void ForkPrepare() {
   ThreadState& t = t_state;
   g_fork_saved_guard = t.guard;
   t.guard = 1;
+  ModulesForkPrepare();  // g_maps_mu (before the dictionary lock, as in RefreshMappings)
   WriterForkPrepare();  // flush_mu
   g_api_lock.Lock();
   RegistryLock();
@@ -73,6 +81,7 @@ void ForkParent() {
   RegistryUnlock();
   g_api_lock.Unlock();
   WriterForkParent();
+  ModulesForkParent();
   t_state.guard = g_fork_saved_guard;
 }
 
@@ -82,6 +91,7 @@ void ForkChild() {
   g_big.ResetLocks();
   g_dict.ResetLock();
   g_api_lock.Reset();
+  ModulesForkChild();
   ThreadState& t = t_state;
   t.tid = GetTid();
   t.seeded = 0;  // different random stream from the parent

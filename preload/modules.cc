@@ -1,8 +1,10 @@
 // Module maps for the trace: which ELF objects are loaded where.
 //
-// RefreshMappings runs in the writer thread (or the final flush), never in a
-// training thread and never under a memstep lock: dl_iterate_phdr takes the
-// loader lock, so nesting it inside one of ours could deadlock. It compares
+// RefreshMappings runs in the writer thread (or the final flush), and in a
+// thread returning from its outermost dlopen/dlclose (so that a library loaded
+// and unloaded between two writer cycles still gets its MAPPING record). It
+// holds only g_maps_mu, and takes it while holding no other memstep lock and
+// not the loader lock (lock order: g_maps_mu -> loader lock -> dictionary). It compares
 // what dl_iterate_phdr reports with what it reported before and appends
 // kTagMapping (new object: absolute path, [start, end) of its PT_LOAD
 // segments, load bias, GNU build-id) and kTagMappingGone records to the
@@ -11,10 +13,12 @@
 #include "preload/modules.h"
 
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
 
@@ -32,6 +36,7 @@ struct Mapping {
   uint32_t id;
   bool seen;
 };
+pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;  // protects everything below
 Mapping g_maps[kMaxMappings];  // known mappings
 int g_nmaps = 0;
 uint32_t g_next_map_id = 1;
@@ -118,7 +123,18 @@ int CollectMap(struct dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-void RefreshMappings(uint64_t start_mono) {
+void RefreshMappings() {
+  if (g_maps_dirty.load(std::memory_order_acquire) == 0) return;
+  pthread_mutex_lock(&g_maps_mu);
+  RefreshMappingsLocked();
+  pthread_mutex_unlock(&g_maps_mu);
+}
+
+void ModulesForkPrepare() { pthread_mutex_lock(&g_maps_mu); }
+void ModulesForkParent() { pthread_mutex_unlock(&g_maps_mu); }
+void ModulesForkChild() { pthread_mutex_init(&g_maps_mu, nullptr); }
+
+void RefreshMappingsLocked() {
   if (g_maps_dirty.exchange(0, std::memory_order_acq_rel) == 0) return;
   g_nseen = 0;
   g_path_used = 0;
@@ -144,7 +160,7 @@ void RefreshMappings(uint64_t start_mono) {
     fmt::RecordEncoder e(rec, sizeof(rec));
     e.Begin(fmt::kTagMapping);
     e.U(k.id);
-    e.U((MonoNs() - start_mono));
+    e.U(NowRel());
     e.U(m.start);
     e.U(m.end);
     e.U(m.bias);
@@ -161,7 +177,7 @@ void RefreshMappings(uint64_t start_mono) {
     fmt::RecordEncoder e(rec, sizeof(rec));
     e.Begin(fmt::kTagMappingGone);
     e.U(g_maps[i].id);
-    e.U((MonoNs() - start_mono));
+    e.U(NowRel());
     if (e.End()) g_dict.AppendRecord(rec, e.size());
     g_maps[i] = g_maps[--g_nmaps];
   }

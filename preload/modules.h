@@ -1,8 +1,9 @@
 // Module-map refresh for the trace (see modules.cc).
 //
-// Contract: called only by the holder of the writer role (writer thread or
-// final flush), outside every memstep lock; allocations it triggers (the
-// loader's) only forward, because that thread's guard is set.
+// Contract: called by the writer thread, the final flush, or a thread leaving
+// its outermost dlopen/dlclose; never under another memstep lock nor the
+// loader lock; the caller's reentrancy guard is set, so allocations it
+// triggers (the loader's, realpath's) only forward.
 
 #ifndef MEMSTEP_PRELOAD_MODULES_H_
 #define MEMSTEP_PRELOAD_MODULES_H_
@@ -12,8 +13,14 @@
 namespace memstep::preload {
 
 // If g_maps_dirty is set, re-reads the loaded objects and appends MAPPING /
-// MAPPING_GONE records (timestamps relative to `start_mono`) to g_dict.
-void RefreshMappings(uint64_t start_mono);
+// MAPPING_GONE records (timestamps relative to the trace start) to g_dict.
+void RefreshMappings();
+void RefreshMappingsLocked();  // g_maps_mu held (by RefreshMappings)
+
+// pthread_atfork handlers for g_maps_mu.
+void ModulesForkPrepare();
+void ModulesForkParent();
+void ModulesForkChild();
 
 }  // namespace memstep::preload
 

@@ -15,7 +15,11 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "preload/modules.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
 
@@ -24,7 +28,7 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
-Config g_config = {uint64_t{512} << 10, uint64_t{1} << 20, 100, false, false, "./memstep-out"};
+Config g_config = {uint64_t{512} << 10, uint64_t{1} << 20, 100, false, false, false, "./memstep-out"};
 GlobalCounters g_counters;
 AddrTable g_big;
 Dictionary g_dict;
@@ -59,12 +63,48 @@ void EnsureThread(ThreadState& t) {
   }
 }
 
+namespace {
+
+uint64_t MonoNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Lossless mode: waits for the writer to drain the ring, at most kMaxWaitNs per
+// record, then drops and counts as usual. Never waits inside our dlopen/dlclose
+// wrappers: the writer may need the loader lock that this thread holds.
+constexpr uint64_t kMaxWaitNs = 2000000000u;
+
+MEMSTEP_NOINLINE void PushWaiting(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (t.in_dl == 0) {
+    uint64_t deadline = MonoNs() + kMaxWaitNs;
+    do {
+      WakeWriter();
+      struct timespec pause = {0, 50000};
+      syscall(SYS_nanosleep, &pause, nullptr);
+      if (t.ring->TryPush(rec, n)) return;
+    } while (Recording() && MonoNs() < deadline);
+  }
+  t.ring->CountLost(n);
+}
+
+}  // namespace
+
 void Push(ThreadState& t, const uint8_t* rec, size_t n) {
   if (t.ring == nullptr) {
     t.ring = AcquireRing(t.tid);
     if (t.ring == nullptr) return;
   }
-  if (t.ring->Push(rec, n) && MEMSTEP_UNLIKELY(t.ring->Used() > Ring::kCap / 2)) WakeWriter();
+  if (MEMSTEP_LIKELY(t.ring->TryPush(rec, n))) {
+    if (MEMSTEP_UNLIKELY(t.ring->Used() > Ring::kCap / 2)) WakeWriter();
+    return;
+  }
+  if (g_config.lossless) {
+    PushWaiting(t, rec, n);
+  } else {
+    t.ring->CountLost(n);
+  }
 }
 
 uint32_t CaptureStack(ThreadState& t) {
@@ -507,12 +547,16 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
 
 void AfterDl(bool closed) {
   g_maps_dirty.store(1, std::memory_order_release);
+  ThreadState& t = t_state;
+  if (t.guard) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
   if (closed && g_unw_flush_cache != nullptr && g_unw_local_as != nullptr) {
-    ThreadState& t = t_state;
-    GuardScope guard(t);
-    ErrnoSaver errno_saver;
     g_unw_flush_cache(*g_unw_local_as, 0, 0);
   }
+  // Outermost dlopen/dlclose only: a nested one (from a library constructor)
+  // may still be inside the loader lock, which RefreshMappings takes.
+  if (t.in_dl == 0 && Recording()) RefreshMappings();
 }
 
 }  // namespace memstep::preload

@@ -35,13 +35,21 @@ struct Ring {
   uint8_t* data = nullptr;
 
   bool Push(const uint8_t* rec, size_t n) {
+    if (TryPush(rec, n)) return true;
+    CountLost(n);
+    return false;
+  }
+
+  void CountLost(size_t n) {
+    lost_records.fetch_add(1, std::memory_order_relaxed);
+    lost_bytes.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  // Like Push, but a record that does not fit is neither written nor counted.
+  bool TryPush(const uint8_t* rec, size_t n) {
     uint64_t h = head.load(std::memory_order_relaxed);
     uint64_t t = tail.load(std::memory_order_acquire);
-    if (h + n - t > kCap) {
-      lost_records.fetch_add(1, std::memory_order_relaxed);
-      lost_bytes.fetch_add(n, std::memory_order_relaxed);
-      return false;
-    }
+    if (h + n - t > kCap) return false;
     size_t pos = static_cast<size_t>(h & (kCap - 1));
     size_t first = kCap - pos < n ? kCap - pos : n;
     memcpy(data + pos, rec, first);

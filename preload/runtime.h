@@ -96,6 +96,7 @@ struct Config {
   uint64_t sample_interval;  // T, bytes; <= 1: every allocation
   uint64_t always_bytes;
   uint64_t flush_ms;
+  bool lossless;  // a full ring makes the producer wait (bounded) instead of dropping
   bool disabled;
   bool quiet;
   char dir[1024];

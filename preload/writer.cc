@@ -250,7 +250,7 @@ void CollectCounters(int64_t values[kNumCounterNames]) {
 
 void RunCycle(bool final) {
   // Outside flush_mu: loader lock and malloc locks.
-  RefreshMappings(g_w.start_mono);
+  RefreshMappings();
   PrepareCounterNames();
   int64_t values[kNumCounterNames];
   CollectCounters(values);

@@ -9,5 +9,5 @@ scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 300
 if [ "${MEMSTEP_SKIP_SANITIZERS:-0}" != 1 ]; then
   BUILD_DIR=build-asan scripts/build.sh -DMEMSTEP_SANITIZE=address,undefined -DMEMSTEP_BUILD_BENCH=OFF
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 300 -L unit
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 300 -L 'unit|e2e'
 fi

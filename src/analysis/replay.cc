@@ -41,9 +41,12 @@ void HeapReplay::RemoveLive(uint64_t addr) {
 
 void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
   if (end <= start) return;
-  ranges_[start] = Range{end, site};
+  const uint64_t object = next_object_++;
+  ranges_[start] = Range{end, site, object};
+  object_pieces_[object] = 1;
   double len = static_cast<double>(end - start);
   sites_[site].live_bytes += len;
+  sites_[site].live_count += 1;
   mmap_live_ += len;
 }
 
@@ -65,11 +68,22 @@ int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
     double cut = static_cast<double>(cut_end - cut_start);
     sites_[r.site].live_bytes -= cut;
     mmap_live_ -= cut;
-    if (r_start < start) ranges_[r_start] = Range{start, r.site};
-    if (r.end > end) {
-      ranges_.emplace(end, Range{r.end, r.site});
-      break;  // ranges are disjoint: nothing further overlaps
+    uint32_t& pieces = object_pieces_[r.object];
+    --pieces;
+    if (r_start < start) {
+      ranges_[r_start] = Range{start, r.site, r.object};
+      ++pieces;
     }
+    const bool last = r.end > end;
+    if (last) {
+      ranges_.emplace(end, Range{r.end, r.site, r.object});
+      ++pieces;
+    }
+    if (pieces == 0) {
+      sites_[r.site].live_count -= 1;
+      object_pieces_.erase(r.object);
+    }
+    if (last) break;  // ranges are disjoint: nothing further overlaps
   }
   return first_site;
 }

@@ -72,9 +72,13 @@ class HeapReplay {
     double bytes;
     double count;
   };
+  // A piece of an anonymous mapping. A mapping is one live object while any
+  // of its pieces remain: a partial munmap shrinks or splits it, and the
+  // object's count goes only when its last piece does.
   struct Range {
     uint64_t end;
     uint32_t site;
+    uint64_t object;  // which MMAP/MREMAP created it
   };
 
   uint32_t SiteIndex(Kind kind, uint64_t stack, uint64_t ts);
@@ -88,6 +92,8 @@ class HeapReplay {
   absl::flat_hash_map<SiteKey, uint32_t> site_index_;
   absl::flat_hash_map<uint64_t, Live> live_;
   std::map<uint64_t, Range> ranges_;  // start -> range, disjoint
+  absl::flat_hash_map<uint64_t, uint32_t> object_pieces_;  // object -> pieces in ranges_
+  uint64_t next_object_ = 0;
   double host_live_ = 0;
   double mmap_live_ = 0;
 };
