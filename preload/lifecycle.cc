@@ -92,6 +92,22 @@ void ForkChild() {
   g_dict.ResetLock();
   g_api_lock.Reset();
   ModulesForkChild();
+  // The child's history starts here: the blocks it inherited count as
+  // allocated once (alloc = inherited live, free = 0), so per-process totals
+  // do not repeat the parent's allocations; live bytes and counts are kept.
+  {
+    uint64_t ab = g_counters.alloc_bytes.load(std::memory_order_relaxed);
+    uint64_t fb = g_counters.free_bytes.load(std::memory_order_relaxed);
+    uint64_t ac = g_counters.alloc_count.load(std::memory_order_relaxed);
+    uint64_t fc = g_counters.free_count.load(std::memory_order_relaxed);
+    uint64_t live = ab > fb ? ab - fb : 0;
+    g_counters.alloc_bytes.store(live, std::memory_order_relaxed);
+    g_counters.free_bytes.store(0, std::memory_order_relaxed);
+    g_counters.alloc_count.store(ac > fc ? ac - fc : 0, std::memory_order_relaxed);
+    g_counters.free_count.store(0, std::memory_order_relaxed);
+    g_counters.run_max.store(live, std::memory_order_relaxed);
+    g_counters.step_max.store(live, std::memory_order_relaxed);
+  }
   ThreadState& t = t_state;
   t.tid = GetTid();
   t.seeded = 0;  // different random stream from the parent

@@ -203,6 +203,9 @@ bool WriterOpen(bool fork_child, const char* parent_path);
 void WriterStartThread();
 // Wakes the writer before its period ends (a ring is half full).
 void WakeWriter();
+// The pid whose trace is open (set by WriterOpen, also in fork children). A
+// vfork child shares our memory but has another pid: it must not flush.
+extern std::atomic<int> g_trace_pid;
 // One flush cycle; `final` also writes the trailer and stops recording.
 void WriterCycle(bool final);
 Ring* AcquireRing(uint32_t tid);

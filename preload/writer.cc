@@ -379,7 +379,10 @@ bool LoadZstd() {
 
 }  // namespace
 
+std::atomic<int> g_trace_pid{0};
+
 bool WriterOpen(bool fork_child, const char* parent_path) {
+  g_trace_pid.store(static_cast<int>(getpid()), std::memory_order_relaxed);
   if (g_w.raw == nullptr) {
     g_w.raw = static_cast<uint8_t*>(RawMmap(fmt::kMaxChunkRawLen));
     g_w.out = static_cast<uint8_t*>(RawMmap(kOutCap + sizeof(fmt::ChunkHeader)));

@@ -64,6 +64,18 @@ bool IsAllocatorFrame(const Frame& f) {
   return false;
 }
 
+// Process and thread start-up frames at the bottom of every stack, dropped:
+// they say nothing about who allocated.
+bool IsStartupFrame(const Frame& f) {
+  static const char* const kNames[] = {"_start", "__libc_start_main", "__libc_start_call_main",
+                                       "start_thread", "clone", "clone3", "__clone",
+                                       "__clone3", "__clone_internal"};
+  for (const char* name : kNames) {
+    if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "@"))) return true;
+  }
+  return false;
+}
+
 class FrameResolver {
  public:
   FrameResolver(const Trace& trace, bool symbolize) : trace_(trace) {
@@ -89,6 +101,7 @@ class FrameResolver {
       }
       out.insert(out.end(), frames.begin(), frames.end());
     }
+    while (out.size() > 1 && IsStartupFrame(out.back())) out.pop_back();
     return out;
   }
 

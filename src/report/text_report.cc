@@ -232,9 +232,10 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
     absl::StrAppend(&out, "  (none)\n");
     return;
   }
+  int rank = 0;
   for (const Site* s : sites) {
     const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
-    absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", s->id, HumanBytes(v),
+    absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
                                           total > 0 ? 100.0 * v / total : 0.0));
     if (!at_peak && s->kind == "host") {
       absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));

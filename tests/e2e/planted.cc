@@ -9,6 +9,7 @@
 //   sampled          large churn and leak sites for the sampling tolerance test
 //   steps            10 steps with known per-stage peaks (one thread)
 //   fork             parent and a fork child, each with its own site
+//   fork-exit        the same, the child ending with _exit
 //   exec             execs itself in mode exec-target
 //   exec-target      the exec'd program's site
 //   threads          16 threads, each its own planted function
@@ -270,13 +271,17 @@ NOINLINE void PlantedForkChild4444x10() {
   }
 }
 
-int ModeFork() {
+int ModeFork(bool underscore_exit) {
   PlantedParent6666x3();
   pid_t child = fork();
   if (child < 0) return 10;
   if (child == 0) {
     PlantedForkChild4444x10();
-    exit(0);  // exit, not _exit: the child's trace gets its trailer
+    // exit runs atexit handlers and destructors; _exit (how Python's
+    // multiprocessing and DataLoader workers end) runs neither, and memstep's
+    // _exit hook must flush the trace itself.
+    if (underscore_exit) _exit(0);
+    exit(0);
   }
   int status = 0;
   if (waitpid(child, &status, 0) != child) return 11;
@@ -466,7 +471,8 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "sites") == 0) return ModeSites();
   if (strcmp(mode, "sampled") == 0) return ModeSampled();
   if (strcmp(mode, "steps") == 0) return ModeSteps();
-  if (strcmp(mode, "fork") == 0) return ModeFork();
+  if (strcmp(mode, "fork") == 0) return ModeFork(false);
+  if (strcmp(mode, "fork-exit") == 0) return ModeFork(true);
   if (strcmp(mode, "exec") == 0) return ModeExec(argv[0]);
   if (strcmp(mode, "exec-target") == 0) return ModeExecTarget();
   if (strcmp(mode, "threads") == 0) return ModeThreads();

@@ -54,9 +54,33 @@ TEST(PlantedProcesses, ForkChildHasItsOwnLinkedTrace) {
       << DescribeSites(parent_run);
 }
 
+// A fork child ending with _exit runs no atexit handler or destructor, and
+// with a flush period longer than the run the writer never wakes: everything
+// in its trace comes from memstep's _exit hook.
+TEST(PlantedProcesses, ForkChildEndingWithUnderscoreExitIsFlushed) {
+  TempDir dir;
+  std::vector<std::string> env = TracedEnv(dir.path(), 1);
+  env.push_back("MEMSTEP_FLUSH_MS=600000");
+  ChildResult r = RunChild({PlantedProgram(), "fork-exit"}, env);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  analysis::Report run = MustAnalyze(dir.path());
+  ASSERT_EQ(run.processes.size(), 2u);
+  const analysis::ProcessSummary* child = &run.processes[0];
+  if (!child->fork_child) child = &run.processes[1];
+  ASSERT_TRUE(child->fork_child);
+  EXPECT_TRUE(child->clean_exit);
+  analysis::Report child_run = MustAnalyze(child->trace_path);
+  SiteTotals in_child = FindSites(child_run, "PlantedForkChild4444x10");
+  ASSERT_GE(in_child.sites, 1) << DescribeSites(child_run);
+  EXPECT_NEAR(in_child.alloc_count, kForkChildCount, 0.01);
+}
+
 TEST(PlantedProcesses, ExecedProgramIsTracedToo) {
   TempDir dir;
-  ChildResult r = RunChild({PlantedProgram(), "exec"}, TracedEnv(dir.path(), 1));
+  std::vector<std::string> env = TracedEnv(dir.path(), 1);
+  env.push_back("MEMSTEP_FLUSH_MS=600000");  // only the exec hook can flush the first image
+  ChildResult r = RunChild({PlantedProgram(), "exec"}, env);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Same pid before and after exec: still two traces.
@@ -67,6 +91,10 @@ TEST(PlantedProcesses, ExecedProgramIsTracedToo) {
     return absl::StrContains(p.cmdline, "exec-target");
   });
   ASSERT_NE(target, run.processes.end());
+  // The image before exec flushed its records before execve replaced it.
+  auto before = target == run.processes.begin() ? run.processes.begin() + 1 : run.processes.begin();
+  analysis::Report before_run = MustAnalyze(before->trace_path);
+  EXPECT_GE(FindSites(before_run, "PlantedBeforeExec").sites, 1) << DescribeSites(before_run);
   analysis::Report target_run = MustAnalyze(target->trace_path);
   SiteTotals t = FindSites(target_run, "PlantedAfterExec5555x7");
   ASSERT_GE(t.sites, 1) << DescribeSites(target_run);
