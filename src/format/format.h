@@ -127,12 +127,37 @@ enum Tag : uint8_t {
   kTagCounter = 0x22,
   // u ts, u interval: the sampling interval changed (future allocations).
   kTagRate = 0x23,
+  // u ts, u seq, u tid, u epoch: epoch `epoch` begins (it lasts until the next
+  // EPOCH record); steps that follow belong to it.
+  kTagEpoch = 0x24,
+  // u ts, u seq, u step, u rule (AlertRule), u value, u threshold, u stage_str,
+  // u site_stack (0 = unknown): an online alert fired at a step boundary.
+  kTagAlert = 0x25,
+  // u ts, u seq, u step, u cause (SnapshotCause), u stage_str, u n,
+  // n x (u stack, u live_bytes_est, u live_count_est): the top call sites by
+  // estimated live bytes at a peak, taken in process (peak composition).
+  kTagSiteSnapshot = 0x26,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).
   kTagNotice = 0x31,
   // u ts, Counters, u clean_exit
   kTagTrailer = 0x3F,
+};
+
+// Online alert rules (kTagAlert `rule`).
+enum AlertRule : uint8_t {
+  kAlertGrowth = 1,      // host live bytes growth per step (after warm-up) > threshold
+  kAlertPeak = 2,        // host peak within a step > threshold
+  kAlertStagePeak = 3,   // peak within stage `stage_str` > threshold
+  kAlertDevicePeak = 4,  // device peak > threshold (GPU issue)
+};
+
+// Why a SITE_SNAPSHOT was taken (kTagSiteSnapshot `cause`).
+enum SnapshotCause : uint8_t {
+  kSnapshotStagePeak = 0,  // the latest peak of a stage, emitted at stage end
+  kSnapshotRunPeak = 1,    // the run's peak grew by >= 10 %
+  kSnapshotStepEnd = 2,    // periodic, every K steps
 };
 
 // Allocation kinds (kTagAlloc `kind`).
