@@ -107,8 +107,15 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n) {
   }
 }
 
+// Unwinds inside dlopen/dlclose too: library constructors (libtorch's
+// operator registrations: ~100 MB at `import torch`) allocate there, and a
+// stackless sample is useless. That is safe with our lock order: this thread
+// holds the loader's dl_load_lock but no memstep lock; a cache miss in
+// libunwind takes dl_load_write_lock (a different lock, as a C++ exception in
+// a constructor does); the dictionary lock, taken after unwinding, is never
+// held while calling into the loader (modules.cc collects before interning).
 uint32_t CaptureStack(ThreadState& t) {
-  if (t.in_dl != 0 || g_unw_backtrace == nullptr || !Recording()) return 0;
+  if (g_unw_backtrace == nullptr || !Recording()) return 0;
   void* buf[fmt::kMaxFrames + 16];
   int n = g_unw_backtrace(buf, static_cast<int>(fmt::kMaxFrames + 16));
   int i = 0;

@@ -80,7 +80,7 @@ struct ThreadState {
   uint64_t free_bytes;
   uint64_t free_count;
   uint8_t guard;  // reentrancy guard
-  uint8_t in_dl;  // inside our dlopen/dlclose wrapper: no unwinding
+  uint8_t in_dl;  // inside our dlopen/dlclose wrapper: no module refresh, no lossless waits
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
   uint32_t tid;

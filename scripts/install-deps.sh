@@ -6,7 +6,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config binutils
   libunwind-dev libabsl-dev libzstd-dev libdw-dev libelf-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
-  heaptrack python3
+  heaptrack python3 python3-torch
 )
 missing=()
 for p in "${pkgs[@]}"; do
