@@ -1,5 +1,5 @@
-// A small simulation of a training loop, shared by the bundled example
-// (train_loop.cc) and the realistic benchmark (tests/bench/realistic_bench.cc).
+// A small simulation of a training loop: the bundled example (train_loop.cc)
+// and the end-to-end test of the example (tests/e2e).
 //
 // Contract: RunTraining() allocates only through the C/C++ heap (malloc,
 // new[]), marks steps and stages through step_api.h, and is deterministic for

@@ -1,10 +1,12 @@
 // The public C API (include/memstep/memstep.h): step and stage boundaries
-// with exact counters, user counters; and the counter flush that maintains
-// the run/step/stage maxima.
+// with exact counters, epochs, user counters; the counter flush that maintains
+// the run/step/stage maxima (and drives peak-composition snapshots); and the
+// internal boundaries used by time windows and NVTX ranges.
 
 #include <stdint.h>
 
 #include "memstep/memstep.h"
+#include "preload/features.h"
 #include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
@@ -30,6 +32,7 @@ void FlushCounters(ThreadState* t) {
   AtomicMax(&g_counters.step_max, live);
   int depth = g_stage_depth.load(std::memory_order_relaxed);
   if (depth > 0 && depth <= kMaxStageDepth) AtomicMax(&g_stages[depth - 1].max, live);
+  SitesOnLive(live);
 }
 
 namespace {
@@ -75,34 +78,72 @@ void EmitStage(ThreadState& t, uint32_t name, int phase, const fmt::Counters& c)
   if (e.End()) Push(t, buf, e.size());
 }
 
+// Whether the open step is a time window (g_api_lock).
+bool g_window_active = false;
+uint64_t g_steps_ended = 0;  // g_api_lock
+
+// `user`: a program marker (ends time windows); otherwise a time window from
+// the writer thread, ignored once the program marks steps.
+void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
+  FlushCounters(&t);
+  bool rec = Recording();
+  uint64_t rss = rec ? ReadRssBytes() : 0;
+  bool notice = false;
+  bool ended = false;
+  uint64_t ended_step = 0, ended_live = 0, ended_peak = 0;
+  {
+    SpinLockHolder lock(&g_api_lock);
+    if (user) {
+      if (!g_user_steps.load(std::memory_order_relaxed)) {
+        g_user_steps.store(true, std::memory_order_release);
+        notice = g_window_active;
+      }
+      g_window_active = false;
+    } else {
+      if (g_user_steps.load(std::memory_order_relaxed)) return;
+      g_window_active = true;
+    }
+    uint64_t live = LiveBytes();
+    if (begin) {
+      if (g_step_open) {
+        uint64_t peak = g_counters.step_max.load(std::memory_order_relaxed);
+        ended = true;
+        ended_step = g_cur_step.load();
+        ended_live = live;
+        ended_peak = peak > live ? peak : live;
+        if (rec) EmitStep(t, ended_step, 1, Snapshot(peak, rss));
+        g_counters.step_max.store(live, std::memory_order_relaxed);
+      }
+      uint64_t peak = g_counters.step_max.load(std::memory_order_relaxed);
+      g_counters.step_max.store(live, std::memory_order_relaxed);
+      g_cur_step.store(step, std::memory_order_relaxed);
+      g_step_open = true;
+      if (rec) EmitStep(t, step, 0, Snapshot(peak, rss));
+    } else {
+      uint64_t peak = g_counters.step_max.load(std::memory_order_relaxed);
+      g_counters.step_max.store(live, std::memory_order_relaxed);
+      g_step_open = false;
+      ended = true;
+      ended_step = step;
+      ended_live = live;
+      ended_peak = peak > live ? peak : live;
+      if (rec) EmitStep(t, step, 1, Snapshot(peak, rss));
+    }
+    if (ended) ++g_steps_ended;
+  }
+  if (notice && rec) {
+    EmitNoticeRecord(t, "time windows stopped: the program marks its own steps");
+  }
+  if (ended && rec) AlertsStepEnd(t, ended_step, ended_live, ended_peak);
+}
+
 void StepBoundary(uint64_t step, bool begin) {
   ThreadState& t = t_state;
   if (t.guard) return;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  FlushCounters(&t);
-  bool rec = Recording();
-  uint64_t rss = rec ? ReadRssBytes() : 0;
-  SpinLockHolder lock(&g_api_lock);
-  uint64_t live = LiveBytes();
-  if (begin) {
-    if (g_step_open && rec) {
-      EmitStep(t, g_cur_step.load(), 1,
-               Snapshot(g_counters.step_max.load(std::memory_order_relaxed), rss));
-      g_counters.step_max.store(live, std::memory_order_relaxed);
-    }
-    uint64_t peak = g_counters.step_max.load(std::memory_order_relaxed);
-    g_counters.step_max.store(live, std::memory_order_relaxed);
-    g_cur_step.store(step, std::memory_order_relaxed);
-    g_step_open = true;
-    if (rec) EmitStep(t, step, 0, Snapshot(peak, rss));
-  } else {
-    uint64_t peak = g_counters.step_max.load(std::memory_order_relaxed);
-    g_counters.step_max.store(live, std::memory_order_relaxed);
-    g_step_open = false;
-    if (rec) EmitStep(t, step, 1, Snapshot(peak, rss));
-  }
+  StepCore(t, step, begin, true);
 }
 
 void StageBoundary(const char* name, bool begin) {
@@ -111,41 +152,69 @@ void StageBoundary(const char* name, bool begin) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  FlushCounters(&t);
-  bool rec = Recording();
-  uint32_t id = name != nullptr && rec ? g_dict.InternString(name, StrLen(name)) : 0;
-  uint64_t rss = rec ? ReadRssBytes() : 0;
-  SpinLockHolder lock(&g_api_lock);
-  uint64_t live = LiveBytes();
-  int depth = g_stage_depth.load(std::memory_order_relaxed);
-  if (begin) {
-    uint64_t enclosing = depth > 0 ? g_stages[depth - 1].max.load(std::memory_order_relaxed)
-                                   : g_counters.step_max.load(std::memory_order_relaxed);
-    if (depth < kMaxStageDepth) {
-      g_stages[depth].id = id;
-      g_stages[depth].max.store(live, std::memory_order_relaxed);
-      g_stage_depth.store(depth + 1, std::memory_order_relaxed);
-    }
-    g_cur_stage.store(id, std::memory_order_relaxed);
-    if (rec) EmitStage(t, id, 0, Snapshot(enclosing, rss));
-    return;
-  }
-  int k = depth - 1;
-  while (k >= 0 && g_stages[k].id != id) --k;
-  uint64_t peak = live;
-  if (k >= 0) {
-    for (int i = k; i < depth; ++i) {
-      uint64_t m = g_stages[i].max.load(std::memory_order_relaxed);
-      if (m > peak) peak = m;
-    }
-    g_stage_depth.store(k, std::memory_order_relaxed);
-    if (k > 0) AtomicMax(&g_stages[k - 1].max, peak);
-    g_cur_stage.store(k > 0 ? g_stages[k - 1].id : 0, std::memory_order_relaxed);
-  }
-  if (rec) EmitStage(t, id, 1, Snapshot(peak, rss));
+  StageBoundaryById(t, InternStage(name), begin);
 }
 
 }  // namespace
+
+uint32_t InternStage(const char* name) {
+  return name != nullptr && Recording() ? g_dict.InternString(name, StrLen(name)) : 0;
+}
+
+void StepBoundaryInternal(ThreadState& t, uint64_t step, bool begin) {
+  StepCore(t, step, begin, false);
+}
+
+void UserStepBoundary(ThreadState& t, uint64_t step, bool begin) { StepCore(t, step, begin, true); }
+
+void StageBoundaryById(ThreadState& t, uint32_t id, bool begin) {
+  FlushCounters(&t);
+  bool rec = Recording();
+  uint64_t rss = rec ? ReadRssBytes() : 0;
+  uint8_t snap[2048];
+  size_t snap_len = 0;
+  {
+    SpinLockHolder lock(&g_api_lock);
+    uint64_t live = LiveBytes();
+    int depth = g_stage_depth.load(std::memory_order_relaxed);
+    if (begin) {
+      uint64_t enclosing = depth > 0 ? g_stages[depth - 1].max.load(std::memory_order_relaxed)
+                                     : g_counters.step_max.load(std::memory_order_relaxed);
+      if (depth < kMaxStageDepth) {
+        g_stages[depth].id = id;
+        g_stages[depth].max.store(live, std::memory_order_relaxed);
+        SitesStageBegin(depth, live);
+        g_stage_depth.store(depth + 1, std::memory_order_relaxed);
+      }
+      g_cur_stage.store(id, std::memory_order_relaxed);
+      if (rec) EmitStage(t, id, 0, Snapshot(enclosing, rss));
+      return;
+    }
+    int k = depth - 1;
+    while (k >= 0 && g_stages[k].id != id) --k;
+    uint64_t peak = live;
+    if (k >= 0) {
+      for (int i = k; i < depth; ++i) {
+        uint64_t m = g_stages[i].max.load(std::memory_order_relaxed);
+        if (m > peak) peak = m;
+      }
+      uint64_t step = g_cur_step.load(std::memory_order_relaxed);
+      for (int i = depth - 1; i >= k; --i) {
+        size_t n = SitesStageEnd(i, g_stages[i].id, step, snap, sizeof(snap));
+        if (i == k) snap_len = n;
+      }
+      g_stage_depth.store(k, std::memory_order_relaxed);
+      if (k > 0) AtomicMax(&g_stages[k - 1].max, peak);
+      g_cur_stage.store(k > 0 ? g_stages[k - 1].id : 0, std::memory_order_relaxed);
+      AlertsStageEnd(id, peak);
+    }
+    if (rec) {
+      EmitStage(t, id, 1, Snapshot(peak, rss));
+      if (snap_len > 0) Push(t, snap, snap_len);
+    }
+  }
+}
+
 }  // namespace memstep::preload
 
 using namespace memstep::preload;  // NOLINT: the C API
@@ -154,6 +223,23 @@ MEMSTEP_EXPORT void memstep_step_begin(uint64_t step) { StepBoundary(step, true)
 MEMSTEP_EXPORT void memstep_step_end(uint64_t step) { StepBoundary(step, false); }
 MEMSTEP_EXPORT void memstep_stage_begin(const char* name) { StageBoundary(name, true); }
 MEMSTEP_EXPORT void memstep_stage_end(const char* name) { StageBoundary(name, false); }
+
+MEMSTEP_EXPORT void memstep_epoch_begin(uint64_t epoch) {
+  ThreadState& t = t_state;
+  if (t.guard || !Recording()) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint8_t buf[48];
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  SpinLockHolder lock(&g_api_lock);  // orders it with the step records
+  e.Begin(fmt::kTagEpoch);
+  e.U(NowRel());
+  e.U(NextSeq());
+  e.U(t.tid);
+  e.U(epoch);
+  if (e.End()) Push(t, buf, e.size());
+}
 
 MEMSTEP_EXPORT void memstep_counter(const char* name, int64_t value) {
   ThreadState& t = t_state;

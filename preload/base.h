@@ -45,6 +45,11 @@ class SpinLock {
       while (v_.load(std::memory_order_relaxed) != 0) __builtin_ia32_pause();
     }
   }
+  // Takes the lock only if it is free right now (never spins).
+  bool TryLock() {
+    return v_.load(std::memory_order_relaxed) == 0 &&
+           v_.exchange(1, std::memory_order_acquire) == 0;
+  }
   void Unlock() { v_.store(0, std::memory_order_release); }
   // Fork child only: the owner may have been another thread of the parent.
   void Reset() { v_.store(0, std::memory_order_relaxed); }

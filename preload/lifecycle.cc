@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preload/features.h"
 #include "preload/recorder.h"
 #include "preload/modules.h"
 #include "preload/runtime.h"
@@ -38,6 +39,7 @@ void ReadConfig() {
     size_t n = StrLen(dir);
     if (n < sizeof(g_config.dir)) memcpy(g_config.dir, dir, n + 1);
   }
+  ReadFeatureConfig();
 }
 
 void ThreadExit(void*) {
@@ -66,6 +68,7 @@ void ForkPrepare() {
   ModulesForkPrepare();  // g_maps_mu (before the dictionary lock, as in RefreshMappings)
   WriterForkPrepare();  // flush_mu
   g_api_lock.Lock();
+  SitesForkPrepare();
   RegistryLock();
   g_dict.Lock();
   g_big.LockAll();
@@ -79,6 +82,7 @@ void ForkParent() {
   g_big.UnlockAll();
   g_dict.Unlock();
   RegistryUnlock();
+  SitesForkParent();
   g_api_lock.Unlock();
   WriterForkParent();
   ModulesForkParent();
@@ -91,6 +95,8 @@ void ForkChild() {
   g_big.ResetLocks();
   g_dict.ResetLock();
   g_api_lock.Reset();
+  SitesForkChild();
+  AlertsForkChild();
   ModulesForkChild();
   // The child's history starts here: the blocks it inherited count as
   // allocated once (alloc = inherited live, free = 0), so per-process totals
@@ -174,6 +180,7 @@ __attribute__((constructor(101))) static void MemstepInit() {
   }
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   g_state.store(kRecording);
+  InitFeatures();
   WriterStartThread();
 }
 

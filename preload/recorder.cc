@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/features.h"
 #include "preload/modules.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
@@ -185,6 +186,7 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
   e.U(g_cur_step.load(std::memory_order_relaxed));
   e.U(g_cur_stage.load(std::memory_order_relaxed));
   if (e.End()) Push(t, buf, e.size());
+  SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, stack);
 }
 
 void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
@@ -320,6 +322,7 @@ void FreeRegionSlow(void* p) {
   }
   EnsureThread(t);
   uint64_t seq = NextSeq();  // before the block is released
+  SitesOnFree(reinterpret_cast<uintptr_t>(p));
   size_t req;
   if (!g_region.Free(p, &req)) return;
   EmitFree(t, p, seq);
@@ -332,7 +335,10 @@ void FreeBigSlow(void* p, size_t usable) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   uint64_t value;
-  if (g_big.Remove(reinterpret_cast<uintptr_t>(p), &value)) EmitFree(t, p, NextSeq());
+  if (g_big.Remove(reinterpret_cast<uintptr_t>(p), &value)) {
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    EmitFree(t, p, NextSeq());
+  }
   CountFree(t, usable);
   g_real.free(p);
 }
@@ -356,6 +362,7 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
         if (!old_boot) CountFree(t, old_len);  // nested: keep the block (see FreeRegionSlow)
       } else if (!old_boot) {
         uint64_t seq = NextSeq();
+        SitesOnFree(reinterpret_cast<uintptr_t>(p));
         size_t req;
         if (g_region.Free(p, &req)) {
           if (rec) EmitFree(t, p, seq);
@@ -364,8 +371,9 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
       }
     } else {
       uint64_t v;
-      if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v) && rec) {
-        EmitFree(t, p, NextSeq());
+      if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
+        SitesOnFree(reinterpret_cast<uintptr_t>(p));
+        if (rec) EmitFree(t, p, NextSeq());
       }
       CountFree(t, old_len);
       g_real.free(p);
@@ -394,10 +402,14 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
     uint64_t v = 0;
     bool had_big = old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v);
     uint64_t free_seq = had_big ? NextSeq() : 0;
+    // Off the site table before the real realloc can hand p to another thread
+    // (restored if the realloc fails).
+    uint64_t site_packed = had_big ? SitesRemove(reinterpret_cast<uintptr_t>(p)) : 0;
     errno = saved_errno;
     void* q = g_real.realloc(p, n);
     if (q == nullptr) {
       if (had_big) g_big.Insert(reinterpret_cast<uintptr_t>(p), v);
+      SitesRestore(reinterpret_cast<uintptr_t>(p), site_packed);
       return nullptr;  // errno from the real realloc
     }
     int e = errno;
@@ -449,6 +461,7 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
       if (!old_boot) CountFree(t, old_len);  // nested: keep the block (see FreeRegionSlow)
     } else if (!old_boot) {
       uint64_t seq = NextSeq();
+      SitesOnFree(reinterpret_cast<uintptr_t>(p));
       size_t req;
       if (g_region.Free(p, &req)) {
         if (rec) EmitFree(t, p, seq);
@@ -457,8 +470,9 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
     }
   } else {
     uint64_t v;
-    if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v) && rec) {
-      EmitFree(t, p, NextSeq());
+    if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
+      SitesOnFree(reinterpret_cast<uintptr_t>(p));
+      if (rec) EmitFree(t, p, NextSeq());
     }
     CountFree(t, old_len);
     g_real.free(p);

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/features.h"
 #include "preload/modules.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
@@ -327,6 +328,11 @@ void RunCycle(bool final) {
     e.S(values[i]);
     if (e.End()) Append(fmt::kChunkData, rec, e.size());
   }
+  {
+    static uint8_t snap[2048];
+    size_t n = SitesTakeRunPeak(snap, sizeof(snap));
+    if (n > 0) Append(fmt::kChunkData, snap, n);
+  }
   EmitChunk(fmt::kChunkData);
   // 4. Trailer.
   if (final && g_w.fd >= 0) {
@@ -364,6 +370,8 @@ void* WriterMain(void*) {
     g_wake.store(0, std::memory_order_relaxed);
     if (g_state.load() != kRecording) break;
     RunCycle(false);
+    AlertsWriterPoll();
+    WindowsWriterPoll();
   }
   return nullptr;
 }

@@ -20,6 +20,9 @@
  *  - memstep_stage_begin(name) / memstep_stage_end(name) bracket a stage
  *    ("data", "forward", "backward", "optimizer", ...); stages nest (up to 16
  *    levels). The stage-end record's peak is the stage's peak live bytes.
+ *  - memstep_epoch_begin(e) starts epoch e (an EPOCH record): the steps that
+ *    follow belong to it until the next memstep_epoch_begin. Steps nest in
+ *    epochs; reports give per-epoch growth and peaks.
  *  - memstep_counter(name, value) records a named value (e.g. PyTorch's
  *    allocator statistics) at the current time.
  *
@@ -60,6 +63,7 @@ MEMSTEP_API_ATTR void memstep_step_end(uint64_t step);
 MEMSTEP_API_ATTR void memstep_stage_begin(const char* name);
 MEMSTEP_API_ATTR void memstep_stage_end(const char* name);
 MEMSTEP_API_ATTR void memstep_counter(const char* name, int64_t value);
+MEMSTEP_API_ATTR void memstep_epoch_begin(uint64_t epoch);
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -81,6 +85,10 @@ MEMSTEP_API_ATTR void memstep_counter(const char* name, int64_t value);
 #define MEMSTEP_STAGE_END(name)                           \
   do {                                                    \
     if (&memstep_stage_end != 0) memstep_stage_end(name); \
+  } while (0)
+#define MEMSTEP_EPOCH_BEGIN(n)                                         \
+  do {                                                                 \
+    if (&memstep_epoch_begin != 0) memstep_epoch_begin((uint64_t)(n)); \
   } while (0)
 #define MEMSTEP_COUNTER(name, value)                                      \
   do {                                                                    \

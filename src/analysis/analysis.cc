@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -26,11 +28,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/analysis/frame_resolver.h"
 #include "src/analysis/replay.h"
+#include "src/analysis/trend.h"
 #include "src/reader/reader.h"
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-#include "src/symbolize/symbolizer.h"
-#endif
 
 namespace memstep::analysis {
 namespace {
@@ -40,166 +41,70 @@ using reader::Trace;
 
 uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// Allocator entry points stripped from the top of stacks when they are found
-// in libc or libstdc++.
-bool IsAllocatorFrame(const Frame& f) {
-  const std::string base = Basename(f.module);
-  if (!absl::StartsWith(base, "libc.so") && !absl::StartsWith(base, "libc-") &&
-      !absl::StartsWith(base, "libstdc++")) {
-    return false;
-  }
-  static const char* const kNames[] = {
-      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-      "aligned_alloc", "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc",
-      "__libc_realloc", "__libc_memalign", "mmap", "mmap64", "__mmap", "munmap", "mremap",
-      "__mremap", "operator new", "operator new[]"};
-  for (const char* name : kNames) {
-    if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "("))) return true;
-  }
-  return false;
-}
-
-// Process and thread start-up frames at the bottom of every stack, dropped:
-// they say nothing about who allocated.
-bool IsStartupFrame(const Frame& f) {
-  static const char* const kNames[] = {"_start", "__libc_start_main", "__libc_start_call_main",
-                                       "start_thread", "clone", "clone3", "__clone",
-                                       "__clone3", "__clone_internal"};
-  for (const char* name : kNames) {
-    if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "@"))) return true;
-  }
-  return false;
-}
-
-class FrameResolver {
- public:
-  FrameResolver(const Trace& trace, bool symbolize) : trace_(trace) {
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-    if (symbolize) symbolizer_ = std::make_unique<symbolize::Symbolizer>();
-#else
-    (void)symbolize;
-#endif
-  }
-
-  // Frames of one stack, with memstep's and the allocator's frames stripped.
-  std::vector<Frame> Resolve(uint64_t stack_id, uint64_t ts) {
-    std::vector<Frame> out;
-    auto it = trace_.stacks.find(stack_id);
-    if (it == trace_.stacks.end()) return out;
-    bool leading = true;
-    for (uint64_t ip : it->second) {
-      const std::vector<Frame>& frames = FramesOf(ip, ts);
-      if (leading) {
-        const Frame& outer = frames.back();
-        if (absl::EndsWith(outer.module, "libmemstep.so") || IsAllocatorFrame(outer)) continue;
-        leading = false;
-      }
-      out.insert(out.end(), frames.begin(), frames.end());
-    }
-    while (out.size() > 1 && IsStartupFrame(out.back())) out.pop_back();
-    return out;
-  }
-
- private:
-  // The mapping covering `ip` that was loaded at `ts`, else the last one
-  // covering it; -1 if none.
-  int64_t MappingOf(uint64_t ip, uint64_t ts) const {
-    int64_t fallback = -1;
-    for (size_t i = 0; i < trace_.mappings.size(); ++i) {
-      const reader::Mapping& m = trace_.mappings[i];
-      if (ip < m.start || ip >= m.end) continue;
-      if (m.ts <= ts && ts < m.gone_ts) return static_cast<int64_t>(i);
-      fallback = static_cast<int64_t>(i);
-    }
-    return fallback;
-  }
-
-  const std::vector<Frame>& FramesOf(uint64_t ip, uint64_t ts) {
-    const int64_t mi = MappingOf(ip, ts);
-    auto [it, inserted] = cache_.try_emplace(std::make_pair(mi, ip));
-    if (!inserted) return it->second;
-    std::vector<Frame>& frames = it->second;
-    if (mi < 0) {
-      Frame f;
-      f.ip = ip;
-      f.function = absl::StrFormat("0x%x", ip);
-      frames.push_back(f);
-      return frames;
-    }
-    const reader::Mapping& m = trace_.mappings[mi];
-    const uint64_t offset = ip - m.load_bias;
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-    if (symbolizer_ != nullptr) {
-      symbolize::Module module{m.path, m.build_id, m.load_bias};
-      for (const symbolize::SymbolFrame& s : symbolizer_->Symbolize(module, ip, true)) {
-        Frame f;
-        f.ip = ip;
-        f.function = s.function;
-        f.file = s.file;
-        f.line = s.line;
-        f.module = m.path;
-        f.inlined = s.inlined;
-        f.module_offset = offset;
-        frames.push_back(std::move(f));
-      }
-    }
-#endif
-    if (frames.empty()) {
-      Frame f;
-      f.ip = ip;
-      f.function = absl::StrFormat("%s+0x%x", Basename(m.path), offset);
-      f.module = m.path;
-      f.module_offset = offset;
-      frames.push_back(std::move(f));
-    }
-    return frames;
-  }
-
-  const Trace& trace_;
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-  std::unique_ptr<symbolize::Symbolizer> symbolizer_;
-#endif
-  absl::flat_hash_map<std::pair<int64_t, uint64_t>, std::vector<Frame>> cache_;
+// One run of a stage (STAGE begin .. STAGE end), as event indices.
+struct StageRun {
+  uint64_t peak = 0;
+  uint64_t step = 0;
+  size_t begin = 0;  // index of the STAGE begin (or of the end when it is missing)
+  size_t end = 0;
 };
 
 struct ProcessResult {
   ProcessSummary summary;
   std::vector<StepRow> steps;
   std::vector<Site> sites;  // live_bytes_by_step indexed like `steps`
+  std::vector<EpochRow> epochs;
+  std::vector<StagePeak> stage_peaks;  // top_sites[].site_id: local site index + 1
+  std::vector<AlertRow> alerts;        // site_id: local site index + 1
 };
 
-// Builds the step rows and the process totals from the exact counters.
+// Builds the step rows and the process totals from the exact counters, and
+// finds, per stage name, the run that reached the stage's largest peak.
 void BuildSteps(const Trace& t, ProcessResult& r,
-                absl::flat_hash_map<uint64_t, size_t>& row_of_step) {
+                absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                std::map<std::string, StageRun>& max_run) {
   struct Begin {
     uint64_t ts;
     format::Counters c;
+    int64_t epoch;
   };
   absl::flat_hash_map<uint64_t, Begin> begins;
   std::map<uint64_t, StepRow> rows;
   std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, size_t> stage_begin;  // (tid, str) -> index
   format::Counters prev{};  // counters at the previous STEP end
   const format::Counters* last = nullptr;
   uint64_t peak = 0;
-  for (const Event& e : t.events) {
+  int64_t epoch = -1;
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.tag == format::kTagEpoch) {
+      epoch = static_cast<int64_t>(e.step);
+      continue;
+    }
     if (e.tag != format::kTagStep && e.tag != format::kTagStage) continue;
     const format::Counters& c = t.counters[e.counters];
     last = &c;
     peak = std::max({peak, c.peak_bytes, c.live_bytes});
+    r.summary.rss_peak_bytes = std::max(r.summary.rss_peak_bytes, c.rss_bytes);
     if (e.tag == format::kTagStage) {
-      if (e.phase == 1) {
-        uint64_t& p = stage_peaks[e.step][t.String(e.str)];
-        p = std::max(p, c.peak_bytes);
+      const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
+      if (e.phase == 0) {
+        stage_begin[key] = i;
+        continue;
+      }
+      const std::string& name = t.String(e.str);
+      uint64_t& p = stage_peaks[e.step][name];
+      p = std::max(p, c.peak_bytes);
+      auto [it, inserted] = max_run.try_emplace(name);
+      if (inserted || c.peak_bytes > it->second.peak) {
+        auto b = stage_begin.find(key);
+        it->second = StageRun{c.peak_bytes, e.step, b != stage_begin.end() ? b->second : i, i};
       }
       continue;
     }
     if (e.phase == 0) {
-      begins[e.step] = Begin{e.ts, c};
+      begins[e.step] = Begin{e.ts, c, epoch};
       continue;
     }
     auto b = begins.find(e.step);
@@ -215,6 +120,7 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     row.alloc_count = Sub(c.alloc_count, base.alloc_count);
     row.free_bytes = Sub(c.free_bytes, base.free_bytes);
     row.free_count = Sub(c.free_count, base.free_count);
+    row.epoch = b != begins.end() ? b->second.epoch : epoch;
     if (b != begins.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
     rows[e.step] = row;
     prev = c;
@@ -237,6 +143,7 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     s.live_bytes_end = totals->live_bytes;
     s.mmap_live_bytes_end = totals->mmap_live_bytes;
     s.rss_bytes_end = totals->rss_bytes;
+    s.rss_peak_bytes = std::max(s.rss_peak_bytes, totals->rss_bytes);
   }
   s.peak_bytes = peak;
 }
@@ -267,20 +174,98 @@ void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
   }
 }
 
-ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options) {
+// Per-epoch totals from the step rows (rows with an epoch only).
+std::vector<EpochRow> BuildEpochs(const std::vector<StepRow>& steps) {
+  std::map<int64_t, EpochRow> by_epoch;
+  for (const StepRow& row : steps) {
+    if (row.epoch < 0) continue;
+    auto [it, inserted] = by_epoch.try_emplace(row.epoch);
+    EpochRow& e = it->second;
+    if (inserted) {
+      e.epoch = static_cast<uint64_t>(row.epoch);
+      e.pid = row.pid;
+      e.first_step = row.step;
+      e.growth_bytes = -static_cast<int64_t>(row.live_bytes_end);  // fixed up below
+    }
+    e.last_step = row.step;
+    ++e.steps;
+    e.live_bytes_end = row.live_bytes_end;
+    e.rss_bytes_end = row.rss_bytes_end;
+    e.peak_bytes = std::max(e.peak_bytes, row.peak_bytes);
+    e.duration_s += row.duration_s;
+    for (const auto& [stage, peak] : row.stage_peaks) {
+      uint64_t& p = e.stage_peaks[stage];
+      p = std::max(p, peak);
+    }
+  }
+  std::vector<EpochRow> out;
+  const EpochRow* prev = nullptr;
+  for (auto& [epoch, e] : by_epoch) {
+    // Growth from the previous epoch's end, or (first epoch) from the end of
+    // its own first step.
+    const int64_t base = prev != nullptr ? static_cast<int64_t>(prev->live_bytes_end)
+                                         : -e.growth_bytes;
+    e.growth_bytes = static_cast<int64_t>(e.live_bytes_end) - base;
+    const uint64_t span = prev != nullptr ? e.steps : std::max<uint64_t>(e.steps - 1, 1);
+    e.growth_bytes_per_step = static_cast<double>(e.growth_bytes) / static_cast<double>(span);
+    out.push_back(e);
+    prev = &out.back();
+  }
+  return out;
+}
+
+uint64_t MedianOf(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// Steps (and seconds) until `limit` at `rate` bytes/step from `used`; -1 n/a.
+void Project(double rate, double used, double limit, double step_s, double* steps,
+             double* seconds) {
+  *steps = *seconds = -1;
+  if (rate <= 0 || limit <= 0) return;
+  *steps = std::max(0.0, (limit - used) / rate);
+  if (step_s > 0) *seconds = *steps * step_s;
+}
+
+ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options,
+                           uint64_t memory_limit) {
   ProcessResult r;
   FillSummary(t, path, r.summary);
   absl::flat_hash_map<uint64_t, size_t> row_of_step;
-  BuildSteps(t, r, row_of_step);
+  std::map<std::string, StageRun> max_run;
+  BuildSteps(t, r, row_of_step, max_run);
+  const size_t rows = r.steps.size();
+  size_t last_step_end = SIZE_MAX;
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.tag == format::kTagStep && e.phase == 1 && row_of_step.contains(e.step)) last_step_end = i;
+  }
 
-  // Pass 1: the whole replay, per-step snapshots and the position of the peak.
+  // Pass 1: the whole replay, per-step snapshots, cohorts live at the last
+  // step end, the run's peak and each stage's peak within its largest run.
   HeapReplay replay;
-  std::vector<std::vector<double>> by_step;  // [site][row]
+  std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
+  std::vector<std::vector<double>> old_by_step;  // [site][row]: of it, allocated before the step
+  std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
   double peak = -1;
   size_t peak_index = 0;
   uint64_t peak_ts = 0;
+  struct StageTarget {
+    const std::string* name;
+    StageRun run;
+    double best = -1;
+    size_t index = 0;
+  };
+  std::vector<StageTarget> targets;
+  for (const auto& [name, run] : max_run) targets.push_back(StageTarget{&name, run});
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
+    if (e.tag == format::kTagStep && e.phase == 0 && row_of_step.contains(e.step)) {
+      replay.set_cohort(static_cast<uint32_t>(row_of_step[e.step]));
+    }
     replay.Apply(e);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
     if (replay.host_live_bytes() > peak) {
@@ -288,26 +273,172 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       peak_index = i;
       peak_ts = e.ts;
     }
+    for (StageTarget& st : targets) {
+      if (i >= st.run.begin && i <= st.run.end && replay.host_live_bytes() > st.best) {
+        st.best = replay.host_live_bytes();
+        st.index = i;
+      }
+    }
     if (e.tag == format::kTagStep && e.phase == 1) {
       auto row = row_of_step.find(e.step);
       if (row == row_of_step.end()) continue;
       by_step.resize(replay.sites().size());
+      old_by_step.resize(replay.sites().size());
       for (size_t s = 0; s < replay.sites().size(); ++s) {
-        by_step[s].resize(r.steps.size());
+        by_step[s].resize(rows);
+        old_by_step[s].resize(rows);
         by_step[s][row->second] = replay.sites()[s].live_bytes;
+        old_by_step[s][row->second] = replay.sites()[s].live_bytes - replay.sites()[s].young_bytes;
       }
+      if (i == last_step_end) {
+        cohort_bytes.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
+        cohort_samples.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
+        replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes) {
+          if (cohort >= rows) return;
+          cohort_bytes[site][cohort] += bytes;
+          cohort_samples[site][cohort] += 1;
+        });
+      }
+      // Between steps, allocations belong to the next step.
+      replay.set_cohort(static_cast<uint32_t>(std::min(row->second + 1, rows - 1)));
     }
   }
   r.summary.est_live_bytes_end = replay.host_live_bytes();
   r.summary.est_peak_bytes = std::max(peak, 0.0);
   r.summary.est_peak_time_s = static_cast<double>(peak_ts) / 1e9;
 
-  // Pass 2: replay up to the peak to snapshot what was live there.
-  HeapReplay at_peak;
-  for (size_t i = 0; i <= peak_index && i < t.events.size(); ++i) at_peak.Apply(t.events[i]);
+  // Pass 2: replay up to the capture points (run peak, stage peaks without
+  // an in-process snapshot) and keep what each site had live there.
+  absl::flat_hash_map<uint64_t, uint32_t> host_site;  // stack -> site index
+  for (size_t i = 0; i < replay.sites().size(); ++i) {
+    if (replay.sites()[i].key.kind == HeapReplay::Kind::kHost) {
+      host_site[replay.sites()[i].key.stack] = static_cast<uint32_t>(i);
+    }
+  }
+  std::vector<size_t> captures = {peak_index};
+  std::vector<const reader::SiteSnapshot*> snapshot_of(targets.size(), nullptr);
+  for (size_t k = 0; k < targets.size(); ++k) {
+    for (const reader::SiteSnapshot& snap : t.snapshots) {
+      if (snap.cause == format::kSnapshotStagePeak && snap.stage == *targets[k].name &&
+          snap.step == targets[k].run.step) {
+        snapshot_of[k] = &snap;
+      }
+    }
+    if (snapshot_of[k] == nullptr && targets[k].best >= 0) captures.push_back(targets[k].index);
+  }
+  std::sort(captures.begin(), captures.end());
+  captures.erase(std::unique(captures.begin(), captures.end()), captures.end());
+  std::map<size_t, std::vector<HeapReplay::Accumulator>> captured;
+  {
+    HeapReplay again;
+    size_t next = 0;
+    for (size_t i = 0; i < t.events.size() && next < captures.size(); ++i) {
+      again.Apply(t.events[i]);
+      if (i == captures[next]) captured[captures[next++]] = again.sites();
+    }
+  }
+
+  // Stage peaks.
+  for (size_t k = 0; k < targets.size(); ++k) {
+    const StageTarget& st = targets[k];
+    StagePeak sp;
+    sp.pid = t.header.pid;
+    sp.stage = *st.name;
+    sp.peak_bytes_max = st.run.peak;
+    sp.step_of_max = st.run.step;
+    std::vector<uint64_t> per_step;
+    for (const StepRow& row : r.steps) {
+      auto it = row.stage_peaks.find(sp.stage);
+      if (it != row.stage_peaks.end()) per_step.push_back(it->second);
+    }
+    sp.steps = per_step.size();
+    sp.peak_bytes_median = MedianOf(per_step);
+    if (snapshot_of[k] != nullptr) {
+      sp.top_source = "snapshot";
+      for (const auto& site : snapshot_of[k]->sites) {
+        PeakSite ps;
+        ps.stack_id = site.stack;
+        auto it = host_site.find(site.stack);
+        ps.site_id = it != host_site.end() ? it->second + 1 : 0;
+        ps.live_bytes = static_cast<double>(site.live_bytes);
+        ps.live_count = static_cast<double>(site.live_count);
+        sp.top_sites.push_back(ps);
+      }
+    } else if (auto it = captured.find(st.index); st.best >= 0 && it != captured.end()) {
+      sp.top_source = "replay";
+      for (size_t i = 0; i < it->second.size(); ++i) {
+        const HeapReplay::Accumulator& a = it->second[i];
+        if (a.key.kind != HeapReplay::Kind::kHost || a.live_bytes <= 0) continue;
+        sp.top_sites.push_back(PeakSite{i + 1, a.key.stack, a.live_bytes, a.live_count});
+      }
+    }
+    std::stable_sort(sp.top_sites.begin(), sp.top_sites.end(),
+                     [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+    if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
+    r.stage_peaks.push_back(std::move(sp));
+  }
+
+  // Alerts.
+  for (const reader::Alert& a : t.alerts) {
+    AlertRow row;
+    row.pid = t.header.pid;
+    row.step = a.step;
+    row.time_s = static_cast<double>(a.ts) / 1e9;
+    switch (a.rule) {
+      case format::kAlertGrowth: row.rule = "growth"; break;
+      case format::kAlertPeak: row.rule = "peak"; break;
+      case format::kAlertStagePeak: row.rule = "stage_peak"; break;
+      case format::kAlertDevicePeak: row.rule = "device_peak"; break;
+      default: row.rule = absl::StrCat("rule ", a.rule); break;
+    }
+    row.value = a.value;
+    row.threshold = a.threshold;
+    row.stage = a.stage;
+    auto it = host_site.find(a.site_stack);
+    row.site_id = a.site_stack != 0 && it != host_site.end() ? it->second + 1 : 0;
+    r.alerts.push_back(std::move(row));
+  }
+  r.epochs = BuildEpochs(r.steps);
+
+  // Growth: warm-up, process-level series, then each site.
+  ProcessSummary& ps = r.summary;
+  std::vector<double> live(rows), rss(rows), durations;
+  for (size_t k = 0; k < rows; ++k) {
+    live[k] = static_cast<double>(r.steps[k].live_bytes_end);
+    rss[k] = static_cast<double>(r.steps[k].rss_bytes_end);
+    if (r.steps[k].duration_s > 0) durations.push_back(r.steps[k].duration_s);
+  }
+  if (!durations.empty()) {
+    std::sort(durations.begin(), durations.end());
+    ps.median_step_s = durations[durations.size() / 2];
+  }
+  const size_t detected = DetectWarmup(live, 0.25, options.growth.min_window);
+  const size_t configured = options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
+  ps.warmup_steps = std::max(detected, configured);
+  ps.warmup_detected = detected > configured;
+  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}}, ps.warmup_steps, options.growth);
+  const bool have_rss = std::any_of(rss.begin(), rss.end(), [](double v) { return v > 0; });
+  if (have_rss) {
+    ps.rss_growth = ClassifyGrowth(GrowthInput{rss, {}, {}}, ps.warmup_steps, options.growth);
+    const auto rises = [&](const Growth& g) {
+      return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
+    };
+    ps.fragmentation = rises(ps.rss_growth) &&
+                       ps.rss_growth.slope * static_cast<double>(ps.rss_growth.window) >=
+                           options.growth.min_window_growth &&
+                       !rises(ps.live_growth);
+  }
+  const double used = static_cast<double>(std::max(ps.rss_bytes_end, ps.live_bytes_end));
+  const double limit = static_cast<double>(memory_limit);
+  if (ps.live_growth.cls == GrowthClass::kLeak) {
+    Project(ps.live_growth.slope, used, limit, ps.median_step_s, &ps.steps_to_limit,
+            &ps.seconds_to_limit);
+  }
 
   FrameResolver resolver(t, options.symbolize);
   const auto& acc = replay.sites();
+  const HeapReplay::Accumulator empty_acc{};
+  const auto& peak_sites = captured.count(peak_index) ? captured[peak_index] : acc;
   for (size_t i = 0; i < acc.size(); ++i) {
     const HeapReplay::Accumulator& a = acc[i];
     Site s;
@@ -320,14 +451,55 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     s.alloc_count = a.alloc_count;
     s.live_bytes_end = std::max(a.live_bytes, 0.0);
     s.live_count_end = std::max(a.live_count, 0.0);
-    if (i < at_peak.sites().size()) s.live_bytes_at_peak = std::max(at_peak.sites()[i].live_bytes, 0.0);
-    s.live_bytes_by_step.assign(r.steps.size(), 0.0);
+    const HeapReplay::Accumulator& at_peak = i < peak_sites.size() ? peak_sites[i] : empty_acc;
+    s.live_bytes_at_peak = std::max(at_peak.live_bytes, 0.0);
+    s.live_bytes_by_step.assign(rows, 0.0);
     if (i < by_step.size()) {
       for (size_t k = 0; k < by_step[i].size(); ++k) s.live_bytes_by_step[k] = by_step[i][k];
+    }
+    // The classified series is the long-lived part: live at the step end
+    // and allocated before the step began (docs/analysis.md).
+    GrowthInput in;
+    in.y.assign(rows, 0.0);
+    if (i < old_by_step.size()) {
+      for (size_t k = 0; k < old_by_step[i].size(); ++k) in.y[k] = std::max(old_by_step[i][k], 0.0);
+    }
+    in.end_bytes_by_cohort = i < cohort_bytes.size() ? cohort_bytes[i] : std::vector<double>(rows, 0.0);
+    in.end_samples_by_cohort =
+        i < cohort_samples.size() ? cohort_samples[i] : std::vector<double>(rows, 0.0);
+    const double top = in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end());
+    if (top < options.growth.min_window_growth && rows >= ps.warmup_steps + options.growth.min_window) {
+      s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
+      s.growth.warmup = ps.warmup_steps;
+      s.growth.capacity = top;
+      s.growth.reason = "never above the window growth threshold";
+    } else {
+      s.growth = ClassifyGrowth(in, ps.warmup_steps, options.growth);
+    }
+    if (s.growth.cls == GrowthClass::kLeak) {
+      Project(s.growth.slope, used, limit, ps.median_step_s, &s.steps_to_limit,
+              &s.seconds_to_limit);
     }
     r.sites.push_back(std::move(s));
   }
   return r;
+}
+
+// MemTotal from /proc/meminfo in bytes, 0 if unknown.
+uint64_t HostMemTotal() {
+  FILE* f = fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long long v;
+    if (sscanf(line, "MemTotal: %llu kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  fclose(f);
+  return kib * 1024;
 }
 
 absl::StatusOr<std::vector<std::string>> ListTraces(const std::string& path, bool* is_dir) {
@@ -361,6 +533,12 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
 
   Report report;
   report.path = path;
+  report.memory_limit_bytes = options.memory_limit;
+  report.memory_limit_source = "--memory-limit";
+  if (report.memory_limit_bytes == 0) {
+    report.memory_limit_bytes = HostMemTotal();
+    report.memory_limit_source = "MemTotal of this machine";
+  }
   std::vector<ProcessResult> results;
   for (const std::string& file : *files) {
     struct stat st;
@@ -372,7 +550,7 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     absl::StatusOr<Trace> trace = reader::ReadTraceFile(file);
     if (!trace.ok()) return trace.status();
     for (const std::string& w : trace->warnings) report.warnings.push_back(absl::StrCat(file, ": ", w));
-    results.push_back(AnalyzeTrace(*trace, file, options));
+    results.push_back(AnalyzeTrace(*trace, file, options, report.memory_limit_bytes));
     const ProcessSummary& p = results.back().summary;
     if (p.lost_records > 0) {
       report.warnings.push_back(absl::StrCat(
@@ -389,7 +567,18 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
 
   size_t total_steps = 0;
   for (const ProcessResult& r : results) total_steps += r.steps.size();
+  uint64_t ordinal = 0;
   for (ProcessResult& r : results) {
+    // Temporary ids (process ordinal, local index + 1), renumbered below.
+    const uint64_t tag = ++ordinal << 32;
+    for (size_t i = 0; i < r.sites.size(); ++i) r.sites[i].id = tag | (i + 1);
+    for (StagePeak& sp : r.stage_peaks) {
+      for (PeakSite& p : sp.top_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
+    }
+    for (AlertRow& a : r.alerts) a.site_id = a.site_id != 0 ? tag | a.site_id : 0;
+    report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
+    report.stage_peaks.insert(report.stage_peaks.end(), r.stage_peaks.begin(), r.stage_peaks.end());
+    report.alerts.insert(report.alerts.end(), r.alerts.begin(), r.alerts.end());
     const size_t offset = report.steps.size();
     for (Site& s : r.sites) {
       std::vector<double> global(total_steps, 0.0);
@@ -404,7 +593,19 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     if (a.live_bytes_end != b.live_bytes_end) return a.live_bytes_end > b.live_bytes_end;
     return a.alloc_bytes > b.alloc_bytes;
   });
-  for (size_t i = 0; i < report.sites.size(); ++i) report.sites[i].id = i + 1;
+  absl::flat_hash_map<uint64_t, uint64_t> new_id;
+  for (size_t i = 0; i < report.sites.size(); ++i) {
+    new_id[report.sites[i].id] = i + 1;
+    report.sites[i].id = i + 1;
+  }
+  auto renumber = [&](uint64_t id) {
+    auto it = new_id.find(id);
+    return it == new_id.end() ? uint64_t{0} : it->second;
+  };
+  for (StagePeak& sp : report.stage_peaks) {
+    for (PeakSite& p : sp.top_sites) p.site_id = renumber(p.site_id);
+  }
+  for (AlertRow& a : report.alerts) a.site_id = renumber(a.site_id);
   return report;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/analysis/growth.h"
 
 namespace memstep::analysis {
 
@@ -44,6 +45,9 @@ struct Site {
   double live_count_end = 0;
   double live_bytes_at_peak = 0;    // estimated live bytes at the run's host peak
   std::vector<double> live_bytes_by_step;  // estimated live at each step end (index as Report::steps)
+  Growth growth;                    // classification of its own process's steps (growth.h)
+  double steps_to_limit = -1;       // LEAK: steps until the memory limit at this rate; -1 n/a
+  double seconds_to_limit = -1;     // the same in seconds (median step duration); -1 n/a
 };
 
 // One training step (of one process; multi-process runs report per process).
@@ -60,6 +64,65 @@ struct StepRow {
   uint64_t free_count = 0;
   double duration_s = 0;
   std::map<std::string, uint64_t> stage_peaks;  // stage name -> exact peak live bytes
+  int64_t epoch = -1;               // epoch the step belongs to; -1 when no EPOCH records
+};
+
+// One epoch (EPOCH records) of one process: its steps' totals.
+struct EpochRow {
+  uint64_t epoch = 0;
+  uint32_t pid = 0;
+  uint64_t first_step = 0;
+  uint64_t last_step = 0;
+  uint64_t steps = 0;
+  uint64_t live_bytes_end = 0;      // at the end of its last step
+  int64_t growth_bytes = 0;         // live_bytes_end minus the previous epoch's (first: its first step's)
+  double growth_bytes_per_step = 0; // growth_bytes / steps
+  uint64_t peak_bytes = 0;          // max step peak
+  uint64_t rss_bytes_end = 0;
+  double duration_s = 0;            // sum of its steps' durations
+  std::map<std::string, uint64_t> stage_peaks;  // max over its steps
+};
+
+// A call site live at a stage's peak.
+struct PeakSite {
+  uint64_t site_id = 0;     // Report::sites id; 0 when the stack is not a reported site
+  uint64_t stack_id = 0;
+  double live_bytes = 0;    // estimated
+  double live_count = 0;
+};
+
+// Peaks of one stage name in one process, over the steps where it ran.
+struct StagePeak {
+  uint32_t pid = 0;
+  std::string stage;
+  std::string kind = "host";
+  uint64_t peak_bytes_max = 0;     // exact (STAGE end peak_bytes)
+  uint64_t step_of_max = 0;
+  uint64_t peak_bytes_median = 0;  // median over steps (per step: max over the stage's runs)
+  uint64_t steps = 0;              // steps in which the stage ran
+  std::string top_source;          // "snapshot" (in-process SITE_SNAPSHOT), "replay" or ""
+  std::vector<PeakSite> top_sites; // largest first
+};
+
+// An online alert recorded in a trace (ALERT record).
+struct AlertRow {
+  uint32_t pid = 0;
+  uint64_t step = 0;
+  double time_s = 0;
+  std::string rule;       // "growth", "peak", "stage_peak", "device_peak", "rule N"
+  uint64_t value = 0;
+  uint64_t threshold = 0;
+  std::string stage;
+  uint64_t site_id = 0;   // top growing site (0: unknown)
+};
+
+// Result of one offline gate (--fail-on), filled by EvaluateGates (gates.h).
+struct GateResult {
+  std::string expression;   // as given
+  std::string metric;       // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks"
+  double value = 0;         // the metric's value (bytes, bytes/step or a count)
+  bool passed = true;
+  std::string detail;       // e.g. "largest LEAK site #3" or "no stage 'fwd'"
 };
 
 struct ProcessSummary {
@@ -91,6 +154,15 @@ struct ProcessSummary {
   double est_live_bytes_end = 0;    // sampled estimate of the live heap at the end
   double est_peak_bytes = 0;        // sampled estimate of the live heap at its peak
   double est_peak_time_s = 0;       // when that peak happened (since trace start)
+  uint64_t rss_peak_bytes = 0;      // max RSS seen at any boundary
+  size_t warmup_steps = 0;          // W used for growth (configured or detected, the later)
+  bool warmup_detected = false;     // W came from the changepoint of exact live bytes
+  Growth live_growth;               // exact heap live bytes at step ends
+  Growth rss_growth;                // RSS at step ends
+  bool fragmentation = false;       // RSS grows (significantly) while live bytes do not
+  double median_step_s = 0;
+  double steps_to_limit = -1;       // live_growth LEAK: steps until the memory limit; -1 n/a
+  double seconds_to_limit = -1;
 };
 
 struct Report {
@@ -99,10 +171,20 @@ struct Report {
   std::vector<StepRow> steps;       // ordered by (pid, step)
   std::vector<Site> sites;          // ordered by live_bytes_end, largest first
   std::vector<std::string> warnings;  // e.g. "trace X truncated at offset N"
+  std::vector<EpochRow> epochs;     // ordered by (pid, epoch); empty without EPOCH records
+  std::vector<StagePeak> stage_peaks;  // ordered by (pid, stage)
+  std::vector<AlertRow> alerts;     // ordered by (pid, seq)
+  std::vector<GateResult> gates;    // filled by EvaluateGates
+  uint64_t memory_limit_bytes = 0;  // limit used for projections
+  std::string memory_limit_source;  // "--memory-limit" or "MemTotal of this machine"
 };
 
 struct Options {
   bool symbolize = true;
+  int64_t warmup_steps = -1;        // --warmup: W at least this; -1: detected only
+  uint64_t memory_limit = 0;        // --memory-limit; 0: MemTotal of this machine
+  GrowthOptions growth;
+  size_t top_peak_sites = 10;       // sites kept per stage peak
 };
 
 // `path` is a run directory (every *.trace file in it) or one trace file.

@@ -17,6 +17,12 @@ double SampleProbability(uint64_t size, uint64_t interval) {
   return p > 0 ? p : 1e-300;
 }
 
+void HeapReplay::set_cohort(uint32_t c) {
+  if (c == cohort_) return;
+  cohort_ = c;
+  for (Accumulator& a : sites_) a.young_bytes = 0;
+}
+
 uint32_t HeapReplay::SiteIndex(Kind kind, uint64_t stack, uint64_t ts) {
   SiteKey key{kind, stack};
   auto [it, inserted] = site_index_.try_emplace(key, static_cast<uint32_t>(sites_.size()));
@@ -35,6 +41,7 @@ void HeapReplay::RemoveLive(uint64_t addr) {
   Accumulator& s = sites_[it->second.site];
   s.live_bytes -= it->second.bytes;
   s.live_count -= it->second.count;
+  if (it->second.cohort == cohort_) s.young_bytes -= it->second.bytes;
   host_live_ -= it->second.bytes;
   live_.erase(it);
 }
@@ -42,11 +49,12 @@ void HeapReplay::RemoveLive(uint64_t addr) {
 void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
   if (end <= start) return;
   const uint64_t object = next_object_++;
-  ranges_[start] = Range{end, site, object};
+  ranges_[start] = Range{end, site, object, cohort_};
   object_pieces_[object] = 1;
   double len = static_cast<double>(end - start);
   sites_[site].live_bytes += len;
   sites_[site].live_count += 1;
+  sites_[site].young_bytes += len;
   mmap_live_ += len;
 }
 
@@ -67,16 +75,17 @@ int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
     const uint64_t cut_end = std::min(r.end, end);
     double cut = static_cast<double>(cut_end - cut_start);
     sites_[r.site].live_bytes -= cut;
+    if (r.cohort == cohort_) sites_[r.site].young_bytes -= cut;
     mmap_live_ -= cut;
     uint32_t& pieces = object_pieces_[r.object];
     --pieces;
     if (r_start < start) {
-      ranges_[r_start] = Range{start, r.site, r.object};
+      ranges_[r_start] = Range{start, r.site, r.object, r.cohort};
       ++pieces;
     }
     const bool last = r.end > end;
     if (last) {
-      ranges_.emplace(end, Range{r.end, r.site, r.object});
+      ranges_.emplace(end, Range{r.end, r.site, r.object, r.cohort});
       ++pieces;
     }
     if (pieces == 0) {
@@ -102,8 +111,9 @@ void HeapReplay::Apply(const reader::Event& e) {
       s.alloc_count += count;
       s.live_bytes += bytes;
       s.live_count += count;
+      s.young_bytes += bytes;
       host_live_ += bytes;
-      live_[e.addr] = Live{site, bytes, count};
+      live_[e.addr] = Live{site, cohort_, bytes, count};
       break;
     }
     case format::kTagFree:

@@ -13,6 +13,10 @@
 //     [0x10000,0x11000) and [0x12000,0x14000); site 3 live = 12 KiB
 //   MREMAP 0x12000,0x2000 -> 0x40000,0x8000           moves that part (still
 //     site 3) and grows it: site 3 live = 4 KiB + 32 KiB = 36 KiB.
+// Cohorts: set_cohort(k) tags what is allocated from then on (the analysis
+// passes the step row); ForEachLive reports each live object's cohort, and
+// Accumulator::young_bytes is what is live from the current cohort (so
+// live_bytes - young_bytes is the part allocated before the step began).
 // A FREE of an address that was never sampled is ignored (the common case).
 // An ALLOC over an address still live replaces it (its FREE was not seen).
 //
@@ -55,10 +59,24 @@ class HeapReplay {
     double alloc_count = 0;
     double live_bytes = 0;
     double live_count = 0;
+    double young_bytes = 0;   // live bytes allocated in the current cohort
   };
 
   // Applies one event; non-heap events (STEP, STAGE, COUNTER) are ignored.
   void Apply(const reader::Event& e);
+
+  // Allocations and mappings made from now on belong to cohort `c` (the
+  // analysis uses the index of the step in progress). Changing the cohort
+  // makes every live byte "old": young_bytes restarts at 0.
+  void set_cohort(uint32_t c);
+
+  // Calls fn(site index, cohort, estimated bytes) for every live sampled
+  // allocation and every live piece of an anonymous mapping.
+  template <typename Fn>
+  void ForEachLive(Fn fn) const {
+    for (const auto& [addr, l] : live_) fn(l.site, l.cohort, l.bytes);
+    for (const auto& [start, r] : ranges_) fn(r.site, r.cohort, static_cast<double>(r.end - start));
+  }
 
   const std::vector<Accumulator>& sites() const { return sites_; }
   double host_live_bytes() const { return host_live_; }
@@ -69,6 +87,7 @@ class HeapReplay {
  private:
   struct Live {
     uint32_t site;
+    uint32_t cohort;
     double bytes;
     double count;
   };
@@ -79,6 +98,7 @@ class HeapReplay {
     uint64_t end;
     uint32_t site;
     uint64_t object;  // which MMAP/MREMAP created it
+    uint32_t cohort;
   };
 
   uint32_t SiteIndex(Kind kind, uint64_t stack, uint64_t ts);
@@ -94,6 +114,7 @@ class HeapReplay {
   std::map<uint64_t, Range> ranges_;  // start -> range, disjoint
   absl::flat_hash_map<uint64_t, uint32_t> object_pieces_;  // object -> pieces in ranges_
   uint64_t next_object_ = 0;
+  uint32_t cohort_ = 0;
   double host_live_ = 0;
   double mmap_live_ = 0;
 };

@@ -43,6 +43,8 @@ struct ChunkRecords {
   std::vector<Lost> lost;
   std::vector<std::pair<Notice, uint64_t>> notices;  // notice, message string id
   std::vector<Rate> rates;
+  std::vector<std::pair<Alert, uint64_t>> alerts;            // alert, stage string id
+  std::vector<std::pair<SiteSnapshot, uint64_t>> snapshots;  // snapshot, stage string id
   bool has_trailer = false;
   Trailer trailer;
   uint64_t max_ts = 0;
@@ -167,6 +169,35 @@ bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
         return false;
       }
       break;
+    case kTagEpoch:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.step)) return false;
+      break;
+    case kTagAlert: {
+      Alert a;
+      uint64_t stage;
+      if (!d.U(&a.ts) || !d.U(&a.seq) || !d.U(&a.step) || !U8(d, &a.rule) || !d.U(&a.value) ||
+          !d.U(&a.threshold) || !d.U(&stage) || !d.U(&a.site_stack)) {
+        return false;
+      }
+      c.max_ts = std::max(c.max_ts, a.ts);
+      c.alerts.emplace_back(std::move(a), stage);
+      return true;
+    }
+    case kTagSiteSnapshot: {
+      SiteSnapshot s;
+      uint64_t stage, n;
+      if (!d.U(&s.ts) || !d.U(&s.seq) || !d.U(&s.step) || !U8(d, &s.cause) || !d.U(&stage) ||
+          !d.U(&n) || n > d.remaining() / 3) {  // each site takes at least 3 bytes
+        return false;
+      }
+      s.sites.resize(static_cast<size_t>(n));
+      for (auto& site : s.sites) {
+        if (!d.U(&site.stack) || !d.U(&site.live_bytes) || !d.U(&site.live_count)) return false;
+      }
+      c.max_ts = std::max(c.max_ts, s.ts);
+      c.snapshots.emplace_back(std::move(s), stage);
+      return true;
+    }
     case kTagRate: {
       Rate r;
       if (!d.U(&r.ts) || !d.U(&r.interval)) return false;
@@ -250,6 +281,16 @@ void Merge(ChunkRecords& c, Trace& t) {
     if (msg_id != 0 && n.message.empty()) ++t.unknown_refs;
     t.notices.push_back(std::move(n));
   }
+  for (auto& [a, stage_id] : c.alerts) {
+    a.stage = t.String(stage_id);
+    if (stage_id != 0 && a.stage.empty()) ++t.unknown_refs;
+    t.alerts.push_back(std::move(a));
+  }
+  for (auto& [s, stage_id] : c.snapshots) {
+    s.stage = t.String(stage_id);
+    if (stage_id != 0 && s.stage.empty()) ++t.unknown_refs;
+    t.snapshots.push_back(std::move(s));
+  }
   if (c.has_trailer) {
     t.has_trailer = true;
     t.trailer = c.trailer;
@@ -275,6 +316,14 @@ void CountUnknownRefs(Trace& t) {
         break;
       default:
         break;
+    }
+  }
+  for (const Alert& a : t.alerts) {
+    if (a.site_stack != 0 && !t.stacks.contains(a.site_stack)) ++t.unknown_refs;
+  }
+  for (const SiteSnapshot& s : t.snapshots) {
+    for (const auto& site : s.sites) {
+      if (site.stack != 0 && !t.stacks.contains(site.stack)) ++t.unknown_refs;
     }
   }
 }
@@ -433,6 +482,10 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
   }
   std::stable_sort(t.events.begin(), t.events.end(),
                    [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  std::stable_sort(t.alerts.begin(), t.alerts.end(),
+                   [](const Alert& a, const Alert& b) { return a.seq < b.seq; });
+  std::stable_sort(t.snapshots.begin(), t.snapshots.end(),
+                   [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.seq < b.seq; });
   CountUnknownRefs(t);
   if (t.unknown_refs > 0) {
     t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));

@@ -13,8 +13,9 @@
 //    payload or record); everything before it is kept, and `truncated` /
 //    `truncated_at_offset` name the first unreadable byte.
 //  - Sequenced records (ALLOC, FREE, MMAP, MUNMAP, MREMAP, STEP, STAGE,
-//    COUNTER) are delivered in `events`, sorted by their global `seq` (stable
-//    for equal seq). v1 loads and sorts per file: memory is about 100 bytes
+//    COUNTER, EPOCH) are delivered in `events`, sorted by their global `seq`
+//    (stable for equal seq). ALERT and SITE_SNAPSHOT records go to `alerts`
+//    and `snapshots`, each sorted by seq. v1 loads and sorts per file: memory is about 100 bytes
 //    per sequenced record plus the dictionaries, bounded by
 //    ReaderOptions::max_events.
 //  - References to undefined stack, string or mapping ids are tolerated and
@@ -44,6 +45,7 @@ namespace memstep::reader {
 //   STEP    step phase counters
 //   STAGE   str(stage) step phase counters
 //   COUNTER str(name) value
+//   EPOCH   step (= the epoch number)
 struct Event {
   uint8_t tag = 0;
   uint8_t kind = 0;   // ALLOC: format::AllocKind
@@ -92,6 +94,33 @@ struct Rate {
   uint64_t interval = 0;
 };
 
+// An online alert (kTagAlert) fired in the profiled process.
+struct Alert {
+  uint64_t ts = 0;
+  uint64_t seq = 0;
+  uint64_t step = 0;
+  uint8_t rule = 0;        // format::AlertRule
+  uint64_t value = 0;
+  uint64_t threshold = 0;
+  std::string stage;       // kAlertStagePeak; "" otherwise
+  uint64_t site_stack = 0; // top growing site's stack id, 0 = unknown
+};
+
+// Top call sites by estimated live bytes at a peak (kTagSiteSnapshot).
+struct SiteSnapshot {
+  struct Site {
+    uint64_t stack = 0;
+    uint64_t live_bytes = 0;  // estimate
+    uint64_t live_count = 0;  // estimate
+  };
+  uint64_t ts = 0;
+  uint64_t seq = 0;
+  uint64_t step = 0;
+  uint8_t cause = 0;  // format::SnapshotCause
+  std::string stage;  // kSnapshotStagePeak: the stage; else usually ""
+  std::vector<Site> sites;
+};
+
 struct Trailer {
   uint64_t ts = 0;
   format::Counters counters{};
@@ -115,6 +144,8 @@ struct Trace {
   std::vector<Lost> lost;
   std::vector<Notice> notices;
   std::vector<Rate> rates;
+  std::vector<Alert> alerts;            // sorted by seq
+  std::vector<SiteSnapshot> snapshots;  // sorted by seq
   bool has_trailer = false;
   Trailer trailer;
 

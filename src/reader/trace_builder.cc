@@ -153,6 +153,30 @@ void TraceBuilder::Rate(uint64_t ts, uint64_t interval) {
   End();
 }
 
+void TraceBuilder::Epoch(uint64_t ts, uint64_t epoch, uint64_t tid) {
+  auto& e = Begin(format::kTagEpoch);
+  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(epoch);
+  End();
+}
+
+void TraceBuilder::Alert(uint64_t ts, uint64_t step, uint8_t rule, uint64_t value,
+                         uint64_t threshold, uint64_t stage_str, uint64_t site_stack) {
+  auto& e = Begin(format::kTagAlert);
+  e.U(ts); e.U(NextSeq()); e.U(step); e.U(rule); e.U(value); e.U(threshold);
+  e.U(stage_str); e.U(site_stack);
+  End();
+}
+
+void TraceBuilder::SiteSnapshot(uint64_t ts, uint64_t step, uint8_t cause, uint64_t stage_str,
+                                const std::vector<std::array<uint64_t, 3>>& sites) {
+  auto& e = Begin(format::kTagSiteSnapshot);
+  e.U(ts); e.U(NextSeq()); e.U(step); e.U(cause); e.U(stage_str); e.U(sites.size());
+  for (const auto& s : sites) {
+    e.U(s[0]); e.U(s[1]); e.U(s[2]);
+  }
+  End();
+}
+
 void TraceBuilder::Lost(uint64_t ts, uint64_t records, uint64_t bytes, uint64_t cause) {
   auto& e = Begin(format::kTagLost);
   e.U(ts); e.U(records); e.U(bytes); e.U(cause);

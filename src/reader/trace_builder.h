@@ -11,6 +11,7 @@
 #ifndef MEMSTEP_SRC_READER_TRACE_BUILDER_H_
 #define MEMSTEP_SRC_READER_TRACE_BUILDER_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,12 @@ class TraceBuilder {
              const format::Counters& c, uint64_t tid = 1);
   void Counter(uint64_t ts, uint64_t name_str, int64_t value, uint64_t tid = 1);
   void Rate(uint64_t ts, uint64_t interval);
+  void Epoch(uint64_t ts, uint64_t epoch, uint64_t tid = 1);
+  void Alert(uint64_t ts, uint64_t step, uint8_t rule, uint64_t value, uint64_t threshold,
+             uint64_t stage_str = 0, uint64_t site_stack = 0);
+  // sites: {stack, live_bytes_est, live_count_est}.
+  void SiteSnapshot(uint64_t ts, uint64_t step, uint8_t cause, uint64_t stage_str,
+                    const std::vector<std::array<uint64_t, 3>>& sites);
   void Lost(uint64_t ts, uint64_t records, uint64_t bytes, uint64_t cause);
   void Notice(uint64_t ts, uint64_t code, uint64_t message_str);
   void Trailer(uint64_t ts, const format::Counters& c, bool clean_exit);

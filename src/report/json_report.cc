@@ -1,4 +1,4 @@
-// JSON report, schema "memstep.report/1" (fields listed in docs/cli.md).
+// JSON report, schema "memstep.report/2" (fields listed in docs/report-schema.md).
 
 #include <cmath>
 
@@ -14,6 +14,7 @@ using analysis::ProcessSummary;
 using analysis::Report;
 using analysis::Site;
 using analysis::StepRow;
+
 
 // Minimal streaming JSON writer: the caller keeps the structure balanced.
 class JsonWriter {
@@ -74,6 +75,40 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// -1 ("not applicable") as null.
+void OptionalDouble(JsonWriter& w, const std::string& key, double v) {
+  w.Key(key);
+  if (v < 0) {
+    w.Double(NAN);
+  } else {
+    w.Double(v);
+  }
+}
+
+void WriteGrowth(JsonWriter& w, const analysis::Growth& g) {
+  w.BeginObject();
+  w.Field("class", std::string(analysis::GrowthClassName(g.cls)));
+  w.Field("reason", g.reason);
+  w.Field("warmup_steps", static_cast<uint64_t>(g.warmup));
+  w.Field("window_begin", static_cast<uint64_t>(g.window_begin));
+  w.Field("window_steps", static_cast<uint64_t>(g.window));
+  w.Field("p_value", g.p_value);
+  w.Field("z", g.z);
+  w.Field("bytes_per_step", g.slope);
+  w.Key("ci");
+  w.BeginArray();
+  w.Double(g.slope_low);
+  w.Double(g.slope_high);
+  w.EndArray();
+  w.Field("bytes_per_step_first_half", g.slope_first_half);
+  w.Field("bytes_per_step_second_half", g.slope_second_half);
+  OptionalDouble(w, "retained_bytes", g.retained_bytes);
+  OptionalDouble(w, "window_samples", g.window_samples);
+  w.Field("warmup_bytes", g.warmup_bytes);
+  w.Field("max_bytes", g.capacity);
+  w.EndObject();
+}
+
 void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.BeginObject();
   w.Field("pid", p.pid);
@@ -103,6 +138,17 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Field("clean_exit", p.clean_exit);
   w.Field("truncated", p.truncated);
   w.Field("truncated_at_offset", p.truncated_at_offset);
+  w.Field("rss_peak_bytes", p.rss_peak_bytes);
+  w.Field("warmup_steps", static_cast<uint64_t>(p.warmup_steps));
+  w.Field("warmup_detected", p.warmup_detected);
+  w.Field("median_step_s", p.median_step_s);
+  w.Key("live_growth");
+  WriteGrowth(w, p.live_growth);
+  w.Key("rss_growth");
+  WriteGrowth(w, p.rss_growth);
+  w.Field("fragmentation", p.fragmentation);
+  OptionalDouble(w, "steps_to_limit", p.steps_to_limit);
+  OptionalDouble(w, "seconds_to_limit", p.seconds_to_limit);
   w.Key("notices");
   w.BeginArray();
   for (const std::string& n : p.notices) w.String(n);
@@ -114,6 +160,12 @@ void WriteStep(JsonWriter& w, const StepRow& s) {
   w.BeginObject();
   w.Field("pid", s.pid);
   w.Field("step", s.step);
+  w.Key("epoch");
+  if (s.epoch < 0) {
+    w.Double(NAN);
+  } else {
+    w.Int(s.epoch);
+  }
   w.Field("live_bytes_end", s.live_bytes_end);
   w.Field("peak_bytes", s.peak_bytes);
   w.Field("mmap_live_bytes_end", s.mmap_live_bytes_end);
@@ -142,6 +194,17 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.Field("live_bytes_end", s.live_bytes_end);
   w.Field("live_count_end", s.live_count_end);
   w.Field("live_bytes_at_peak", s.live_bytes_at_peak);
+  w.Field("class", std::string(analysis::GrowthClassName(s.growth.cls)));
+  w.Field("growth_bytes_per_step", s.growth.slope);
+  w.Key("growth_ci");
+  w.BeginArray();
+  w.Double(s.growth.slope_low);
+  w.Double(s.growth.slope_high);
+  w.EndArray();
+  w.Key("growth");
+  WriteGrowth(w, s.growth);
+  OptionalDouble(w, "steps_to_limit", s.steps_to_limit);
+  OptionalDouble(w, "seconds_to_limit", s.seconds_to_limit);
   w.Key("live_bytes_by_step");
   w.BeginArray();
   for (double v : s.live_bytes_by_step) w.Double(v);
@@ -162,6 +225,73 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
     w.EndObject();
   }
   w.EndArray();
+  w.EndObject();
+}
+
+void WriteEpoch(JsonWriter& w, const analysis::EpochRow& e) {
+  w.BeginObject();
+  w.Field("pid", e.pid);
+  w.Field("epoch", e.epoch);
+  w.Field("first_step", e.first_step);
+  w.Field("last_step", e.last_step);
+  w.Field("steps", e.steps);
+  w.Field("live_bytes_end", e.live_bytes_end);
+  w.Field("growth_bytes", static_cast<double>(e.growth_bytes));
+  w.Field("growth_bytes_per_step", e.growth_bytes_per_step);
+  w.Field("peak_bytes", e.peak_bytes);
+  w.Field("rss_bytes_end", e.rss_bytes_end);
+  w.Field("duration_s", e.duration_s);
+  w.Key("stage_peaks");
+  w.BeginObject();
+  for (const auto& [name, peak] : e.stage_peaks) w.Field(name, peak);
+  w.EndObject();
+  w.EndObject();
+}
+
+void WriteStagePeak(JsonWriter& w, const analysis::StagePeak& sp) {
+  w.BeginObject();
+  w.Field("pid", sp.pid);
+  w.Field("stage", sp.stage);
+  w.Field("kind", sp.kind);
+  w.Field("peak_bytes_max", sp.peak_bytes_max);
+  w.Field("step_of_max", sp.step_of_max);
+  w.Field("peak_bytes_median", sp.peak_bytes_median);
+  w.Field("steps", sp.steps);
+  w.Field("top_source", sp.top_source);
+  w.Key("top_sites");
+  w.BeginArray();
+  for (const analysis::PeakSite& t : sp.top_sites) {
+    w.BeginObject();
+    w.Field("site_id", t.site_id);
+    w.Field("stack_id", t.stack_id);
+    w.Field("live_bytes", t.live_bytes);
+    w.Field("live_count", t.live_count);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteAlert(JsonWriter& w, const analysis::AlertRow& a) {
+  w.BeginObject();
+  w.Field("pid", a.pid);
+  w.Field("step", a.step);
+  w.Field("time_s", a.time_s);
+  w.Field("rule", a.rule);
+  w.Field("value", a.value);
+  w.Field("threshold", a.threshold);
+  w.Field("stage", a.stage);
+  w.Field("site_id", a.site_id);
+  w.EndObject();
+}
+
+void WriteGate(JsonWriter& w, const analysis::GateResult& g) {
+  w.BeginObject();
+  w.Field("expression", g.expression);
+  w.Field("metric", g.metric);
+  w.Field("value", g.value);
+  w.Field("passed", g.passed);
+  w.Field("detail", g.detail);
   w.EndObject();
 }
 
@@ -221,9 +351,27 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
   w.BeginArray();
   for (const ProcessSummary& p : report.processes) WriteProcess(w, p);
   w.EndArray();
+  w.Field("memory_limit_bytes", report.memory_limit_bytes);
+  w.Field("memory_limit_source", report.memory_limit_source);
+  w.Key("epochs");
+  w.BeginArray();
+  for (const analysis::EpochRow& e : report.epochs) WriteEpoch(w, e);
+  w.EndArray();
   w.Key("steps");
   w.BeginArray();
   for (const StepRow& s : report.steps) WriteStep(w, s);
+  w.EndArray();
+  w.Key("stage_peaks");
+  w.BeginArray();
+  for (const analysis::StagePeak& sp : report.stage_peaks) WriteStagePeak(w, sp);
+  w.EndArray();
+  w.Key("alerts");
+  w.BeginArray();
+  for (const analysis::AlertRow& a : report.alerts) WriteAlert(w, a);
+  w.EndArray();
+  w.Key("gates");
+  w.BeginArray();
+  for (const analysis::GateResult& g : report.gates) WriteGate(w, g);
   w.EndArray();
   w.Key("sites");
   w.BeginArray();

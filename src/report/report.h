@@ -2,10 +2,11 @@
 //
 // Contract:
 //  - Pure functions of the Report and the options: no I/O, deterministic.
-//  - Text: header (processes), exact totals, per-step table, top call sites
-//    at the end and at the peak. Long step tables are shortened (rule in
+//  - Text: header (processes), Growth (classes, rates, CI, projections),
+//    Gates (when any), Alerts, Stage peaks, Epochs, exact totals, per-step
+//    table, top call sites at the end and at the peak. Long step tables are shortened (rule in
 //    FormatText below); JSON always holds every row and every site.
-//  - JSON: schema "memstep.report/1" (docs/cli.md lists its fields); strings
+//  - JSON: schema "memstep.report/2" (docs/report-schema.md); strings
 //    escaped per RFC 8259; non-finite numbers written as null.
 
 #ifndef MEMSTEP_SRC_REPORT_REPORT_H_
@@ -18,7 +19,7 @@
 
 namespace memstep::report {
 
-inline constexpr char kJsonSchema[] = "memstep.report/1";
+inline constexpr char kJsonSchema[] = "memstep.report/2";
 
 struct ReportOptions {
   int top = 10;       // call sites per table (text); JSON: 0 = all sites

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/report/report.h"
@@ -248,6 +250,183 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
   }
 }
 
+std::string Duration(double s) {
+  if (s < 120) return absl::StrFormat("%.0f s", s);
+  if (s < 7200) return absl::StrFormat("%.0f min", s / 60);
+  if (s < 172800) return absl::StrFormat("%.1f h", s / 3600);
+  return absl::StrFormat("%.1f d", s / 86400);
+}
+
+std::string Rate(const analysis::Growth& g) {
+  return absl::StrFormat("%s%s/step [95%% CI %s, %s]", g.slope >= 0 ? "+" : "",
+                         HumanBytes(g.slope), HumanBytes(g.slope_low), HumanBytes(g.slope_high));
+}
+
+std::string Projection(double steps, double seconds) {
+  if (steps < 0) return "";
+  std::string out = absl::StrFormat("  memory limit in %s steps", Thousands(static_cast<uint64_t>(steps)));
+  if (seconds >= 0) absl::StrAppend(&out, " (", Duration(seconds), ")");
+  return out;
+}
+
+void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
+  using analysis::GrowthClass;
+  absl::StrAppend(&out, "\nGrowth (memory limit ", HumanBytes(static_cast<double>(r.memory_limit_bytes)),
+                  ", ", r.memory_limit_source, ")\n");
+  bool any_steps = false;
+  size_t without_steps = 0;
+  for (const ProcessSummary& p : r.processes) {
+    const analysis::Growth& g = p.live_growth;
+    bool has_steps = false;
+    for (const StepRow& row : r.steps) has_steps |= row.pid == p.pid;
+    any_steps |= has_steps;
+    if (!has_steps) {
+      ++without_steps;
+      continue;
+    }
+    absl::StrAppend(&out, "  pid ", p.pid, ": warm-up ", p.warmup_steps, " steps",
+                    p.warmup_detected ? " (detected)" : "");
+    if (g.window > 0) absl::StrAppend(&out, ", window the last ", g.window, " steps");
+    absl::StrAppend(&out, "\n");
+    absl::StrAppend(&out, "    heap live (exact): ", analysis::GrowthClassName(g.cls));
+    if (g.window > 0) absl::StrAppend(&out, "  ", Rate(g));
+    absl::StrAppend(&out, Projection(p.steps_to_limit, p.seconds_to_limit), "  (", g.reason, ")\n");
+    if (p.rss_growth.window > 0) {
+      absl::StrAppend(&out, "    RSS: ", analysis::GrowthClassName(p.rss_growth.cls), "  ",
+                      Rate(p.rss_growth), "\n");
+    }
+    if (p.fragmentation) {
+      absl::StrAppend(&out, "    FRAGMENTATION: RSS grows ", HumanBytes(p.rss_growth.slope),
+                      "/step while heap live bytes do not (allocator caching or "
+                      "fragmentation, not a leak)\n");
+    }
+  }
+  std::vector<const Site*> growing;
+  std::map<std::string, std::pair<int, double>> others;  // class -> (sites, live bytes)
+  for (const Site& s : r.sites) {
+    const GrowthClass c = s.growth.cls;
+    if (c == GrowthClass::kLeak || c == GrowthClass::kBoundedGrowth) {
+      growing.push_back(&s);
+    } else {
+      auto& [n, bytes] = others[analysis::GrowthClassName(c)];
+      ++n;
+      bytes += s.live_bytes_end;
+    }
+  }
+  std::stable_sort(growing.begin(), growing.end(), [](const Site* a, const Site* b) {
+    if ((a->growth.cls == GrowthClass::kLeak) != (b->growth.cls == GrowthClass::kLeak)) {
+      return a->growth.cls == GrowthClass::kLeak;
+    }
+    return a->growth.slope > b->growth.slope;
+  });
+  if (o.top > 0 && growing.size() > static_cast<size_t>(o.top)) growing.resize(o.top);
+  if (without_steps > 0) {
+    absl::StrAppend(&out, "  ", without_steps == r.processes.size() ? "" : "and ", without_steps,
+                    without_steps == 1 ? " process" : " processes",
+                    " without steps (growth is measured across steps: mark them, or let time "
+                    "windows act as steps)\n");
+  }
+  if (!any_steps) return;
+  if (growing.empty()) absl::StrAppend(&out, "  no call site grows after warm-up\n");
+  for (const Site* s : growing) {
+    const analysis::Growth& g = s->growth;
+    absl::StrAppend(&out, "  site #", s->id, " ", analysis::GrowthClassName(g.cls), "  ", Rate(g),
+                    "  live at end ", HumanBytes(s->live_bytes_end));
+    if (g.cls == GrowthClass::kBoundedGrowth) {
+      absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
+    }
+    absl::StrAppend(&out, Projection(s->steps_to_limit, s->seconds_to_limit));
+    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
+    absl::StrAppend(&out, "\n        (", g.reason, ")\n");
+    AppendFrames(*s, o, out);
+  }
+  if (!others.empty()) {
+    absl::StrAppend(&out, "  other sites:");
+    for (const auto& [name, v] : others) {
+      absl::StrAppend(&out, " ", v.first, " ", name, " (", HumanBytes(v.second), " live at end);");
+    }
+    out.back() = '\n';
+  }
+}
+
+void AppendGates(const Report& r, std::string& out) {
+  if (r.gates.empty()) return;
+  int failed = 0;
+  for (const analysis::GateResult& g : r.gates) failed += !g.passed;
+  absl::StrAppend(&out, "\nGates: ", failed, " of ", r.gates.size(), " failed\n");
+  for (const analysis::GateResult& g : r.gates) {
+    std::string value = g.metric == "leaks" ? absl::StrFormat("%.0f", g.value)
+                        : absl::StrContains(g.metric, "growth")
+                            ? absl::StrCat(HumanBytes(g.value), "/step")
+                            : HumanBytes(g.value);
+    absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ",
+                    value, "; ", g.detail, ")\n");
+  }
+}
+
+void AppendAlerts(const Report& r, std::string& out) {
+  if (r.alerts.empty()) return;
+  absl::StrAppend(&out, "\nAlerts fired during the run: ", r.alerts.size(), "\n");
+  for (const analysis::AlertRow& a : r.alerts) {
+    absl::StrAppend(&out, "  step ", a.step, "  ", a.rule);
+    if (!a.stage.empty()) absl::StrAppend(&out, "(", a.stage, ")");
+    absl::StrAppend(&out, "  ", HumanBytes(static_cast<double>(a.value)), " > ",
+                    HumanBytes(static_cast<double>(a.threshold)));
+    if (a.site_id != 0) absl::StrAppend(&out, "  top growing site #", a.site_id);
+    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", a.pid);
+    absl::StrAppend(&out, "\n");
+  }
+}
+
+void AppendStagePeaks(const Report& r, std::string& out) {
+  if (r.stage_peaks.empty()) return;
+  absl::StrAppend(&out, "\nStage peaks (exact host heap bytes; top sites estimated)\n");
+  absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8s %11s %7s\n", "stage", "max",
+                                        "at step", "median", "steps"));
+  const size_t per_stage = 3;
+  for (const analysis::StagePeak& sp : r.stage_peaks) {
+    std::string name = sp.stage.size() > 16 ? sp.stage.substr(0, 16) : sp.stage;
+    absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8d %11s %7d", name,
+                                          HumanBytes(static_cast<double>(sp.peak_bytes_max)),
+                                          sp.step_of_max,
+                                          HumanBytes(static_cast<double>(sp.peak_bytes_median)),
+                                          sp.steps));
+    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", sp.pid);
+    absl::StrAppend(&out, "\n");
+    for (size_t i = 0; i < sp.top_sites.size() && i < per_stage; ++i) {
+      const analysis::PeakSite& t = sp.top_sites[i];
+      absl::StrAppend(&out, "      ", HumanBytes(t.live_bytes), "  ");
+      const Site* site = nullptr;
+      for (const Site& s : r.sites) {
+        if (s.id == t.site_id) site = &s;
+      }
+      if (site != nullptr && !site->frames.empty()) {
+        absl::StrAppend(&out, "site #", site->id, " ", site->frames[0].function);
+      } else {
+        absl::StrAppend(&out, "stack ", t.stack_id);
+      }
+      absl::StrAppend(&out, "  (", sp.top_source, ")\n");
+    }
+  }
+}
+
+void AppendEpochs(const Report& r, std::string& out) {
+  if (r.epochs.empty()) return;
+  absl::StrAppend(&out, "\nEpochs (exact bytes)\n");
+  absl::StrAppend(&out, absl::StrFormat("  %6s %15s %11s %11s %13s %11s\n", "epoch", "steps",
+                                        "live end", "growth", "growth/step", "peak"));
+  for (const analysis::EpochRow& e : r.epochs) {
+    absl::StrAppend(&out, absl::StrFormat(
+        "  %6d %15s %11s %11s %13s %11s", e.epoch,
+        absl::StrCat(e.first_step, "-", e.last_step),
+        HumanBytes(static_cast<double>(e.live_bytes_end)),
+        HumanBytes(static_cast<double>(e.growth_bytes)), HumanBytes(e.growth_bytes_per_step),
+        HumanBytes(static_cast<double>(e.peak_bytes))));
+    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", e.pid);
+    absl::StrAppend(&out, "\n");
+  }
+}
+
 }  // namespace
 
 std::string HumanBytes(double bytes) {
@@ -280,6 +459,11 @@ std::string Thousands(uint64_t n) {
 std::string FormatText(const Report& report, const ReportOptions& options) {
   std::string out;
   AppendProcesses(report, out);
+  AppendGrowth(report, options, out);
+  AppendGates(report, out);
+  AppendAlerts(report, out);
+  AppendStagePeaks(report, out);
+  AppendEpochs(report, out);
   AppendTotals(report, out);
   AppendSteps(report, options, out);
   AppendSites(report, options, /*at_peak=*/false, out);

@@ -12,10 +12,10 @@
 //           256 B .. 4 KiB temporaries freed after their op, tensor metadata
 //           and op-name strings held until the step ends
 //   compute --compute passes of float math over each op's activation slice
-// Defaults: ~30 ms a step on one core of a 2020s x86, ~1.3M small allocations
-// a second, allocation a few percent of the time (bare).
+// Defaults: ~25-30 ms a step on one core of a 2020s x86 (about 3 s for 100
+// steps), ~1.5M allocations a second, allocation a few percent of the time.
 //   realistic_bench [--steps N (default 100)] [--small S (default 40000)]
-//                   [--compute P (default 8)]
+//                   [--compute P (default 16)]
 // Prints wall seconds, mean and median seconds per step, and the allocation
 // rate the loop made.
 
@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   using namespace memstep::bench;  // NOLINT
   const int steps = static_cast<int>(FlagInt(argc, argv, "--steps", 100));
   const int small = static_cast<int>(FlagInt(argc, argv, "--small", 40000));
-  const int passes = static_cast<int>(FlagInt(argc, argv, "--compute", 8));
+  const int passes = static_cast<int>(FlagInt(argc, argv, "--compute", 16));
   Model model;
   for (int l = 0; l < kLayers; ++l) {
     model.weights.push_back(NewBuffer(kWeightFloats));

@@ -29,13 +29,13 @@ HAVE_MEMSTEP=0; [[ -f "$LIB" ]] && HAVE_MEMSTEP=1
 HAVE_HEAPTRACK=0; command -v heaptrack >/dev/null 2>&1 && HAVE_HEAPTRACK=1
 
 if (( QUICK )); then
-  MF_PAIRS=200000; MF_HT_PAIRS=20000
+  MF_PAIRS=200000; MF_HT_PAIRS=20000; MF_REPEAT=1
   STORM_N=500000; STORM_HT_N=20000; STORM_REPEAT=1
   REAL_STEPS=3; REAL_REPEAT=1
 else
-  MF_PAIRS=20000000; MF_HT_PAIRS=2000000
-  STORM_N=50000000; STORM_HT_N=1000000; STORM_REPEAT=2
-  REAL_STEPS=100; REAL_REPEAT=3
+  MF_PAIRS=20000000; MF_HT_PAIRS=2000000; MF_REPEAT=5
+  STORM_N=50000000; STORM_HT_N=1000000; STORM_REPEAT=3
+  REAL_STEPS=100; REAL_REPEAT=4
 fi
 
 now_ns() { date +%s%N; }
@@ -153,7 +153,7 @@ bench() {
     ht_bare_wall=$WALL; ht_bare_metric=$(field "$key")
     row "$name" bare@ht "$WALL" 1.00 - - "$(metric_extra "$key" "$ht_bare_metric" "$ht_bare_metric")"
     if (( HAVE_MEMSTEP )); then
-      run memstep "$name" "${ht_args[@]}"
+      run_best "$repeat" memstep "$name" "${ht_args[@]}"
       row "$name" memstep@ht "$WALL" "$(ratio "$WALL" "$ht_bare_wall")" "$SIZE" \
         "$(ratio "$ht_size" "$SIZE")" "$(metric_extra "$key" "$(field "$key")" "$ht_bare_metric")"
     fi
@@ -170,8 +170,8 @@ for b in "${MF[0]}" "${ST[0]}" "${RE[0]}"; do
   [[ -x $b ]] || { echo "missing $b: build the benchmarks first" >&2; exit 1; }
 done
 
-bench malloc_free ns_per_pair 1 "${MF[@]}" --pairs "$MF_HT_PAIRS" -- "${MF[@]}" --pairs "$MF_PAIRS"
-bench storm allocs_per_s "$STORM_REPEAT" "${ST[@]}" --allocs-per-thread "$STORM_HT_N" -- \
+bench malloc_free ns_per_pair "$MF_REPEAT" "${MF[@]}" --pairs "$MF_HT_PAIRS" -- "${MF[@]}" --pairs "$MF_PAIRS"
+bench storm allocs_per_s "$STORM_REPEAT" "${ST[@]}" --allocs-per-thread "$STORM_HT_N" --rounds 1 -- \
   "${ST[@]}" --allocs-per-thread "$STORM_N"
 bench realistic median_step_s "$REAL_REPEAT" "${RE[@]}" --steps "$REAL_STEPS" -- "${RE[@]}" --steps "$REAL_STEPS"
 
@@ -185,11 +185,11 @@ x_bare: wall time / the bare run with the same arguments.
 ht/trace: heaptrack's trace bytes / this row's trace bytes, always on the SAME
   arguments ("-": heaptrack did not run these arguments; see the @ht rows).
 @ht rows run heaptrack's smaller counts (heaptrack is too slow for the full ones):
-  malloc_free --pairs $MF_HT_PAIRS, storm --allocs-per-thread $STORM_HT_N. realistic runs
+  malloc_free --pairs $MF_HT_PAIRS, storm --allocs-per-thread $STORM_HT_N --rounds 1. realistic runs
   the same arguments (--steps $REAL_STEPS) in every mode, so it has no @ht rows.
 malloc_free and storm report their best in-process round, realistic its median step
   (step_x: over bare's); bare/memstep/unsampled run interleaved, best wall of
-  $STORM_REPEAT (storm) / $REAL_REPEAT (realistic) rounds; one run for malloc_free and @ht rows.
+  $MF_REPEAT (malloc_free) / $STORM_REPEAT (storm) / $REAL_REPEAT (realistic) rounds (@ht rows: best of as many runs).
 unsampled = MEMSTEP_SAMPLE_INTERVAL=1000000000000 (nothing sampled, exact counters only).
 goals: malloc_free added_ns <= 8 (unsampled); storm slowdown <= 1.5x (aim 1.25x);
   realistic memstep step_x (and x_bare) <= 1.02; ht/trace >= 20.

@@ -5,7 +5,7 @@
 set -u
 LIB=$1
 status=0
-allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+)$'
+allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2)$'
 exports=$(nm -D --defined-only "$LIB" | awk '{print $3}' | sed 's/@.*//')
 [ -n "$exports" ] || { echo "no exported symbols?"; exit 1; }
 for s in $exports; do
@@ -15,7 +15,8 @@ for s in $exports; do
 done
 for s in malloc free calloc realloc posix_memalign memalign aligned_alloc malloc_usable_size \
          mmap munmap mremap dlopen dlclose memstep_step_begin memstep_step_end \
-         memstep_stage_begin memstep_stage_end memstep_counter; do
+         memstep_stage_begin memstep_stage_end memstep_counter memstep_epoch_begin \
+         InitializeInjectionNvtx2; do
   echo "$exports" | grep -qx "$s" || { echo "missing export: $s"; status=1; }
 done
 needed=$(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

@@ -134,6 +134,103 @@ case "$CASE" in
     echo "$b" | grep -q 'to [^ ]*libunwind' && fail "_Unwind_RaiseException bound to libunwind"
     echo "$b" | grep -q 'to [^ ]*libgcc_s' || fail "not bound to libgcc_s"
     ;;
+  epochs)
+    run "$BIN" epochs
+    "$CHECK" "$(one_trace)" --expect-trailer --min-epochs 2 --min-steps 12 || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump | grep '^EPOCH' | tr '\n' ' ' | grep -q 'epoch=0 EPOCH epoch=1' \
+      || fail "epoch records"
+    ;;
+  alert-growth)  # 2 MiB/step kept, threshold 1 MiB/step: exactly one alert, command runs
+    MEMSTEP_WARMUP=5 MEMSTEP_ALERT_GROWTH=1MiB ALERT_FILE="$WORK/alert.out" \
+      MEMSTEP_ALERT_COMMAND='echo "$MEMSTEP_ALERT_RULE $MEMSTEP_ALERT_STEP $MEMSTEP_ALERT_THRESHOLD" > "$ALERT_FILE.tmp" && mv "$ALERT_FILE.tmp" "$ALERT_FILE"' \
+      run "$BIN" alert-growth
+    n=$(grep -c '^memstep: ALERT' "$WORK/stderr")
+    [ "$n" -eq 1 ] || fail "expected one alert line, got $n"
+    grep -Eq '^memstep: ALERT growth: [0-9.]+ MiB/step > 1\.00 MiB/step at step 14 \(top growing site: stack [0-9]+\)$' \
+      "$WORK/stderr" || fail "alert line format"
+    [ "$(cat "$WORK/alert.out")" = "growth 14 1048576" ] || fail "alert command output: $(cat "$WORK/alert.out")"
+    "$CHECK" "$(one_trace)" --expect-trailer --expect-alerts 1 || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump | grep -Eq '^ALERT step=14 rule=1 value=[0-9]+ threshold=1048576 stage=- site=[1-9]' \
+      || fail "alert record"
+    ;;
+  alert-peak)  # once per crossing: peak at steps 15 and 25, forward at 10 and 20
+    MEMSTEP_WARMUP=2 MEMSTEP_ALERT_PEAK=12MiB MEMSTEP_ALERT_STAGE_PEAK='forward=6MiB,never=1GiB' \
+      run "$BIN" alert-peak
+    grep '^memstep: ALERT' "$WORK/stderr" | sed 's/ (top.*//' | sed 's/: [0-9.]* MiB >/: X >/' >"$WORK/lines"
+    printf '%s\n' 'memstep: ALERT stage-peak forward: X > 6.00 MiB at step 10' \
+      'memstep: ALERT peak: X > 12.00 MiB at step 15' \
+      'memstep: ALERT stage-peak forward: X > 6.00 MiB at step 20' \
+      'memstep: ALERT peak: X > 12.00 MiB at step 25' | cmp -s - "$WORK/lines" \
+      || { cat "$WORK/lines"; fail "alert lines"; }
+    grep -Eq '^memstep: ALERT peak: 16\.[0-9]{2} MiB > 12\.00 MiB at step 15' "$WORK/stderr" \
+      || fail "peak value"
+    "$CHECK" "$(one_trace)" --expect-trailer --expect-alerts 4 || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump | grep -q '^ALERT step=10 rule=3 .* threshold=6291456 stage=forward' \
+      || fail "stage alert record"
+    ;;
+  alert-abort)
+    MEMSTEP_WARMUP=5 MEMSTEP_ALERT_GROWTH=1MiB MEMSTEP_ALERT_ABORT=1 \
+      timeout 120 env LD_PRELOAD="$LIB" "$BIN" alert-growth >"$WORK/stdout" 2>"$WORK/stderr"
+    rc=$?
+    cat "$WORK/stderr" >&2
+    [ $rc -eq 134 ] || fail "expected SIGABRT (134), got $rc"
+    grep -q '^memstep: ALERT growth: .* at step 14' "$WORK/stderr" || fail "alert line"
+    grep -q '^memstep: aborting the process because of the alert above' "$WORK/stderr" || fail "abort line"
+    grep -q 'alert-growth ok' "$WORK/stdout" && fail "the program went on"
+    "$CHECK" "$(one_trace)" --expect-alerts 1 || fail "trace check"
+    ;;
+  snapshot)  # the forward peaks' top site is the planted 12345-byte allocation
+    MEMSTEP_SAMPLE_INTERVAL=65536 run "$BIN" snapshot
+    "$CHECK" "$(one_trace)" --expect-trailer --min-snapshots 6 --expect-planted-top forward 12345 \
+      || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump | grep -q '^SNAPSHOT .*cause=1 ' || fail "no run-peak snapshot"
+    ;;
+  windows)  # 50 ms windows until the program marks steps; then a notice
+    MEMSTEP_WINDOW=0.05 run "$BIN" windows
+    "$CHECK" "$(one_trace)" --expect-trailer --min-steps 12 --min-notices 1 || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump >"$WORK/dump"
+    grep -q '^NOTICE code=0 time windows stopped' "$WORK/dump" || fail "notice"
+    grep -q '^STEP step=2 phase=1' "$WORK/dump" || fail "window steps"
+    grep -q '^STEP step=102 phase=1' "$WORK/dump" || fail "program steps"
+    ;;
+  nvtx)  # NVTX ranges become stages; "train_step N" ranges become steps
+    NVTX_INJECTION64_PATH="$LIB" run "$BIN"
+    "$CHECK" "$(one_trace)" --expect-trailer --min-steps 8 --expect-stage forward \
+      --expect-stage backward --expect-stage optimizer --expect-stage data || fail "trace check"
+    "$CHECK" "$(one_trace)" --dump | grep -q '^STEP step=3 phase=1' || fail "step numbers"
+    ;;
+  run-options)  # BIN is the memstep binary; $1 the step-features program
+    M="$BIN"; P=$1
+    "$M" run --out "$WORK/r" --warmup 2 --alert-peak 12MiB --alert-stage-peak forward=6MiB \
+      --alert-stage-peak never=1G --alert-command 'true' --window 0.5 --step-range '^foo' \
+      --no-python-hooks -- sh -c 'echo "$MEMSTEP_WARMUP|$MEMSTEP_ALERT_PEAK|$MEMSTEP_ALERT_STAGE_PEAK|$MEMSTEP_ALERT_COMMAND|$MEMSTEP_WINDOW|$MEMSTEP_STEP_RANGE|$MEMSTEP_PYTHON_HOOKS|${MEMSTEP_ALERT_ABORT:-unset}"' \
+      >"$WORK/env" 2>/dev/null || fail "run with step options"
+    [ "$(cat "$WORK/env")" = "2|12582912|forward=6291456,never=1073741824|true|0.5|^foo|0|unset" ] \
+      || fail "child environment: $(cat "$WORK/env")"
+    NVTX_INJECTION64_PATH=/user/own.so "$M" run --out "$WORK/r" -- sh -c 'echo "$NVTX_INJECTION64_PATH"' \
+      >"$WORK/nvtx" 2>/dev/null
+    [ "$(cat "$WORK/nvtx")" = /user/own.so ] || fail "NVTX_INJECTION64_PATH overwritten"
+    env -u NVTX_INJECTION64_PATH "$M" run --out "$WORK/r" -- sh -c 'echo "$NVTX_INJECTION64_PATH"' \
+      >"$WORK/nvtx" 2>/dev/null
+    case "$(cat "$WORK/nvtx")" in */libmemstep.so) ;; *) fail "NVTX_INJECTION64_PATH not set" ;; esac
+    mkdir -p "$WORK/py/startup"
+    MEMSTEP_PYTHON_DIR="$WORK/py" PYTHONPATH=/old "$M" run --out "$WORK/r" -- \
+      sh -c 'echo "$PYTHONPATH $MEMSTEP_PYTHON_HOOKS"' >"$WORK/py.out" 2>/dev/null
+    [ "$(cat "$WORK/py.out")" = "$WORK/py/startup:$WORK/py:/old 1" ] || fail "python hooks: $(cat "$WORK/py.out")"
+    for bad in "--window abc" "--alert-peak 12Q" "--alert-stage-peak forward" "--step-range (" \
+               "--warmup x"; do
+      # shellcheck disable=SC2086
+      "$M" run --out "$WORK/r" $bad -- true 2>/dev/null
+      [ $? -eq 1 ] || fail "'$bad' is not a usage error"
+    done
+    "$M" run --help | grep -q -- '--alert-stage-peak STAGE=BYTES' || fail "help text"
+    # End to end: options -> library -> alerts.
+    rm -rf "$WORK/r2"
+    "$M" run --out "$WORK/r2" --warmup 2 --alert-peak 12MiB --alert-stage-peak forward=6MiB -- \
+      "$P" alert-peak >/dev/null 2>"$WORK/stderr" || fail "alert-peak under memstep run"
+    n=$(grep -c '^memstep: ALERT' "$WORK/stderr")
+    [ "$n" -eq 4 ] || fail "expected 4 alerts under memstep run, got $n"
+    ;;
   *) fail "unknown case $CASE" ;;
 esac
 echo "PASS: $CASE"

@@ -4,7 +4,9 @@
 // Usage: trace_check FILE [--expect-trailer] [--expect-fork-child]
 //                         [--min-allocs N] [--min-stacks N] [--min-steps N]
 //                         [--min-mappings N] [--expect-stage NAME] [--dump]
-//                         [--allow-truncated-tail]
+//                         [--allow-truncated-tail] [--min-epochs N]
+//                         [--expect-alerts N] [--min-snapshots N] [--min-notices N]
+//                         [--expect-planted-top STAGE SIZE]
 // Checks: header magic/version/CRC, every chunk's header and payload CRC,
 // zstd decompression, record syntax of every tag, and that every stack,
 // string and mapping id is defined before it is used. Prints one summary line
@@ -28,16 +30,20 @@ namespace {
 struct Stats {
   int chunks = 0, allocs = 0, frees = 0, mmaps = 0, munmaps = 0, mremaps = 0, stacks = 0,
       strings = 0, mappings = 0, steps = 0, stages = 0, counters = 0, lost = 0, notices = 0,
-      trailers = 0, nonzero_stacks = 0;
+      trailers = 0, nonzero_stacks = 0, epochs = 0, alerts = 0, snapshots = 0;
   bool clean = false;
   uint32_t flags = 0;
   std::string parent;
   std::vector<std::string> stage_names;
+  // Stage-peak snapshots as (stage name, top stack).
+  std::vector<std::pair<std::string, uint64_t>> snapshot_tops;
 };
 
 std::set<uint64_t> g_stacks, g_strings, g_maps;
 bool g_dump = false;
 bool g_allow_truncated_tail = false;  // a kill -9 may cut the last write
+uint64_t g_planted_size = 0;            // --expect-planted-top: allocation size
+std::set<uint64_t> g_planted_stacks;    // stacks of allocations of that size
 std::vector<std::pair<uint64_t, std::string>> g_string_text;
 
 bool Fail(const char* what) {
@@ -53,6 +59,13 @@ bool Fields(fmt::RecordDecoder& d, int n, uint64_t* out) {
 }
 
 bool StringDefined(uint64_t id) { return id == 0 || g_strings.count(id) != 0; }
+
+std::string StringText(uint64_t id) {
+  for (auto& [sid, text] : g_string_text) {
+    if (sid == id) return text;
+  }
+  return "-";
+}
 
 bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
   fmt::RecordDecoder d(p, n);
@@ -99,6 +112,7 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
         if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("ALLOC stack before its STACK");
         if (!StringDefined(f[9])) return Fail("ALLOC stage before its STRING");
         if (f[3] != 0) ++s->nonzero_stacks;
+        if (g_planted_size != 0 && f[5] == g_planted_size) g_planted_stacks.insert(f[3]);
         ++s->allocs;
         break;
       case fmt::kTagFree:
@@ -160,12 +174,57 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
       case fmt::kTagRate:
         if (!Fields(d, 2, f)) return Fail("bad RATE");
         break;
+      case fmt::kTagEpoch:
+        if (!Fields(d, 4, f)) return Fail("bad EPOCH");
+        if (g_dump) std::printf("EPOCH epoch=%llu\n", (unsigned long long)f[3]);
+        ++s->epochs;
+        break;
+      case fmt::kTagAlert:
+        if (!Fields(d, 8, f)) return Fail("bad ALERT");
+        if (f[3] < fmt::kAlertGrowth || f[3] > fmt::kAlertDevicePeak) return Fail("ALERT rule");
+        if (!StringDefined(f[6])) return Fail("ALERT stage before its STRING");
+        if (f[7] != 0 && !g_stacks.count(f[7])) return Fail("ALERT site before its STACK");
+        if (g_dump) {
+          std::printf("ALERT step=%llu rule=%llu value=%llu threshold=%llu stage=%s site=%llu\n",
+                      (unsigned long long)f[2], (unsigned long long)f[3],
+                      (unsigned long long)f[4], (unsigned long long)f[5],
+                      StringText(f[6]).c_str(), (unsigned long long)f[7]);
+        }
+        ++s->alerts;
+        break;
+      case fmt::kTagSiteSnapshot: {
+        if (!Fields(d, 6, f)) return Fail("bad SITE_SNAPSHOT");
+        if (f[3] > fmt::kSnapshotStepEnd) return Fail("SITE_SNAPSHOT cause");
+        if (!StringDefined(f[4])) return Fail("SITE_SNAPSHOT stage before its STRING");
+        if (f[5] > 4096) return Fail("SITE_SNAPSHOT n");
+        uint64_t top = 0, top_bytes = 0, prev = UINT64_MAX;
+        for (uint64_t i = 0; i < f[5]; ++i) {
+          uint64_t e[3];
+          if (!Fields(d, 3, e)) return Fail("bad SITE_SNAPSHOT entry");
+          if (e[0] != 0 && !g_stacks.count(e[0])) return Fail("SITE_SNAPSHOT stack before STACK");
+          if (e[1] > prev) return Fail("SITE_SNAPSHOT not sorted by bytes");
+          prev = e[1];
+          if (i == 0) top = e[0], top_bytes = e[1];
+        }
+        std::string stage = StringText(f[4]);
+        if (f[3] == fmt::kSnapshotStagePeak && f[5] > 0) s->snapshot_tops.emplace_back(stage, top);
+        if (g_dump) {
+          std::printf("SNAPSHOT step=%llu cause=%llu stage=%s n=%llu top=%llu top_bytes=%llu\n",
+                      (unsigned long long)f[2], (unsigned long long)f[3], stage.c_str(),
+                      (unsigned long long)f[5], (unsigned long long)top,
+                      (unsigned long long)top_bytes);
+        }
+        ++s->snapshots;
+        break;
+      }
       case fmt::kTagLost:
         if (!Fields(d, 4, f)) return Fail("bad LOST");
         ++s->lost;
         break;
       case fmt::kTagNotice:
         if (!Fields(d, 3, f)) return Fail("bad NOTICE");
+        if (g_dump) std::printf("NOTICE code=%llu %s\n", (unsigned long long)f[1],
+                                StringText(f[2]).c_str());
         ++s->notices;
         break;
       case fmt::kTagTrailer: {
@@ -261,16 +320,19 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     g_dump |= std::strcmp(argv[i], "--dump") == 0;
     g_allow_truncated_tail |= std::strcmp(argv[i], "--allow-truncated-tail") == 0;
+    if (std::strcmp(argv[i], "--expect-planted-top") == 0 && i + 2 < argc) {
+      g_planted_size = std::strtoull(argv[i + 2], nullptr, 10);
+    }
   }
   Stats s;
   bool ok = Check(file, &s);
   std::printf(
       "ok=%d chunks=%d allocs=%d frees=%d stacks=%d nonzero_stacks=%d strings=%d mappings=%d "
       "mmaps=%d munmaps=%d mremaps=%d steps=%d stages=%d counters=%d lost=%d notices=%d "
-      "trailers=%d clean=%d fork_child=%d parent=%s\n",
+      "trailers=%d clean=%d fork_child=%d epochs=%d alerts=%d snapshots=%d parent=%s\n",
       ok, s.chunks, s.allocs, s.frees, s.stacks, s.nonzero_stacks, s.strings, s.mappings, s.mmaps,
       s.munmaps, s.mremaps, s.steps, s.stages, s.counters, s.lost, s.notices, s.trailers, s.clean,
-      (s.flags & fmt::kFlagForkChild) != 0, s.parent.empty() ? "-" : s.parent.c_str());
+      (s.flags & fmt::kFlagForkChild) != 0, s.epochs, s.alerts, s.snapshots, s.parent.empty() ? "-" : s.parent.c_str());
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto need = [&](const char* what, long have) {
@@ -296,6 +358,29 @@ int main(int argc, char** argv) {
       need("steps", s.steps);
     } else if (a == "--min-mappings" && i + 1 < argc) {
       need("mappings", s.mappings);
+    } else if (a == "--min-epochs" && i + 1 < argc) {
+      need("epochs", s.epochs);
+    } else if (a == "--min-snapshots" && i + 1 < argc) {
+      need("snapshots", s.snapshots);
+    } else if (a == "--min-notices" && i + 1 < argc) {
+      need("notices", s.notices);
+    } else if (a == "--expect-alerts" && i + 1 < argc) {
+      long want = std::atol(argv[++i]);
+      if (s.alerts != want) {
+        std::fprintf(stderr, "trace_check: alerts=%d != %ld\n", s.alerts, want);
+        ok = false;
+      }
+    } else if (a == "--expect-planted-top" && i + 2 < argc) {
+      std::string stage = argv[++i];
+      ++i;
+      int n = 0, good = 0;
+      for (auto& [name, top] : s.snapshot_tops) {
+        if (name != stage) continue;
+        ++n;
+        good += g_planted_stacks.count(top) != 0;
+      }
+      std::printf("planted_top %s: %d of %d stage-peak snapshots\n", stage.c_str(), good, n);
+      if (n == 0 || good != n) ok = Fail("stage-peak snapshot top is not the planted site");
     } else if (a == "--min-mmaps" && i + 1 < argc) {
       need("mmaps", s.mmaps);
     } else if (a == "--expect-stage" && i + 1 < argc) {

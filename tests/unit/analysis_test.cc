@@ -8,6 +8,12 @@
 namespace memstep::analysis {
 namespace {
 
+Options WithSymbolize(bool on) {
+  Options o;
+  o.symbolize = on;
+  return o;
+}
+
 using reader::TraceBuilder;
 using reader::TraceHeaderInfo;
 using ::testing::HasSubstr;
@@ -91,7 +97,7 @@ const Site* FindSite(const Report& r, uint64_t stack, const std::string& kind = 
 
 TEST_F(AnalysisTest, PlantedSitesStepsAndPeak) {
   std::string path = Write("p.trace", PlantedTrace(true).Finish());
-  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(path, WithSymbolize(false));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->processes.size(), 1u);
   const ProcessSummary& p = r->processes[0];
@@ -154,7 +160,7 @@ TEST_F(AnalysisTest, PlantedSitesStepsAndPeak) {
 
 TEST_F(AnalysisTest, TotalsWithoutTrailerComeFromLastCounters) {
   std::string path = Write("p.trace", PlantedTrace(false).Finish());
-  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(path, WithSymbolize(false));
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->processes[0].clean_exit);
   EXPECT_EQ(r->processes[0].alloc_bytes, 13 * kMiB);
@@ -172,7 +178,7 @@ TEST_F(AnalysisTest, DirectoryWithTwoProcessesAlignsSteps) {
   b.Step(3, 7, 1, C(4096, 0, 4096));
   Write("a.trace", b.Finish());
   Write("notes.txt", std::vector<uint8_t>{'x'});
-  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), WithSymbolize(false));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->processes.size(), 2u);
   EXPECT_EQ(r->processes[0].pid, 50u);
@@ -197,7 +203,7 @@ TEST_F(AnalysisTest, TruncatedTraceIsReportedNotAnError) {
   std::vector<uint8_t> bytes = b.Finish();
   bytes.resize(bytes.size() - 3);
   std::string path = Write("t.trace", bytes);
-  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(path, WithSymbolize(false));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->processes[0].truncated);
   EXPECT_EQ(r->processes[0].truncated_at_offset, b.chunk_offsets()[2]);
@@ -223,7 +229,7 @@ TEST_F(AnalysisTest, EmptyTraceInDirectoryIsSkippedAndLossIsWarned) {
   TraceBuilder b;
   b.Lost(5, 12, 3000, 1);
   Write("p.trace", b.Finish());
-  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), WithSymbolize(false));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->processes.size(), 1u);
   EXPECT_EQ(r->processes[0].lost_records, 12u);
@@ -246,7 +252,7 @@ TEST_F(AnalysisTest, ManyRecordsAreFast) {
     }
   }
   std::string path = Write("big.trace", b.Finish());
-  absl::StatusOr<Report> r = AnalyzeRun(path, Options{.symbolize = false});
+  absl::StatusOr<Report> r = AnalyzeRun(path, WithSymbolize(false));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->processes[0].samples, 1000000u);
   EXPECT_EQ(r->steps.size(), 1000u);

@@ -152,7 +152,7 @@ TEST(CliTest, ReportTextJsonAndTruncation) {
   EXPECT_THAT(r.err, HasSubstr("p.trace: truncated at offset"));
   r = Memstep({"report", dir.File("p.trace"), "--format=json", "--no-symbolize", "--top", "1"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_THAT(r.out, HasSubstr("\"schema\":\"memstep.report/1\""));
+  EXPECT_THAT(r.out, HasSubstr("\"schema\":\"memstep.report/2\""));
   EXPECT_THAT(r.out, HasSubstr("\"truncated\":true"));
 }
 

@@ -140,6 +140,87 @@ TEST_P(RoundTripTest, EveryRecordType) {
 INSTANTIATE_TEST_SUITE_P(Codecs, RoundTripTest,
                          ::testing::Values(format::kCodecRaw, format::kCodecZstd));
 
+TEST_P(RoundTripTest, StepAwareRecords) {
+  TraceBuilder b({}, GetParam());
+  b.String(2, "forward");
+  b.Stack(7, {0x401000});
+  b.Stack(8, {0x402000, 0x403000});
+  b.Epoch(5, 2);
+  b.Step(6, 10, 0, MakeCounters(0));
+  b.Alert(7, 10, format::kAlertStagePeak, 3u << 30, 2u << 30, 2, 7);
+  b.SiteSnapshot(8, 10, format::kSnapshotStagePeak, 2,
+                 {{7, 1u << 20, 16}, {8, 12345678901ull, 3}});
+  b.Flush();
+  b.Alert(9, 11, format::kAlertGrowth, 100, 50);
+  b.SiteSnapshot(10, 11, format::kSnapshotRunPeak, 0, {});
+  b.Epoch(11, 3);
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->truncated);
+  EXPECT_EQ(t->unknown_refs, 0u);
+  ASSERT_EQ(t->events.size(), 3u);
+  EXPECT_EQ(t->events[0].tag, format::kTagEpoch);
+  EXPECT_EQ(t->events[0].step, 2u);
+  EXPECT_EQ(t->events[0].ts, 5u);
+  EXPECT_EQ(t->events[1].tag, format::kTagStep);
+  EXPECT_EQ(t->events[2].tag, format::kTagEpoch);
+  EXPECT_EQ(t->events[2].step, 3u);
+
+  ASSERT_EQ(t->alerts.size(), 2u);
+  const Alert& a = t->alerts[0];
+  EXPECT_EQ(a.ts, 7u);
+  EXPECT_EQ(a.step, 10u);
+  EXPECT_EQ(a.rule, format::kAlertStagePeak);
+  EXPECT_EQ(a.value, 3u << 30);
+  EXPECT_EQ(a.threshold, 2u << 30);
+  EXPECT_EQ(a.stage, "forward");
+  EXPECT_EQ(a.site_stack, 7u);
+  EXPECT_EQ(t->alerts[1].rule, format::kAlertGrowth);
+  EXPECT_EQ(t->alerts[1].stage, "");
+  EXPECT_EQ(t->alerts[1].site_stack, 0u);
+  EXPECT_LT(t->alerts[0].seq, t->alerts[1].seq);
+
+  ASSERT_EQ(t->snapshots.size(), 2u);
+  const SiteSnapshot& s = t->snapshots[0];
+  EXPECT_EQ(s.step, 10u);
+  EXPECT_EQ(s.cause, format::kSnapshotStagePeak);
+  EXPECT_EQ(s.stage, "forward");
+  ASSERT_EQ(s.sites.size(), 2u);
+  EXPECT_EQ(s.sites[0].stack, 7u);
+  EXPECT_EQ(s.sites[0].live_bytes, 1u << 20);
+  EXPECT_EQ(s.sites[0].live_count, 16u);
+  EXPECT_EQ(s.sites[1].stack, 8u);
+  EXPECT_EQ(s.sites[1].live_bytes, 12345678901ull);
+  EXPECT_EQ(t->snapshots[1].cause, format::kSnapshotRunPeak);
+  EXPECT_TRUE(t->snapshots[1].sites.empty());
+  EXPECT_EQ(t->max_ts, 11u);
+}
+
+TEST(ReaderTest, SnapshotWithHugeCountIsMalformed) {
+  TraceBuilder b({}, format::kCodecRaw);
+  b.Epoch(1, 0);
+  b.Flush();
+  // SITE_SNAPSHOT claiming 2^40 sites in a few bytes.
+  b.RawBytes({format::kTagSiteSnapshot, 1, 1, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 1, 1, 1});
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->truncated);
+  EXPECT_EQ(t->events.size(), 1u);
+  EXPECT_TRUE(t->snapshots.empty());
+}
+
+TEST(ReaderTest, UnknownStacksInAlertsAndSnapshotsAreCounted) {
+  TraceBuilder b;
+  b.Alert(1, 1, format::kAlertPeak, 10, 5, 0, 99);
+  b.SiteSnapshot(2, 1, format::kSnapshotStepEnd, 77, {{98, 1, 1}});
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->unknown_refs, 3u);  // stack 99, string 77, stack 98
+}
+
 TEST(ReaderTest, Crc32cCheckValue) {
   EXPECT_EQ(format::Crc32c("123456789", 9), 0xE3069283u);  // as docs/format.md states
 }

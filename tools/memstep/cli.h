@@ -3,8 +3,8 @@
 // Contract: each subcommand takes its arguments (after the subcommand name)
 // and returns the process exit status: 0 success, 1 usage or input error
 // (message "memstep: error: ..." on stderr), for `run` the child's status
-// (128 + signal if it was killed, 127 if the command was not found). Exit 3
-// is reserved for failing --fail-on gates (not implemented yet).
+// (128 + signal if it was killed, 127 if the command was not found); for
+// `report`, 3 when any --fail-on gate failed (the report is still printed).
 
 #ifndef MEMSTEP_TOOLS_MEMSTEP_CLI_H_
 #define MEMSTEP_TOOLS_MEMSTEP_CLI_H_
@@ -19,6 +19,7 @@ namespace memstep::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
+inline constexpr int kExitGateFailed = 3;
 inline constexpr int kExitNotFound = 127;
 
 // "512K", "512KiB", "512k", "1M", "1MiB", "1G", "4096", "4096B" -> bytes

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/analysis/analysis.h"
+#include "src/analysis/gates.h"
 #include "src/report/report.h"
 #include "tools/memstep/cli.h"
 
@@ -24,6 +25,7 @@ int ReportMain(const std::vector<std::string>& args) {
   int top = -1;
   int frames = -1;
   analysis::Options options;
+  std::vector<analysis::Gate> gates;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -42,7 +44,9 @@ int ReportMain(const std::vector<std::string>& args) {
       value = a.substr(eq + 1);
       has_value = true;
     }
-    if (name == "--format" || name == "--top" || name == "--frames") {
+    if (name == "--format" || name == "--top" || name == "--frames" || name == "--fail-on" ||
+        name == "--warmup" || name == "--memory-limit" || name == "--leak-min-rate" ||
+        name == "--leak-min-growth") {
       if (!has_value) {
         if (i + 1 >= args.size()) return UsageError(absl::StrCat(a, " needs a value"));
         value = args[++i];
@@ -52,12 +56,32 @@ int ReportMain(const std::vector<std::string>& args) {
           return UsageError(absl::StrCat("--format must be text or json, not '", value, "'"));
         }
         format = value;
+      } else if (name == "--fail-on") {
+        absl::StatusOr<analysis::Gate> gate = analysis::ParseGate(value);
+        if (!gate.ok()) return UsageError(std::string(gate.status().message()));
+        gates.push_back(*std::move(gate));
+      } else if (name == "--memory-limit" || name == "--leak-min-rate" ||
+                 name == "--leak-min-growth") {
+        absl::StatusOr<uint64_t> bytes = ParseBytes(value);
+        if (!bytes.ok()) return UsageError(absl::StrCat(name, ": ", bytes.status().message()));
+        if (name == "--memory-limit") {
+          if (*bytes == 0) return UsageError("--memory-limit must be more than 0");
+          options.memory_limit = *bytes;
+        } else if (name == "--leak-min-rate") {
+          options.growth.min_rate = static_cast<double>(*bytes);
+        } else {
+          options.growth.min_window_growth = static_cast<double>(*bytes);
+        }
       } else {
         absl::StatusOr<uint64_t> n = ParseUint(value);
         if (!n.ok() || *n > 1000000) {
           return UsageError(absl::StrCat(name, ": '", value, "' is not a count"));
         }
-        (name == "--top" ? top : frames) = static_cast<int>(*n);
+        if (name == "--warmup") {
+          options.warmup_steps = static_cast<int64_t>(*n);
+        } else {
+          (name == "--top" ? top : frames) = static_cast<int>(*n);
+        }
       }
       continue;
     }
@@ -75,6 +99,7 @@ int ReportMain(const std::vector<std::string>& args) {
     return kExitError;
   }
   for (const std::string& w : report->warnings) std::cerr << "memstep: warning: " << w << "\n";
+  const bool gate_failed = analysis::EvaluateGates(gates, &*report);
   report::ReportOptions ro;
   if (format == "json") {
     ro.top = top > 0 ? top : 0;
@@ -86,7 +111,14 @@ int ReportMain(const std::vector<std::string>& args) {
     std::cout << report::FormatText(*report, ro);
   }
   std::cout.flush();
-  return std::cout.good() ? kExitOk : kExitError;
+  if (!std::cout.good()) return kExitError;
+  if (gate_failed) {
+    for (const analysis::GateResult& g : report->gates) {
+      if (!g.passed) std::cerr << "memstep: gate failed: " << g.expression << " (" << g.detail << ")\n";
+    }
+    return kExitGateFailed;
+  }
+  return kExitOk;
 }
 
 }  // namespace memstep::cli

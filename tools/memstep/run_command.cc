@@ -4,6 +4,7 @@
 // process group anyway) and exits with the command's status.
 
 #include <errno.h>
+#include <regex.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,13 +18,18 @@
 #include <iostream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tools/memstep/cli.h"
 
 namespace memstep::cli {
 namespace {
 
 volatile sig_atomic_t g_child = 0;
+
+std::string Absolute(const std::string& path);
 
 void Forward(int sig, siginfo_t* info, void*) {
   // A terminal's ^C already reached the child (same process group).
@@ -36,9 +42,134 @@ int Error(const std::string& message) {
   return kExitError;
 }
 
+// Options of issue 3 (steps, alerts, NVTX, Python), appended to RunUsage().
+std::string StepUsage() {
+  return "\nstep options (each has an environment variable; the option wins):\n"
+         "  --warmup STEPS          steps before alerts are evaluated   MEMSTEP_WARMUP (20)\n"
+         "  --alert-growth BYTES    alert when host live bytes grow more MEMSTEP_ALERT_GROWTH\n"
+         "                          than BYTES per step (Theil-Sen over the last 50 steps)\n"
+         "  --alert-peak BYTES      alert when a step's peak exceeds     MEMSTEP_ALERT_PEAK\n"
+         "  --alert-stage-peak STAGE=BYTES  alert when STAGE's peak in a step exceeds BYTES;\n"
+         "                          repeatable                           MEMSTEP_ALERT_STAGE_PEAK\n"
+         "                          (\"forward=2GiB,backward=3GiB\")\n"
+         "  --alert-command CMD     run CMD (/bin/sh -c) on each alert  MEMSTEP_ALERT_COMMAND\n"
+         "                          with MEMSTEP_ALERT_RULE/VALUE/THRESHOLD/STEP set; never waited on\n"
+         "  --alert-abort           abort the program after an alert    MEMSTEP_ALERT_ABORT=1\n"
+         "  --window SECONDS        without step markers, time windows  MEMSTEP_WINDOW (10)\n"
+         "                          act as steps (0 = off)\n"
+         "  --step-range REGEX      NVTX ranges matching REGEX (POSIX ERE, case-insensitive)\n"
+         "                          mark steps; others are stages        MEMSTEP_STEP_RANGE\n"
+         "                          (default ^(train[_ ]?)?step|^iteration|^iter)\n"
+         "  --no-python-hooks       no zero-code PyTorch step hooks     MEMSTEP_PYTHON_HOOKS=0\n"
+         "Alerts print one line on stderr (\"memstep: ALERT growth: ...\") and never stop the\n"
+         "program unless --alert-abort. NVTX_INJECTION64_PATH is set to libmemstep.so unless\n"
+         "already set. Python hooks: PYTHONPATH gets <python>/startup and <python>, where\n"
+         "<python> is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/../share/memstep/python.\n";
+}
+
 int UsageError(const std::string& message) {
-  std::cerr << "memstep: error: " << message << "\n" << RunUsage();
+  std::cerr << "memstep: error: " << message << "\n" << RunUsage() << StepUsage();
   return kExitError;
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string Env(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr ? v : "";
+}
+
+// Child environment for the step features: name -> value ("" = leave as is).
+struct StepEnv {
+  std::vector<std::pair<std::string, std::string>> set;
+};
+
+// Validates the step options (already merged with their variables) and
+// fills `env`. Returns an error message, or "" when all are valid.
+std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
+                           const std::string& peak, const std::vector<std::string>& stage_peaks,
+                           const std::string& command, bool abort_on_alert,
+                           const std::string& window, const std::string& step_range,
+                           bool python_hooks, StepEnv* env) {
+  if (!warmup.empty()) {
+    absl::StatusOr<uint64_t> v = ParseUint(warmup);
+    if (!v.ok()) return absl::StrCat("--warmup / MEMSTEP_WARMUP: ", v.status().message());
+    env->set.emplace_back("MEMSTEP_WARMUP", absl::StrCat(*v));
+  }
+  const std::pair<const char*, const std::string*> sizes[] = {
+      {"MEMSTEP_ALERT_GROWTH", &growth}, {"MEMSTEP_ALERT_PEAK", &peak}};
+  for (const auto& [var, text] : sizes) {
+    if (text->empty()) continue;
+    absl::StatusOr<uint64_t> v = ParseBytes(*text);
+    if (!v.ok() || *v == 0) {
+      return absl::StrCat(var == sizes[0].first ? "--alert-growth / " : "--alert-peak / ", var,
+                          ": ", v.ok() ? "must be positive" : v.status().message());
+    }
+    env->set.emplace_back(var, absl::StrCat(*v));
+  }
+  std::vector<std::string> rules;
+  for (const std::string& list : stage_peaks) {
+    for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+      size_t eq = item.find('=');
+      if (eq == absl::string_view::npos || eq == 0 || eq >= 64) {
+        return absl::StrCat("--alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK: '", item,
+                            "' is not STAGE=BYTES");
+      }
+      absl::StatusOr<uint64_t> v = ParseBytes(std::string(item.substr(eq + 1)));
+      if (!v.ok() || *v == 0) {
+        return absl::StrCat("--alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK: ",
+                            v.ok() ? "must be positive" : v.status().message());
+      }
+      rules.push_back(absl::StrCat(item.substr(0, eq), "=", *v));
+    }
+  }
+  if (rules.size() > 16) return "--alert-stage-peak: at most 16 stages";
+  if (!rules.empty()) env->set.emplace_back("MEMSTEP_ALERT_STAGE_PEAK", absl::StrJoin(rules, ","));
+  if (!command.empty()) env->set.emplace_back("MEMSTEP_ALERT_COMMAND", command);
+  if (abort_on_alert) env->set.emplace_back("MEMSTEP_ALERT_ABORT", "1");
+  if (!window.empty()) {
+    double seconds;
+    if (!absl::SimpleAtod(window, &seconds) || !(seconds >= 0) || seconds > 1e9 ||
+        window.find_first_not_of("0123456789.") != std::string::npos) {
+      return absl::StrCat("--window / MEMSTEP_WINDOW: '", window,
+                          "' is not a number of seconds (examples: 10, 0.5; 0 = off)");
+    }
+    env->set.emplace_back("MEMSTEP_WINDOW", window);
+  }
+  if (!step_range.empty()) {
+    regex_t re;
+    int rc = regcomp(&re, step_range.c_str(), REG_EXTENDED | REG_ICASE | REG_NOSUB);
+    if (rc != 0) {
+      char msg[256];
+      regerror(rc, &re, msg, sizeof(msg));
+      return absl::StrCat("--step-range / MEMSTEP_STEP_RANGE: '", step_range, "': ", msg);
+    }
+    regfree(&re);
+    env->set.emplace_back("MEMSTEP_STEP_RANGE", step_range);
+  }
+  if (!python_hooks) {
+    env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "0");
+    return "";
+  }
+  std::string dir = Env("MEMSTEP_PYTHON_DIR");
+  if (dir.empty()) {
+    const std::string exe_dir = ExeDir();
+    for (const char* rel : {"/../python", "/../share/memstep/python"}) {
+      if (IsDir(exe_dir + rel)) {
+        dir = Absolute(exe_dir + rel);
+        break;
+      }
+    }
+  }
+  if (dir.empty() || !IsDir(dir)) return "";  // no hooks installed: skip silently
+  std::string path = absl::StrCat(dir, "/startup:", dir);
+  if (std::string old = Env("PYTHONPATH"); !old.empty()) absl::StrAppend(&path, ":", old);
+  env->set.emplace_back("PYTHONPATH", path);
+  env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
+  return "";
 }
 
 std::string DefaultRunDir() {
@@ -83,6 +214,17 @@ int RunMain(const std::vector<std::string>& args) {
   if (const char* e = getenv("MEMSTEP_OUT")) out_dir = e;
   if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
   if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
+  std::string warmup = Env("MEMSTEP_WARMUP"), growth = Env("MEMSTEP_ALERT_GROWTH"),
+              peak = Env("MEMSTEP_ALERT_PEAK"), alert_command = Env("MEMSTEP_ALERT_COMMAND"),
+              window = Env("MEMSTEP_WINDOW"), step_range = Env("MEMSTEP_STEP_RANGE");
+  std::vector<std::string> stage_peaks;
+  bool stage_peaks_from_options = false;
+  if (std::string e = Env("MEMSTEP_ALERT_STAGE_PEAK"); !e.empty()) stage_peaks.push_back(e);
+  const std::string abort_env = Env("MEMSTEP_ALERT_ABORT");
+  bool abort_on_alert = !abort_env.empty() && abort_env != "0";
+  const std::string hooks_env = Env("MEMSTEP_PYTHON_HOOKS");
+  bool python_hooks = hooks_env.empty() || hooks_env != "0";
+  std::string stage_peak_value;
 
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -92,7 +234,7 @@ int RunMain(const std::vector<std::string>& args) {
       break;
     }
     if (a == "-h" || a == "--help") {
-      std::cout << RunUsage();
+      std::cout << RunUsage() << StepUsage();
       return kExitOk;
     }
     std::string* target = nullptr;
@@ -104,8 +246,30 @@ int RunMain(const std::vector<std::string>& args) {
       value = a.substr(eq + 1);
       has_value = true;
     }
+    if (a == "--alert-abort") {
+      abort_on_alert = true;
+      continue;
+    }
+    if (a == "--no-python-hooks") {
+      python_hooks = false;
+      continue;
+    }
     if (name == "--out") {
       target = &out_dir;
+    } else if (name == "--warmup") {
+      target = &warmup;
+    } else if (name == "--alert-growth") {
+      target = &growth;
+    } else if (name == "--alert-peak") {
+      target = &peak;
+    } else if (name == "--alert-stage-peak") {
+      target = &stage_peak_value;
+    } else if (name == "--alert-command") {
+      target = &alert_command;
+    } else if (name == "--window") {
+      target = &window;
+    } else if (name == "--step-range") {
+      target = &step_range;
     } else if (name == "--sample-interval") {
       target = &interval_text;
     } else if (name == "--flush-ms") {
@@ -120,6 +284,11 @@ int RunMain(const std::vector<std::string>& args) {
       value = args[++i];
     }
     *target = value;
+    if (target == &stage_peak_value) {
+      if (!stage_peaks_from_options) stage_peaks.clear();  // options replace the variable
+      stage_peaks_from_options = true;
+      stage_peaks.push_back(value);
+    }
   }
   if (i >= args.size()) return UsageError("no command given (memstep run -- COMMAND ARGS...)");
   std::vector<std::string> command(args.begin() + static_cast<long>(i), args.end());
@@ -141,6 +310,13 @@ int RunMain(const std::vector<std::string>& args) {
                                      v.ok() ? "must be at least 1" : v.status().message()));
     }
     flush = absl::StrCat(*v);
+  }
+
+  StepEnv step_env;
+  if (std::string err = PrepareStepEnv(warmup, growth, peak, stage_peaks, alert_command,
+                                       abort_on_alert, window, step_range, python_hooks, &step_env);
+      !err.empty()) {
+    return UsageError(err);
   }
 
   absl::StatusOr<std::string> lib = FindPreloadLibrary(ExeDir());
@@ -187,6 +363,9 @@ int RunMain(const std::vector<std::string>& args) {
     setenv("MEMSTEP_DIR", run_dir.c_str(), 1);
     if (!interval.empty()) setenv("MEMSTEP_SAMPLE_INTERVAL", interval.c_str(), 1);
     if (!flush.empty()) setenv("MEMSTEP_FLUSH_MS", flush.c_str(), 1);
+    for (const auto& [name, value] : step_env.set) setenv(name.c_str(), value.c_str(), 1);
+    // The library is also the NVTX injection library; never replace the user's.
+    setenv("NVTX_INJECTION64_PATH", lib->c_str(), 0);
     std::vector<char*> argv;
     for (std::string& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -137,11 +137,21 @@ std::string ReportUsage() {
          "Reads every *.trace in RUN_DIR (or one TRACE file) and prints the report.\n"
          "\n"
          "options:\n"
-         "  --format text|json   output format (default text; json schema memstep.report/1)\n"
+         "  --format text|json   output format (default text; json schema memstep.report/2)\n"
          "  --top N              call sites per table (default 10; json: all unless given)\n"
          "  --frames N           frames per stack (default 8; json: all unless given)\n"
          "  --no-symbolize       show module+offset instead of functions and lines\n"
-         "  -h, --help           this help\n";
+         "  --warmup STEPS       ignore at least the first STEPS steps for growth (default:\n"
+         "                       detected from the exact live bytes)\n"
+         "  --memory-limit BYTES project time to exhaustion against BYTES (default: MemTotal)\n"
+         "  --leak-min-rate BYTES    smallest growth/step called LEAK (default 16K)\n"
+         "  --leak-min-growth BYTES  smallest growth over the window called LEAK (default 1M)\n"
+         "  --fail-on EXPR       exit 3 when EXPR holds, e.g. 'growth > 1MiB/step',\n"
+         "                       'peak(forward) > 2GiB', 'leaks > 0' (repeatable; metrics:\n"
+         "                       growth live_growth peak peak(STAGE) live_end rss_peak leaks)\n"
+         "  -h, --help           this help\n"
+         "\n"
+         "exit status: 0 ok, 1 usage or input error, 3 a --fail-on gate failed\n";
 }
 
 }  // namespace memstep::cli

@@ -1,0 +1,219 @@
+"""memstep: training step / stage markers for the memstep memory profiler.
+
+Contract:
+  * Pure Python (ctypes), no compilation. The functions call the C API of
+    libmemstep.so (include/memstep/memstep.h), which `memstep run` preloads,
+    so its symbols are in the process's global namespace.
+  * When the profiler is not loaded every function is a harmless no-op (one
+    global lookup and a compare); `enabled()` says which case holds.
+  * Nothing here changes what the program sees: markers raise nothing (bad
+    arguments aside); return values of decorated functions and exceptions
+    inside `with stage(...)` pass through unchanged.
+  * Explicit markers win: the first explicit `step()`/`step_end()` turns off
+    the automatic PyTorch step markers of `memstep run` (python/startup), the
+    first explicit `stage()` the automatic stages, the first `epoch()` the
+    automatic epochs.
+
+Usage:
+    import memstep
+    for e in range(epochs):
+        memstep.epoch(e)
+        for batch in loader:
+            memstep.step()                # ends the previous step, begins the next
+            with memstep.stage("forward"):
+                loss = model(batch)
+            memstep.counter("loss_x1000", int(loss.item() * 1000))
+    memstep.step_end()
+"""
+
+import functools
+import sys
+import threading
+
+__all__ = [
+    "step", "step_end", "epoch", "stage", "counter", "enabled", "torch_cuda_counters",
+]
+
+_UNSET = object()
+_api = _UNSET          # _Api once resolved, None when the profiler is not loaded
+_lock = threading.Lock()
+_next_step = 0         # step() without an argument
+# Which kinds of markers the program set itself (read by _torch_hooks).
+explicit = {"step": False, "stage": False, "epoch": False}
+# Called with the kind on the first explicit marker of that kind (set by _torch_hooks).
+_on_explicit = None
+
+
+class _Api:
+    """The resolved C functions (ctypes), each None when absent."""
+
+    def __init__(self, lib, ctypes):
+        def fn(name, argtype):
+            f = getattr(lib, name, None)
+            if f is not None:
+                f.argtypes = [argtype]
+                f.restype = None
+            return f
+
+        self.step_begin = fn("memstep_step_begin", ctypes.c_uint64)
+        self.step_end = fn("memstep_step_end", ctypes.c_uint64)
+        self.stage_begin = fn("memstep_stage_begin", ctypes.c_char_p)
+        self.stage_end = fn("memstep_stage_end", ctypes.c_char_p)
+        self.epoch_begin = fn("memstep_epoch_begin", ctypes.c_uint64)
+        self.counter = getattr(lib, "memstep_counter", None)
+        if self.counter is not None:
+            self.counter.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+            self.counter.restype = None
+
+
+def _resolve():
+    """Returns the _Api of the loaded profiler, or None (cached)."""
+    global _api
+    if _api is _UNSET:
+        with _lock:
+            if _api is _UNSET:
+                api = None
+                try:
+                    import ctypes
+                    lib = ctypes.CDLL(None)  # the global namespace: LD_PRELOADed libraries
+                    if getattr(lib, "memstep_step_begin", None) is not None:
+                        api = _Api(lib, ctypes)
+                except Exception:  # no ctypes, no dlopen(NULL): stay a no-op
+                    api = None
+                _api = api
+    return _api
+
+
+def _mark_explicit(kind):
+    if not explicit[kind]:
+        explicit[kind] = True
+        cb = _on_explicit
+        if cb is not None:
+            try:
+                cb(kind)
+            except Exception:
+                pass
+
+
+def _encode(name):
+    if isinstance(name, bytes):
+        return name
+    return str(name).encode("utf-8", "replace")
+
+
+def enabled():
+    """True when libmemstep.so is loaded in this process (markers are recorded)."""
+    return _resolve() is not None
+
+
+def step(n=None):
+    """Ends the open step (if any) and begins step `n` (default: previous + 1)."""
+    global _next_step
+    if n is None:
+        n = _next_step
+    n = int(n)
+    _next_step = n + 1
+    api = _api if _api is not _UNSET else _resolve()
+    if api is None:
+        return
+    if not explicit["step"]:
+        _mark_explicit("step")
+    api.step_begin(n)
+
+
+def step_end(n=None):
+    """Ends step `n` (default: the step begun last)."""
+    if n is None:
+        n = _next_step - 1 if _next_step > 0 else 0
+    api = _api if _api is not _UNSET else _resolve()
+    if api is None:
+        return
+    if not explicit["step"]:
+        _mark_explicit("step")
+    api.step_end(int(n))
+
+
+def epoch(n):
+    """Begins epoch `n`: the steps that follow belong to it."""
+    api = _api if _api is not _UNSET else _resolve()
+    if api is None:
+        return
+    if not explicit["epoch"]:
+        _mark_explicit("epoch")
+    if api.epoch_begin is not None:
+        api.epoch_begin(int(n))
+
+
+def counter(name, value):
+    """Records a named integer value (e.g. an allocator statistic) at this moment."""
+    api = _api if _api is not _UNSET else _resolve()
+    if api is None or api.counter is None:
+        return
+    api.counter(_encode(name), int(value))
+
+
+class stage:
+    """A stage of the current step: `with memstep.stage("forward"): ...` or
+    `@memstep.stage("forward")` on a function. Stages nest (16 levels)."""
+
+    __slots__ = ("name", "_raw")
+
+    def __init__(self, name):
+        self.name = str(name)
+        self._raw = _encode(name)
+
+    def __enter__(self):
+        api = _api if _api is not _UNSET else _resolve()
+        if api is not None:
+            if not explicit["stage"]:
+                _mark_explicit("stage")
+            api.stage_begin(self._raw)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        api = _api
+        if api is not None and api is not _UNSET:
+            api.stage_end(self._raw)
+        return False  # exceptions propagate
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self):
+        return "memstep.stage(%r)" % self.name
+
+
+_CUDA_KEYS = (
+    "allocated_bytes.all.current", "allocated_bytes.all.peak",
+    "reserved_bytes.all.current", "reserved_bytes.all.peak",
+    "active_bytes.all.current", "inactive_split_bytes.all.current",
+    "num_alloc_retries", "num_ooms",
+)
+
+def torch_cuda_counters(device=None):
+    """Pushes torch.cuda.memory_stats() values as counters `torch.cuda.<key>`
+    (device index appended when not 0). No-op without the profiler, without
+    torch imported, or without CUDA. Never imports torch itself."""
+    api = _api if _api is not _UNSET else _resolve()
+    torch = sys.modules.get("torch")
+    if api is None or api.counter is None or torch is None:
+        return
+    try:
+        if not torch.cuda.is_available():
+            return
+        stats = torch.cuda.memory_stats(device)
+        if device is None:
+            idx = torch.cuda.current_device()
+        else:
+            idx = int(getattr(device, "index", device) or 0)
+    except Exception:
+        return
+    suffix = "" if idx == 0 else ".%d" % idx
+    for key in _CUDA_KEYS:
+        if key in stats:
+            api.counter(("torch.cuda." + key + suffix).encode(), int(stats[key]))

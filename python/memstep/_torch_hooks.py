@@ -1,0 +1,292 @@
+"""Automatic PyTorch step / stage / epoch markers (zero code changes).
+
+Contract:
+  * `install(torch)` is called once, right after the top-level `torch` module
+    finished importing (python/startup/sitecustomize.py arranges it under
+    `memstep run`). It never imports torch itself and does nothing when the
+    profiler is not loaded. It returns True when the hooks are in place.
+  * What it hooks (every torch version from 1.9 on):
+      - steps and the "optimizer" stage: the `step` method of every
+        torch.optim.Optimizer subclass, wrapped (once per class) when its
+        first instance is constructed; only the outermost call of nested
+        steps (a subclass calling super().step()) counts;
+      - the "forward" stage: global module forward pre/post hooks
+        (torch.nn.modules.module.register_module_forward_pre_hook /
+        register_module_forward_hook); only a ROOT module call (not nested in
+        another module's forward, on the same thread) begins/ends it;
+      - "backward": from the end of a root forward with grad enabled to the
+        optimizer step (or the next forward: gradient accumulation);
+      - "data": the rest: from the step's start (optimizer end) to the forward;
+      - epochs: torch.utils.data.DataLoader.__iter__: the first iteration of
+        any loader begins epoch 0; then each new iteration of the training
+        loader (the one being iterated when the first optimizer step ran)
+        begins the next epoch.
+  * Steps: step 0 begins at the first DataLoader iteration, grad-enabled root
+    forward or optimizer step; step k ends when the optimizer step returns and
+    step k+1 begins at once, except when the training loader's iterator is
+    exhausted: then it begins at the next training-loader iteration (after the
+    epoch marker) or forward/optimizer. The open step ends at exit (atexit).
+  * Explicit markers win: an explicit memstep.step()/stage()/epoch() call
+    turns the matching automatic markers off (the open automatic step and
+    stage are ended first).
+  * Behaviour is unchanged: wrapped functions return what the originals
+    return and raise what they raise; hook failures are swallowed.
+"""
+
+import atexit
+import functools
+import threading
+import weakref
+
+import memstep as _ms
+
+_get_ident = threading.get_ident
+
+
+class _State:
+    def __init__(self, api, torch):
+        self.api = api
+        self.torch = torch
+        self.step = None         # number of the open automatic step
+        self.next_step = 0
+        self.stage = None        # open automatic stage (bytes)
+        self.fwd_depth = 0       # module call depth inside the root forward
+        self.fwd_tid = None      # thread of the root forward
+        self.fwd_root = None     # id() of the root module (no reference kept)
+        self.opt_depth = 0       # nesting of wrapped optimizer steps
+        self.epoch = None        # last automatic epoch
+        self.train_loader = None  # weakref: loader iterated at the first optimizer step
+        self.last_loader = None   # weakref: loader iterated last
+        self.last_iter = None     # weakref: its iterator
+        self.train_iter = None    # weakref: the training loader's current iterator
+        self.steps_on = not _ms.explicit["step"]
+        self.stages_on = not _ms.explicit["stage"]
+        self.epochs_on = not _ms.explicit["epoch"]
+        self.lock = threading.RLock()
+
+    # -- primitives (lock held) ------------------------------------------
+
+    def set_stage(self, name):
+        if not self.stages_on or self.stage == name:
+            return
+        if self.stage is not None:
+            self.api.stage_end(self.stage)
+        self.stage = name
+        if name is not None:
+            self.api.stage_begin(name)
+
+    def open_step(self):
+        if not self.steps_on or self.step is not None:
+            return
+        self.set_stage(None)  # a stage opened between steps ends outside them
+        self.step = self.next_step
+        self.next_step += 1
+        self.api.step_begin(self.step)
+        self.set_stage(b"data")
+
+    def close_step(self):
+        if self.step is None:
+            return
+        self.set_stage(None)
+        self.api.step_end(self.step)
+        self.step = None
+
+    def train_iter_exhausted(self):
+        it = self.train_iter() if self.train_iter is not None else None
+        if it is None:
+            return False
+        try:
+            return it._num_yielded >= len(it)
+        except Exception:  # iterable-style dataset: no length
+            return False
+
+    # -- events ------------------------------------------------------------
+
+    def on_optimizer_begin(self):
+        with self.lock:
+            self.fwd_depth = 0
+            self.open_step()
+            self.set_stage(b"optimizer")
+
+    def on_optimizer_end(self):
+        with self.lock:
+            if self.train_loader is None and self.last_loader is not None:
+                self.train_loader = self.last_loader
+                self.train_iter = self.last_iter
+            if self.steps_on and self.step is not None:
+                self.close_step()
+                if not self.train_iter_exhausted():
+                    self.open_step()
+            else:
+                self.set_stage(b"data")
+
+    def on_loader_iter(self, loader):
+        with self.lock:
+            self.fwd_depth = 0
+            is_train = self.train_loader is not None and self.train_loader() is loader
+            if self.epochs_on and (self.epoch is None or is_train):
+                self.epoch = 0 if self.epoch is None else self.epoch + 1
+                if self.step is None:
+                    self.set_stage(None)
+                if self.api.epoch_begin is not None:
+                    self.api.epoch_begin(self.epoch)
+            if is_train or (self.train_loader is None and self.next_step == 0):
+                self.open_step()
+
+    def on_loader_iterator(self, loader, it):
+        try:
+            loader_ref, it_ref = weakref.ref(loader), weakref.ref(it)
+        except TypeError:
+            return
+        with self.lock:
+            self.last_loader, self.last_iter = loader_ref, it_ref
+            if self.train_loader is not None and self.train_loader() is loader:
+                self.train_iter = it_ref
+
+    def on_explicit(self, kind):
+        with self.lock:
+            if kind == "step":
+                self.close_step()
+                self.steps_on = False
+            elif kind == "stage":
+                self.set_stage(None)
+                self.stages_on = False
+            elif kind == "epoch":
+                self.epochs_on = False
+
+    def at_exit(self):
+        with self.lock:
+            self.close_step()
+            self.set_stage(None)
+
+
+_state = None  # the _State of this process (tests may replace it)
+
+
+def _on_explicit(kind):
+    _state.on_explicit(kind)
+
+
+def _at_exit():
+    try:
+        _state.at_exit()
+    except Exception:
+        pass
+
+
+def _forward_pre_hook(module, inputs):
+    st = _state
+    # Nested call; a new call of the root module itself means that its last
+    # forward raised (no post hooks ran): start over.
+    if st.fwd_depth and id(module) != st.fwd_root:
+        if _get_ident() == st.fwd_tid:
+            st.fwd_depth += 1
+        return None
+    try:
+        with st.lock:
+            st.fwd_tid = _get_ident()
+            st.fwd_root = id(module)
+            st.fwd_depth = 1
+            if st.torch.is_grad_enabled():
+                st.open_step()
+            st.set_stage(b"forward")
+    except Exception:
+        pass
+    return None
+
+
+def _forward_hook(module, inputs, output):
+    st = _state
+    if st.fwd_depth and _get_ident() == st.fwd_tid:
+        st.fwd_depth -= 1
+        if st.fwd_depth == 0:
+            try:
+                with st.lock:
+                    st.set_stage(b"backward" if st.torch.is_grad_enabled() else b"data")
+            except Exception:
+                pass
+    return None
+
+
+def _wrap_step(func):
+    @functools.wraps(func)
+    def step(*args, **kwargs):
+        st = _state
+        st.opt_depth += 1
+        if st.opt_depth == 1:
+            try:
+                st.on_optimizer_begin()
+            except Exception:
+                pass
+        try:
+            return func(*args, **kwargs)
+        finally:
+            st.opt_depth -= 1
+            if st.opt_depth == 0:
+                try:
+                    st.on_optimizer_end()
+                except Exception:
+                    pass
+
+    step._memstep_wrapped = True
+    return step
+
+
+def _hook_optimizer_class(cls):
+    step = getattr(cls, "step", None)
+    if step is None or getattr(step, "_memstep_wrapped", False):
+        return
+    cls.step = _wrap_step(step)
+
+
+def install(torch):
+    """Installs the hooks into the imported `torch` module (once)."""
+    global _state
+    if _state is not None:
+        return True
+    api = _ms._resolve()
+    if api is None:
+        return False
+    import torch.nn.modules.module as module_mod
+    import torch.optim
+    import torch.utils.data
+
+    _state = _State(api, torch)
+
+    optimizer = torch.optim.Optimizer
+    orig_init = optimizer.__init__
+
+    @functools.wraps(orig_init)
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        try:
+            _hook_optimizer_class(type(self))
+        except Exception:
+            pass
+
+    optimizer.__init__ = __init__
+
+    loader_cls = torch.utils.data.DataLoader
+    orig_iter = loader_cls.__iter__
+
+    @functools.wraps(orig_iter)
+    def __iter__(self):
+        try:
+            _state.on_loader_iter(self)
+        except Exception:
+            pass
+        it = orig_iter(self)
+        try:
+            _state.on_loader_iterator(self, it)
+        except Exception:
+            pass
+        return it
+
+    loader_cls.__iter__ = __iter__
+
+    module_mod.register_module_forward_pre_hook(_forward_pre_hook)
+    module_mod.register_module_forward_hook(_forward_hook)
+
+    _ms._on_explicit = _on_explicit
+    atexit.register(_at_exit)
+    return True

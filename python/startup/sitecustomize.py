@@ -1,0 +1,140 @@
+"""memstep's Python start-up hook (zero-code PyTorch step/stage markers).
+
+Contract:
+  * `memstep run` puts this directory and its parent (which holds the
+    `memstep` package) at the front of PYTHONPATH and sets
+    MEMSTEP_PYTHON_HOOKS=1; Python's `site` then imports this module.
+  * It does nothing unless MEMSTEP_PYTHON_HOOKS=1 (and not MEMSTEP_DISABLE=1):
+    then it only appends a finder to sys.meta_path. It never imports torch,
+    ctypes or the memstep package at start-up.
+  * The finder answers for the top-level `torch` module only: it asks the
+    other finders for torch's spec and wraps its loader so that, after torch's
+    own code ran, `memstep._torch_hooks.install(torch)` registers the hooks
+    (a no-op when libmemstep.so is not loaded). The original loader is then
+    put back on the module and its spec, and the finder removes itself.
+    Import errors propagate unchanged.
+  * Any other `sitecustomize` further along sys.path (the user's, the
+    distribution's) still runs, after this one, as before.
+"""
+
+import os
+import sys
+
+
+class _TorchLoader:
+    """Delegates to torch's loader; installs memstep's hooks after exec."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        try:
+            self._loader.exec_module(module)
+        finally:
+            # Put the real loader back: nothing of memstep stays visible.
+            try:
+                if module.__dict__.get("__loader__") is self:
+                    module.__loader__ = self._loader
+                spec = module.__dict__.get("__spec__")
+                if spec is not None and spec.loader is self:
+                    spec.loader = self._loader
+            except Exception:
+                pass
+        try:
+            from memstep import _torch_hooks
+            _torch_hooks.install(module)
+        except Exception as e:  # never break the program
+            if os.environ.get("MEMSTEP_QUIET") != "1":
+                sys.stderr.write("memstep: warning: PyTorch hooks not installed: %r\n" % (e,))
+
+
+class _TorchFinder:
+    """sys.meta_path entry that wraps the loader of the top-level `torch`."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch" or path is not None:
+            return None
+        try:
+            sys.meta_path.remove(self)  # one shot; also avoids recursion
+        except ValueError:
+            pass
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _TorchLoader(spec.loader)
+        return spec
+
+
+def _install():
+    if os.environ.get("MEMSTEP_PYTHON_HOOKS") != "1":
+        return
+    if os.environ.get("MEMSTEP_DISABLE") == "1":
+        return
+    if "torch" in sys.modules:  # cannot happen at start-up; be safe
+        return
+    sys.meta_path.insert(0, _TorchFinder())
+
+
+def _chain():
+    """Runs the next `sitecustomize` on sys.path after this directory."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = []
+    seen = False
+    for entry in sys.path:
+        try:
+            absolute = os.path.abspath(entry or os.curdir)
+        except Exception:
+            continue
+        if seen:
+            if absolute != here:
+                rest.append(entry)
+        elif absolute == here:
+            seen = True
+    if not rest:
+        return
+    finder = None
+    for f in sys.meta_path:
+        if getattr(f, "__name__", "") == "PathFinder":
+            finder = f
+            break
+    if finder is None:
+        return
+    spec = finder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = type(sys)("sitecustomize")
+    module.__spec__ = spec
+    module.__loader__ = spec.loader
+    if spec.origin and spec.has_location:
+        module.__file__ = spec.origin
+    ours = sys.modules.get("sitecustomize")
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # as site.py reports a failing sitecustomize
+        if sys.flags.verbose:
+            sys.excepthook(*sys.exc_info())
+        else:
+            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                             "%s: %s\n" % (err.__class__.__name__, err))
+    finally:
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+
+
+_install()
+_chain()

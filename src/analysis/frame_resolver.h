@@ -1,0 +1,159 @@
+// FrameResolver: turns a trace's stack ids into symbolized frames for the
+// report, stripping memstep's and the allocator's frames at the top and the
+// process/thread start-up frames at the bottom. Internal to src/analysis.
+//
+// Contract: frames are cached per (mapping, ip); an ip outside every mapping
+// becomes one frame named by its hex address; a mapped ip that cannot be
+// symbolized becomes "module+0xoffset".
+
+#ifndef MEMSTEP_SRC_ANALYSIS_FRAME_RESOLVER_H_
+#define MEMSTEP_SRC_ANALYSIS_FRAME_RESOLVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/analysis/analysis.h"
+#include "src/reader/reader.h"
+#ifdef MEMSTEP_HAVE_SYMBOLIZER
+#include "src/symbolize/symbolizer.h"
+#endif
+
+namespace memstep::analysis {
+
+// Allocator entry points stripped from the top of stacks when they are found
+// in libc or libstdc++.
+inline std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+inline bool IsAllocatorFrame(const Frame& f) {
+  const std::string base = Basename(f.module);
+  if (!absl::StartsWith(base, "libc.so") && !absl::StartsWith(base, "libc-") &&
+      !absl::StartsWith(base, "libstdc++")) {
+    return false;
+  }
+  static const char* const kNames[] = {
+      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
+      "aligned_alloc", "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc",
+      "__libc_realloc", "__libc_memalign", "mmap", "mmap64", "__mmap", "munmap", "mremap",
+      "__mremap", "operator new", "operator new[]"};
+  for (const char* name : kNames) {
+    if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "("))) return true;
+  }
+  return false;
+}
+
+// Process and thread start-up frames at the bottom of every stack, dropped:
+// they say nothing about who allocated.
+inline bool IsStartupFrame(const Frame& f) {
+  static const char* const kNames[] = {"_start", "__libc_start_main", "__libc_start_call_main",
+                                       "start_thread", "clone", "clone3", "__clone",
+                                       "__clone3", "__clone_internal"};
+  for (const char* name : kNames) {
+    if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "@"))) return true;
+  }
+  return false;
+}
+
+class FrameResolver {
+ public:
+  FrameResolver(const reader::Trace& trace, bool symbolize) : trace_(trace) {
+#ifdef MEMSTEP_HAVE_SYMBOLIZER
+    if (symbolize) symbolizer_ = std::make_unique<symbolize::Symbolizer>();
+#else
+    (void)symbolize;
+#endif
+  }
+
+  // Frames of one stack, with memstep's and the allocator's frames stripped.
+  std::vector<Frame> Resolve(uint64_t stack_id, uint64_t ts) {
+    std::vector<Frame> out;
+    auto it = trace_.stacks.find(stack_id);
+    if (it == trace_.stacks.end()) return out;
+    bool leading = true;
+    for (uint64_t ip : it->second) {
+      const std::vector<Frame>& frames = FramesOf(ip, ts);
+      if (leading) {
+        const Frame& outer = frames.back();
+        if (absl::EndsWith(outer.module, "libmemstep.so") || IsAllocatorFrame(outer)) continue;
+        leading = false;
+      }
+      out.insert(out.end(), frames.begin(), frames.end());
+    }
+    while (out.size() > 1 && IsStartupFrame(out.back())) out.pop_back();
+    return out;
+  }
+
+ private:
+  // The mapping covering `ip` that was loaded at `ts`, else the last one
+  // covering it; -1 if none.
+  int64_t MappingOf(uint64_t ip, uint64_t ts) const {
+    int64_t fallback = -1;
+    for (size_t i = 0; i < trace_.mappings.size(); ++i) {
+      const reader::Mapping& m = trace_.mappings[i];
+      if (ip < m.start || ip >= m.end) continue;
+      if (m.ts <= ts && ts < m.gone_ts) return static_cast<int64_t>(i);
+      fallback = static_cast<int64_t>(i);
+    }
+    return fallback;
+  }
+
+  const std::vector<Frame>& FramesOf(uint64_t ip, uint64_t ts) {
+    const int64_t mi = MappingOf(ip, ts);
+    auto [it, inserted] = cache_.try_emplace(std::make_pair(mi, ip));
+    if (!inserted) return it->second;
+    std::vector<Frame>& frames = it->second;
+    if (mi < 0) {
+      Frame f;
+      f.ip = ip;
+      f.function = absl::StrFormat("0x%x", ip);
+      frames.push_back(f);
+      return frames;
+    }
+    const reader::Mapping& m = trace_.mappings[mi];
+    const uint64_t offset = ip - m.load_bias;
+#ifdef MEMSTEP_HAVE_SYMBOLIZER
+    if (symbolizer_ != nullptr) {
+      symbolize::Module module{m.path, m.build_id, m.load_bias};
+      for (const symbolize::SymbolFrame& s : symbolizer_->Symbolize(module, ip, true)) {
+        Frame f;
+        f.ip = ip;
+        f.function = s.function;
+        f.file = s.file;
+        f.line = s.line;
+        f.module = m.path;
+        f.inlined = s.inlined;
+        f.module_offset = offset;
+        frames.push_back(std::move(f));
+      }
+    }
+#endif
+    if (frames.empty()) {
+      Frame f;
+      f.ip = ip;
+      f.function = absl::StrFormat("%s+0x%x", Basename(m.path), offset);
+      f.module = m.path;
+      f.module_offset = offset;
+      frames.push_back(std::move(f));
+    }
+    return frames;
+  }
+
+  const reader::Trace& trace_;
+#ifdef MEMSTEP_HAVE_SYMBOLIZER
+  std::unique_ptr<symbolize::Symbolizer> symbolizer_;
+#endif
+  absl::flat_hash_map<std::pair<int64_t, uint64_t>, std::vector<Frame>> cache_;
+};
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_FRAME_RESOLVER_H_

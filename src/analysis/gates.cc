@@ -1,0 +1,175 @@
+#include "src/analysis/gates.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace memstep::analysis {
+namespace {
+
+absl::Status Bad(const std::string& text, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad --fail-on expression '", text, "': ", why,
+      " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0')"));
+}
+
+bool IsGrowthMetric(const std::string& m) { return m == "growth" || m == "live_growth"; }
+
+}  // namespace
+
+absl::StatusOr<Gate> ParseGate(const std::string& text) {
+  Gate g;
+  g.expression = text;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto skip = [&] {
+    while (i < n && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  skip();
+  size_t start = i;
+  while (i < n && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+  g.metric = text.substr(start, i - start);
+  if (g.metric != "growth" && g.metric != "live_growth" && g.metric != "peak" &&
+      g.metric != "live_end" && g.metric != "rss_peak" && g.metric != "leaks") {
+    return Bad(text, g.metric.empty() ? "missing metric"
+                                      : absl::StrCat("unknown metric '", g.metric,
+                                                     "' (growth, live_growth, peak, "
+                                                     "peak(STAGE), live_end, rss_peak, leaks)"));
+  }
+  skip();
+  if (i < n && text[i] == '(') {
+    if (g.metric != "peak") return Bad(text, absl::StrCat("'", g.metric, "' takes no stage"));
+    const size_t close = text.find(')', i);
+    if (close == std::string::npos) return Bad(text, "missing ')'");
+    g.stage = std::string(absl::StripAsciiWhitespace(text.substr(i + 1, close - i - 1)));
+    if (g.stage.empty()) return Bad(text, "empty stage name");
+    i = close + 1;
+    skip();
+  }
+  if (i < n && (text[i] == '>' || text[i] == '<')) {
+    const bool gt = text[i] == '>';
+    ++i;
+    const bool eq = i < n && text[i] == '=';
+    if (eq) ++i;
+    g.op = gt ? (eq ? Gate::Op::kGe : Gate::Op::kGt) : (eq ? Gate::Op::kLe : Gate::Op::kLt);
+  } else {
+    return Bad(text, "missing comparison (>, >=, <, <=)");
+  }
+  skip();
+  start = i;
+  while (i < n && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(start, i - start);
+  if (number.empty() || number.front() == '.' || number.back() == '.' ||
+      std::count(number.begin(), number.end(), '.') > 1) {
+    return Bad(text, "missing or malformed number");
+  }
+  double value = std::strtod(number.c_str(), nullptr);
+  skip();
+  start = i;
+  while (i < n && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+  const std::string unit = text.substr(start, i - start);
+  if (!unit.empty()) {
+    if (g.metric == "leaks") return Bad(text, "'leaks' is a count and takes no unit");
+    const std::string u = absl::AsciiStrToLower(unit);
+    double scale = 0;
+    if (u == "b") scale = 1;
+    if (u == "k" || u == "kib") scale = 1024.0;
+    if (u == "m" || u == "mib") scale = 1024.0 * 1024;
+    if (u == "g" || u == "gib") scale = 1024.0 * 1024 * 1024;
+    if (scale == 0) return Bad(text, absl::StrCat("unknown unit '", unit, "' (B, KiB, MiB, GiB, K, M, G)"));
+    value *= scale;
+  }
+  skip();
+  if (i < n && text[i] == '/') {
+    const std::string rest(absl::StripAsciiWhitespace(text.substr(i + 1)));
+    if (rest != "step") return Bad(text, absl::StrCat("unexpected '", text.substr(i), "'"));
+    if (!IsGrowthMetric(g.metric)) return Bad(text, "'/step' only applies to growth metrics");
+    i = n;
+  }
+  skip();
+  if (i != n) return Bad(text, absl::StrCat("unexpected '", text.substr(i), "'"));
+  g.threshold = value;
+  return g;
+}
+
+bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
+  bool any_failed = false;
+  report->gates.clear();
+  for (const Gate& g : gates) {
+    GateResult r;
+    r.expression = g.expression;
+    r.metric = g.metric;
+    bool found = true;
+    if (g.metric == "growth") {
+      r.detail = "no LEAK";
+      for (const Site& s : report->sites) {
+        if (s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
+          r.value = s.growth.slope;
+          r.detail = absl::StrCat("LEAK site #", s.id, " (pid ", s.pid, ")");
+        }
+      }
+      for (const ProcessSummary& p : report->processes) {
+        if (p.live_growth.cls == GrowthClass::kLeak && p.live_growth.slope > r.value) {
+          r.value = p.live_growth.slope;
+          r.detail = absl::StrCat("process ", p.pid, " live bytes (LEAK)");
+        }
+      }
+    } else if (g.metric == "live_growth") {
+      found = false;
+      for (const ProcessSummary& p : report->processes) {
+        if (p.live_growth.window == 0) continue;
+        if (!found || p.live_growth.slope > r.value) {
+          r.value = p.live_growth.slope;
+          r.detail = absl::StrCat("process ", p.pid, " (", GrowthClassName(p.live_growth.cls), ")");
+        }
+        found = true;
+      }
+      if (!found) r.detail = "insufficient steps after warm-up";
+      found = true;  // 0 when unknown; the detail says why
+    } else if (g.metric == "peak" && !g.stage.empty()) {
+      found = false;
+      for (const StagePeak& sp : report->stage_peaks) {
+        if (sp.stage != g.stage) continue;
+        if (!found || static_cast<double>(sp.peak_bytes_max) > r.value) {
+          r.value = static_cast<double>(sp.peak_bytes_max);
+          r.detail = absl::StrCat("step ", sp.step_of_max, ", pid ", sp.pid);
+        }
+        found = true;
+      }
+      if (!found) r.detail = absl::StrCat("no stage '", g.stage, "' in the trace");
+    } else {
+      for (const ProcessSummary& p : report->processes) {
+        double v = 0;
+        if (g.metric == "peak") v = static_cast<double>(p.peak_bytes);
+        if (g.metric == "live_end") v = static_cast<double>(p.live_bytes_end);
+        if (g.metric == "rss_peak") v = static_cast<double>(p.rss_peak_bytes);
+        if (v >= r.value) {
+          r.value = v;
+          r.detail = absl::StrCat("pid ", p.pid);
+        }
+      }
+      if (g.metric == "leaks") {
+        r.value = 0;
+        for (const Site& s : report->sites) r.value += s.growth.cls == GrowthClass::kLeak;
+        r.detail = "LEAK call sites";
+      }
+    }
+    bool hit = false;
+    switch (g.op) {
+      case Gate::Op::kGt: hit = r.value > g.threshold; break;
+      case Gate::Op::kGe: hit = r.value >= g.threshold; break;
+      case Gate::Op::kLt: hit = r.value < g.threshold; break;
+      case Gate::Op::kLe: hit = r.value <= g.threshold; break;
+    }
+    r.passed = found && !hit;
+    any_failed |= !r.passed;
+    report->gates.push_back(std::move(r));
+  }
+  return any_failed;
+}
+
+}  // namespace memstep::analysis

@@ -1,0 +1,96 @@
+// Growth classifier: is a per-step series (one call site's estimated live
+// bytes, or a process's exact live bytes or RSS) leaking, filling a bounded
+// cache, holding warm-up memory, or flat? Definitions follow
+// shared/research/sampling-and-format.md section 6.10; docs/analysis.md states
+// them with the defaults and the deviations.
+//
+// Worked example (T = 512 KiB, W = 20, 120 steps; a site leaking 100 KiB of
+// small objects per step under 50 MiB/step of churn freed the next step):
+//   window      last N = min(256, 120 - 20) = 100 steps (rows 20..119);
+//               N >= 30, so the series is classifiable.
+//   1 trend     Hamed-Rao Mann-Kendall on y[20..119]: z = 5.1, p = 2e-7 < 0.01.
+//   2 effect    Theil-Sen b = 97 KiB/step (95 % CI 71..125 KiB) >= min_rate
+//               (16 KiB/step); b*N = 9.5 MiB >= min_window_growth (1 MiB);
+//               21 sampled allocations from rows 20..119 still live at the
+//               end >= min_samples (10).
+//   3 persist   b(rows 70..119) = 102 KiB, b(rows 20..69) = 93 KiB; the
+//               second half's upper CI >= 0.5 x the first half's lower CI.
+//   4 retain    allocations of rows 20..69 still live at the end: 5.0 MiB
+//               >= 0.25 x b x N/2 = 1.2 MiB.
+//   -> LEAK, 97 KiB/step [71, 125].
+// A cache filling at 2 MiB/step until row 250 of 400 fails 3 (second half
+// flat) -> BOUNDED_GROWTH with capacity max y. A series flat after W whose
+// live bytes at the end were mostly allocated before W -> WARMUP_ONLY.
+// Anything else (including a significant trend too small to matter) ->
+// NO_TREND; fewer than 30 steps after W -> INSUFFICIENT.
+//
+// Contract: pure function of its inputs; O(N^2) in the window (N <= 256).
+
+#ifndef MEMSTEP_SRC_ANALYSIS_GROWTH_H_
+#define MEMSTEP_SRC_ANALYSIS_GROWTH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memstep::analysis {
+
+enum class GrowthClass : uint8_t {
+  kInsufficient = 0,
+  kNoTrend = 1,
+  kWarmupOnly = 2,
+  kBoundedGrowth = 3,
+  kLeak = 4,
+};
+
+// "LEAK", "BOUNDED_GROWTH", "WARMUP_ONLY", "NO_TREND", "INSUFFICIENT".
+const char* GrowthClassName(GrowthClass c);
+
+struct GrowthOptions {
+  size_t max_window = 256;          // N = min(max_window, steps after W)
+  size_t min_window = 30;           // fewer steps after W: INSUFFICIENT
+  double p_value = 0.01;            // one-sided trend test level
+  double min_rate = 16 * 1024;      // bytes/step (research note: 64 KiB for big runs)
+  double min_window_growth = 1 << 20;  // b*N bytes (research note: 8 MiB)
+  double min_samples = 10;          // sampled allocations from window cohorts live at the end
+  double persistence = 0.5;         // second-half slope vs first-half slope
+  double retention = 0.25;          // first-half cohorts live at the end vs b*N/2
+};
+
+struct GrowthInput {
+  std::vector<double> y;  // value at the end of each step (row)
+  // Cohorts (call-site series only; leave empty for process-level series,
+  // which then skip the detectability and retention checks): estimated bytes
+  // and sampled allocations live at the end of the last step, by the row in
+  // which they were allocated (before the first step: row 0).
+  std::vector<double> end_bytes_by_cohort;
+  std::vector<double> end_samples_by_cohort;
+};
+
+struct Growth {
+  GrowthClass cls = GrowthClass::kInsufficient;
+  size_t warmup = 0;          // W: rows before the analysis
+  size_t window_begin = 0;    // first row of the window
+  size_t window = 0;          // N
+  double p_value = 1;
+  double z = 0;
+  double slope = 0;           // Theil-Sen bytes/step over the window
+  double slope_low = 0;       // 95 % CI
+  double slope_high = 0;
+  double slope_first_half = 0;
+  double slope_second_half = 0;
+  double retained_bytes = 0;  // first-half cohorts live at the end (-1: not checked)
+  double window_samples = 0;  // window cohorts' samples live at the end (-1: not checked)
+  double warmup_bytes = 0;    // bytes live at the end allocated before W (site series)
+  double capacity = 0;        // max y over the run (BOUNDED_GROWTH: estimated capacity)
+  std::string reason;         // one line: which test decided the class
+};
+
+// Classifies `in` with warm-up `warmup` rows (already resolved by the caller:
+// configured or detected, whichever is later).
+Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options = {});
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_GROWTH_H_

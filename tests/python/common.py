@@ -1,0 +1,96 @@
+"""Shared helpers of memstep's Python tests (run by ctest with /usr/bin/python3).
+
+Environment (set by tests/python/CMakeLists.txt):
+  MEMSTEP_TEST_PYDIR  the build-tree copy of python/ (<build>/python)
+  MEMSTEP_TEST_LIB    libmemstep.so
+  MEMSTEP_TEST_CLI    the memstep executable
+Exit code 77 (ctest SKIP_RETURN_CODE) when something a test needs is missing.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.environ.get("MEMSTEP_TEST_PYDIR", os.path.join(HERE, "..", "..", "python"))
+LIB = os.environ.get("MEMSTEP_TEST_LIB", "")
+CLI = os.environ.get("MEMSTEP_TEST_CLI", "")
+
+
+def skip_unless_torch():
+    """Exits with the skip code when PyTorch cannot be imported."""
+    r = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
+    if r.returncode != 0:
+        sys.stderr.write("SKIP: torch is not importable by %s\n" % sys.executable)
+        sys.exit(SKIP)
+
+
+def clean_env():
+    """The test's environment without anything memstep or Python-path related."""
+    env = dict(os.environ)
+    for key in list(env):
+        if key.startswith("MEMSTEP_") or key in ("LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP"):
+            del env[key]
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def hook_env(hooks=True, extra_path=()):
+    """The environment `memstep run` gives a Python command, without the preload."""
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(PYDIR, "startup"), PYDIR] + list(extra_path))
+    if hooks:
+        env["MEMSTEP_PYTHON_HOOKS"] = "1"
+    return env
+
+
+def cli_has_python_hooks():
+    if not CLI:
+        return False
+    r = subprocess.run([CLI, "run", "--help"], capture_output=True, text=True)
+    return "--no-python-hooks" in (r.stdout + r.stderr)
+
+
+def run_profiled(argv, out_dir, hooks=True, timeout=120):
+    """Runs `argv` under libmemstep.so as `memstep run` does; returns the
+    CompletedProcess. Uses `memstep run` itself once it sets up Python."""
+    if cli_has_python_hooks():
+        cmd = [CLI, "run", "--out", out_dir]
+        if not hooks:
+            cmd.append("--no-python-hooks")
+        cmd += ["--"] + list(argv)
+        env = clean_env()
+    else:
+        cmd = list(argv)
+        env = hook_env(hooks)
+        env["LD_PRELOAD"] = LIB
+        env["MEMSTEP_DIR"] = out_dir
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def report_json(run_dir):
+    r = subprocess.run([CLI, "report", run_dir, "--format", "json", "--no-symbolize"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError("memstep report failed (%d): %s" % (r.returncode, r.stderr))
+    return json.loads(r.stdout)
+
+
+def slope(values):
+    """Least-squares slope of values against their index."""
+    n = len(values)
+    mx = (n - 1) / 2.0
+    my = sum(values) / float(n)
+    num = sum((i - mx) * (v - my) for i, v in enumerate(values))
+    den = sum((i - mx) ** 2 for i in range(n))
+    return num / den
+
+
+def temp_dir(test):
+    d = tempfile.TemporaryDirectory(prefix="memstep-pytest-")
+    test.addCleanup(d.cleanup)
+    return d.name

@@ -1,0 +1,299 @@
+"""Tests of the zero-code PyTorch hooks (python/memstep/_torch_hooks.py and
+python/startup/sitecustomize.py). Skipped (exit 77) without torch.
+
+MarkerSequenceTest runs in process with a fake C API that records the calls;
+ProfiledTrainingTest runs tests/python/train_mlp.py under libmemstep.so, as
+`memstep run` does, and reads `memstep report --format json`.
+"""
+
+import os
+import subprocess
+import sys
+import unittest
+
+import common
+
+common.skip_unless_torch()
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+sys.path.insert(0, common.PYDIR)
+import memstep  # noqa: E402
+from memstep import _torch_hooks  # noqa: E402
+
+TRAIN = os.path.join(common.HERE, "train_mlp.py")
+
+
+class FakeApi:
+    """Records the C API calls as short strings: E<n> epoch, S<n>/s<n> step
+    begin/end, +name/-name stage begin/end."""
+
+    def __init__(self):
+        self.calls = []
+        self.step_begin = lambda n: self.calls.append("S%d" % n)
+        self.step_end = lambda n: self.calls.append("s%d" % n)
+        self.stage_begin = lambda b: self.calls.append("+" + b.decode())
+        self.stage_end = lambda b: self.calls.append("-" + b.decode())
+        self.epoch_begin = lambda n: self.calls.append("E%d" % n)
+        self.counter = lambda name, v: None
+
+
+class MarkerSequenceTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        memstep._api = FakeApi()
+        assert _torch_hooks.install(torch)
+
+    def setUp(self):
+        for k in memstep.explicit:
+            memstep.explicit[k] = False
+        self.api = FakeApi()
+        memstep._api = self.api
+        _torch_hooks._state = _torch_hooks._State(self.api, torch)
+        torch.manual_seed(0)
+        self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        self.data = TensorDataset(torch.randn(12, 8), torch.randn(12, 1))
+
+    def train(self, opt, epochs=2, batch=4, evaluate=False, explicit=False):
+        loader = DataLoader(self.data, batch_size=batch)
+        n = 0
+        for _ in range(epochs):
+            for x, y in loader:
+                if explicit:
+                    memstep.step(n)
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(self.model(x), y)
+                loss.backward()
+                opt.step()
+                n += 1
+            if evaluate:
+                with torch.no_grad():
+                    for x, _ in DataLoader(self.data, batch_size=6):
+                        self.model(x)
+        _torch_hooks._at_exit()
+        return self.api.calls
+
+    STEP = ["-data", "+forward", "-forward", "+backward", "-backward", "+optimizer",
+            "-optimizer"]
+
+    def expected(self, epochs=2, steps_per_epoch=3):
+        out, n = [], 0
+        for e in range(epochs):
+            out.append("E%d" % e)
+            for _ in range(steps_per_epoch):
+                out += ["S%d" % n, "+data"] + self.STEP + ["s%d" % n]
+                n += 1
+        return out
+
+    def test_sgd_steps_stages_epochs(self):
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1))
+        self.assertEqual(calls, self.expected())
+
+    def test_adam_and_user_subclass_count_once(self):
+        class MyAdam(torch.optim.Adam):
+            def step(self, closure=None):
+                return super().step(closure)
+
+        torch.optim.Adam(self.model.parameters())  # wraps Adam.step too: nested
+        calls = self.train(MyAdam(self.model.parameters(), lr=0.1))
+        self.assertEqual(calls, self.expected())
+
+    def test_eval_between_epochs_is_outside_steps(self):
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), evaluate=True)
+        evaluation = ["+forward", "-forward", "+data", "-data"] * 2
+        exp = self.expected()
+        i = exp.index("E1")
+        self.assertEqual(calls, exp[:i] + evaluation + exp[i:] + evaluation)
+
+    def test_explicit_steps_win(self):
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), explicit=True)
+        # The automatic step 0 (opened by the loader) is ended at the first
+        # explicit step; every other step marker is the program's own.
+        self.assertEqual([c for c in calls if c[0] in "Ss"],
+                         ["S0", "s0"] + ["S%d" % i for i in range(6)])
+        self.assertEqual(calls.count("+forward"), 6)
+        self.assertEqual(calls.count("+optimizer"), 6)
+        self.assertEqual(calls.count("E1"), 1)
+
+    def test_behaviour_unchanged(self):
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        x = torch.randn(4, 8)
+
+        def closure():
+            return torch.tensor(7.0)
+
+        self.assertEqual(opt.step(closure).item(), 7.0)
+        self.assertTrue(getattr(type(opt).step, "hooked", True))
+
+        def bad_closure():
+            raise ValueError("from closure")
+
+        with self.assertRaises(ValueError):
+            opt.step(bad_closure)
+        self.assertEqual(_torch_hooks._state.opt_depth, 0)
+
+        class Flaky(nn.Module):
+            fail = True
+
+            def forward(self, x):
+                if self.fail:
+                    raise KeyError("boom")
+                return x
+
+        flaky = Flaky()
+        model = nn.Sequential(nn.Linear(8, 8), flaky)
+        with self.assertRaises(KeyError):
+            model(x)
+        flaky.fail = False
+        # The root's next call is a root forward again (its post hooks ran).
+        self.assertEqual(model(x).shape, (4, 8))
+        self.assertEqual(self.api.calls[-2:], ["-forward", "+backward"])
+        self.assertEqual(_torch_hooks._state.fwd_depth, 0)
+
+
+class StartupImportTest(unittest.TestCase):
+    """sitecustomize's finder wraps torch's import and leaves no trace."""
+
+    PROBE = """
+import sys
+import torch
+import memstep._torch_hooks as h
+print("installed=%d" % (h._state is not None))
+print("finder=%d" % any(type(f).__name__ == "_TorchFinder" for f in sys.meta_path))
+print("loader=%s/%s" % (type(torch.__loader__).__name__, type(torch.__spec__.loader).__name__))
+print("init_wrapped=%d" % hasattr(torch.optim.Optimizer.__init__, "__wrapped__"))
+"""
+
+    def probe(self, hooks, preload):
+        env = common.hook_env(hooks=hooks)
+        if preload:
+            env["LD_PRELOAD"] = common.LIB
+            env["MEMSTEP_DIR"] = common.temp_dir(self)
+        r = subprocess.run([sys.executable, "-c", self.PROBE], env=env, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_hooked_under_profiler(self):
+        out = self.probe(hooks=True, preload=True)
+        self.assertIn("installed=1", out)
+        self.assertIn("finder=0", out)
+        self.assertIn("loader=SourceFileLoader/SourceFileLoader", out)
+        self.assertIn("init_wrapped=1", out)
+
+    def test_inert_without_profiler_or_env(self):
+        for hooks, preload in ((True, False), (False, True)):
+            out = self.probe(hooks=hooks, preload=preload)
+            self.assertIn("installed=0", out)
+            self.assertIn("init_wrapped=0", out)
+
+
+def steps_of(report):
+    pid = report["processes"][0]["pid"]
+    return [s for s in report["steps"] if s["pid"] == pid]
+
+
+def leak_sites(report):
+    return [s for s in report["sites"] if s.get("class") == "LEAK"]
+
+
+def has_classes(report):
+    """The growth classifier's output is there (schema memstep.report/2)."""
+    return "live_growth" in report["processes"][0]
+
+
+class ProfiledTrainingTest(unittest.TestCase):
+    EPOCHS, BATCHES, BATCH, HIDDEN = 3, 20, 128, 512
+
+    def run_train(self, *extra, hooks=True):
+        out = common.temp_dir(self)
+        argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
+                str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN)]
+        r = common.run_profiled(argv + list(extra), out, hooks=hooks)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("RESULT steps=%d" % (self.EPOCHS * self.BATCHES), r.stdout)
+        self.assertNotIn("memstep: warning", r.stderr)
+        report = common.report_json(out)
+        self.assertEqual(len(report["processes"]), 1)
+        return report
+
+    def check_steps_and_stages(self, report):
+        steps = steps_of(report)
+        n = self.EPOCHS * self.BATCHES
+        self.assertLessEqual(abs(len(steps) - n), 1, [s["step"] for s in steps])
+        full = [s for s in steps
+                if {"data", "forward", "backward", "optimizer"} <= set(s["stage_peaks"])]
+        self.assertGreaterEqual(len(full), n - 1)
+        if "epochs" in report:  # one epoch per pass over the DataLoader
+            epochs = [e for e in report["epochs"] if e["pid"] == steps[0]["pid"]]
+            self.assertEqual([e["epoch"] for e in epochs], list(range(self.EPOCHS)))
+            self.assertEqual([e["steps"] for e in epochs], [self.BATCHES] * self.EPOCHS)
+        if "stage_peaks" in report:
+            stages = {p["stage"] for p in report["stage_peaks"]}
+            self.assertLessEqual({"data", "forward", "backward", "optimizer"}, stages)
+        return steps
+
+    def test_no_leak(self):
+        report = self.run_train("--optimizer", "adam")
+        steps = self.check_steps_and_stages(report)
+        live = [s["live_bytes_end"] for s in steps[5:]]
+        # Flat: one-off frees may step it down, nothing accumulates.
+        diffs = sorted(b - a for a, b in zip(live, live[1:]))
+        self.assertLess(abs(diffs[len(diffs) // 2]), 512, live)
+        self.assertLess(live[-1] - min(live), 64 * 1024, live)
+        if has_classes(report):
+            self.assertNotEqual(report["processes"][0]["live_growth"]["class"], "LEAK")
+            self.assertEqual(leak_sites(report), [])
+
+    def test_classic_leak_loss_tensors(self):
+        # loss tensors kept after backward(): their graph nodes stay (~7 KiB/step).
+        report = self.run_train("--optimizer", "sgd", "--leak", "loss")
+        steps = self.check_steps_and_stages(report)
+        live = [s["live_bytes_end"] for s in steps[5:]]
+        self.assertGreater(common.slope(live), 2048, live)
+        grew = sum(1 for a, b in zip(live, live[1:]) if b > a)
+        self.assertGreaterEqual(grew, 0.8 * (len(live) - 1), live)
+        if has_classes(report):
+            # The trend is found and measured; at ~7 KiB/step it is below the
+            # classifier's LEAK threshold (16 KiB/step), so no class is asserted.
+            live_growth = report["processes"][0]["live_growth"]
+            self.assertLess(live_growth["p_value"], 0.01, live_growth)
+            self.assertGreater(live_growth["bytes_per_step"], 2048, live_growth)
+
+    def test_leak_features_bytes_per_step(self):
+        # Hidden features kept with their graph: batch x hidden float32 per step.
+        report = self.run_train("--optimizer", "mysgd", "--leak", "features")
+        steps = self.check_steps_and_stages(report)
+        truth = self.BATCH * self.HIDDEN * 4
+        growth = common.slope([s["live_bytes_end"] for s in steps[5:]])
+        self.assertLess(abs(growth - truth), 0.1 * truth, growth)
+        if has_classes(report):
+            live_growth = report["processes"][0]["live_growth"]
+            self.assertEqual(live_growth["class"], "LEAK")
+            self.assertLess(abs(live_growth["bytes_per_step"] - truth), 0.1 * truth, live_growth)
+            # The leaking call site (sampled) is found, its rate roughly right.
+            leaks = leak_sites(report)
+            self.assertNotEqual(leaks, [])
+            best = max(s["growth_bytes_per_step"] for s in leaks)
+            self.assertLess(abs(best - truth), 0.5 * truth, best)
+
+    def test_explicit_markers_win(self):
+        report = self.run_train("--explicit")
+        steps = steps_of(report)
+        self.assertEqual([s["step"] for s in steps], list(range(self.EPOCHS * self.BATCHES)))
+        full = [s for s in steps if {"forward", "backward", "optimizer"} <= set(s["stage_peaks"])]
+        self.assertGreaterEqual(len(full), len(steps) - 1)
+
+    def test_hooks_off(self):
+        # (Time-window steps may still appear: no automatic stage does.)
+        report = self.run_train(hooks=False)
+        for s in steps_of(report):
+            self.assertNotIn("forward", s["stage_peaks"])
+            self.assertNotIn("optimizer", s["stage_peaks"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,98 @@
+"""A small PyTorch CPU training loop for memstep's Python tests.
+
+No memstep code unless --explicit: the steps, stages and epochs are found by
+the zero-code hooks of python/startup (under `memstep run`). The classic leak,
+keeping tensors with their autograd graph across steps: `--leak loss` appends
+each step's loss tensor (after backward() its graph nodes stay alive, a few
+KiB per step); `--leak features` appends the hidden features (batch x hidden
+float32 plus their graph). Without --leak only Python floats are kept.
+
+Prints one line `RESULT steps=N epochs=E` at the end.
+"""
+
+import argparse
+import sys
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Mlp(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(),
+                                  nn.Linear(hidden, hidden), nn.ReLU())
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x):
+        features = self.body(x)
+        return self.head(features), features
+
+
+class MySgd(torch.optim.SGD):
+    """A user subclass whose step calls super().step() (nested wrapped steps)."""
+
+    def step(self, closure=None):
+        return super().step(closure)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batches", type=int, default=25, help="batches per epoch")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--optimizer", choices=["sgd", "adam", "mysgd"], default="adam")
+    p.add_argument("--leak", choices=["none", "loss", "features"], default="none")
+    p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
+    p.add_argument("--eval", action="store_true", help="a no_grad evaluation pass per epoch")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    args = p.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    n = args.batches * args.batch
+    data = TensorDataset(torch.randn(n, args.width), torch.randn(n, 1))
+    loader = DataLoader(data, batch_size=args.batch, shuffle=True, num_workers=args.workers)
+    model = Mlp(args.width, args.hidden)
+    params = model.parameters()
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-3)
+    elif args.optimizer == "mysgd":
+        opt = MySgd(params, lr=1e-3)
+    else:
+        opt = torch.optim.Adam(params, lr=1e-3)
+    if args.explicit:
+        import memstep
+    kept = []
+    steps = 0
+    for _ in range(args.epochs):
+        for x, y in loader:
+            if args.explicit:
+                memstep.step(steps)
+            opt.zero_grad()
+            pred, features = model(x)
+            loss = nn.functional.mse_loss(pred, y)
+            loss.backward()
+            opt.step()
+            if args.leak == "loss":
+                kept.append(loss)
+            elif args.leak == "features":
+                kept.append(features)
+            else:
+                kept.append(loss.item())
+            steps += 1
+        if args.eval:
+            with torch.no_grad():
+                for x, _ in DataLoader(data, batch_size=args.batch):
+                    model(x)
+    if args.explicit:
+        memstep.step_end(steps - 1)
+    print("RESULT steps=%d epochs=%d kept=%d" % (steps, args.epochs, len(kept)))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+// AnalyzeRun on a planted step-aware trace: epochs, per-stage peaks (from
+// in-process snapshots and from the replay), alerts, growth classes and
+// projections.
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/analysis/analysis.h"
+#include "src/reader/trace_builder.h"
+#include "tests/unit/test_util.h"
+
+namespace memstep::analysis {
+namespace {
+
+using reader::TraceBuilder;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * 1024;
+constexpr int kSteps = 80;
+constexpr int kStepsPerEpoch = 20;
+
+format::Counters C(uint64_t live, uint64_t peak, uint64_t rss) {
+  format::Counters c{};
+  c.alloc_bytes = live + 1000;
+  c.free_bytes = 1000;
+  c.live_bytes = live;
+  c.peak_bytes = peak;
+  c.rss_bytes = rss;
+  return c;
+}
+
+// Stack 1 leaks 256 KiB per step (recorded with p = 1); stack 2 churns 4 MiB
+// inside "forward" every step; stack 3 spikes 64 MiB inside "forward" of
+// step 57 (the forward peak, no snapshot: found by the replay); "backward"
+// peaks at step 33 and its SITE_SNAPSHOT names stack 2. 100 MiB of model
+// from stack 4 before the first step. Epochs of 20 steps. RSS grows twice
+// as fast as live. One growth alert at step 40.
+std::vector<uint8_t> PlantedTrace() {
+  reader::TraceHeaderInfo info;
+  info.pid = 7;
+  TraceBuilder b(info);
+  b.String(1, "forward");
+  b.String(2, "backward");
+  for (uint64_t s = 1; s <= 4; ++s) b.Stack(s, {0x1000 * s});
+  uint64_t ts = 1;
+  uint64_t addr = 0x100000;
+  const uint64_t model = 100 * kMiB;
+  b.Alloc(ts++, 4, addr++, model);
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    if (step % kStepsPerEpoch == 0) b.Epoch(ts++, step / kStepsPerEpoch);
+    const uint64_t live0 = model + step * 256 * kKiB;
+    const uint64_t rss = 2 * live0;
+    b.Step(ts, step, 0, C(live0, live0, rss));
+    ts += 1000000;  // 1 ms per phase
+    b.Stage(ts++, 1, step, 0, C(live0, live0, rss));
+    b.Alloc(ts++, 1, addr++, 256 * kKiB, 0, 0, step, 1);  // leaked
+    const uint64_t churn = addr++;
+    b.Alloc(ts++, 2, churn, 4 * kMiB, 0, 0, step, 1);
+    uint64_t fwd_peak = live0 + 256 * kKiB + 4 * kMiB;
+    if (step == 57) {
+      const uint64_t spike = addr++;
+      b.Alloc(ts++, 3, spike, 64 * kMiB, 0, 0, step, 1);
+      b.Free(ts++, spike);
+      fwd_peak += 64 * kMiB;
+    }
+    const uint64_t live1 = live0 + 256 * kKiB;
+    b.Stage(ts++, 1, step, 1, C(live1 + 4 * kMiB, fwd_peak, rss));
+    b.Stage(ts++, 2, step, 0, C(live1 + 4 * kMiB, fwd_peak, rss));
+    const uint64_t bwd_peak = live1 + 4 * kMiB + (step == 33 ? 32 * kMiB : kMiB);
+    b.Free(ts++, churn);
+    b.Stage(ts++, 2, step, 1, C(live1, bwd_peak, rss));
+    if (step == 33) b.SiteSnapshot(ts++, 33, format::kSnapshotStagePeak, 2, {{2, 36 * kMiB, 9}});
+    ts += 1000000;
+    b.Step(ts++, step, 1, C(live1, std::max(fwd_peak, bwd_peak), 2 * live1 + step * kMiB));
+    if (step == 40) b.Alert(ts++, 40, format::kAlertGrowth, 300 * kKiB, 200 * kKiB, 0, 1);
+  }
+  return b.Finish();
+}
+
+class StepAnalysisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::WriteFile(dir_.File("p.trace"), PlantedTrace()));
+    options_.symbolize = false;
+    options_.memory_limit = 1024 * kMiB;
+  }
+  testing::TempDir dir_;
+  Options options_;
+};
+
+const Site* SiteWithStack(const Report& r, uint64_t stack) {
+  for (const Site& s : r.sites) {
+    if (s.stack_id == stack && s.kind == "host") return &s;
+  }
+  return nullptr;
+}
+
+TEST_F(StepAnalysisTest, Epochs) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->steps.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(r->steps[0].epoch, 0);
+  EXPECT_EQ(r->steps[25].epoch, 1);
+  ASSERT_EQ(r->epochs.size(), 4u);
+  const EpochRow& e1 = r->epochs[1];
+  EXPECT_EQ(e1.epoch, 1u);
+  EXPECT_EQ(e1.first_step, 20u);
+  EXPECT_EQ(e1.last_step, 39u);
+  EXPECT_EQ(e1.steps, 20u);
+  EXPECT_EQ(e1.growth_bytes, static_cast<int64_t>(20 * 256 * kKiB));
+  EXPECT_DOUBLE_EQ(e1.growth_bytes_per_step, 256.0 * kKiB);
+  EXPECT_EQ(e1.stage_peaks.at("backward"), 100 * kMiB + 34 * 256 * kKiB + 36 * kMiB);
+  EXPECT_EQ(r->epochs[0].growth_bytes, static_cast<int64_t>(19 * 256 * kKiB));
+}
+
+TEST_F(StepAnalysisTest, StagePeaksFromSnapshotAndReplay) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->stage_peaks.size(), 2u);
+  const StagePeak& bwd = r->stage_peaks[0];
+  EXPECT_EQ(bwd.stage, "backward");
+  EXPECT_EQ(bwd.step_of_max, 33u);
+  EXPECT_EQ(bwd.peak_bytes_max, 100 * kMiB + 34 * 256 * kKiB + 36 * kMiB);
+  EXPECT_EQ(bwd.steps, static_cast<uint64_t>(kSteps));
+  EXPECT_EQ(bwd.top_source, "snapshot");
+  ASSERT_EQ(bwd.top_sites.size(), 1u);
+  EXPECT_EQ(bwd.top_sites[0].stack_id, 2u);
+  EXPECT_EQ(bwd.top_sites[0].site_id, SiteWithStack(*r, 2)->id);
+  EXPECT_EQ(bwd.top_sites[0].live_bytes, 36.0 * kMiB);
+
+  const StagePeak& fwd = r->stage_peaks[1];
+  EXPECT_EQ(fwd.stage, "forward");
+  EXPECT_EQ(fwd.step_of_max, 57u);
+  EXPECT_EQ(fwd.peak_bytes_max, 100 * kMiB + 58 * 256 * kKiB + 68 * kMiB);
+  // Median over steps: the non-spike forward peaks, step 39 or 40's.
+  EXPECT_NEAR(static_cast<double>(fwd.peak_bytes_median),
+              static_cast<double>(100 * kMiB + 40 * 256 * kKiB + 4 * kMiB), 256.0 * kKiB);
+  EXPECT_EQ(fwd.top_source, "replay");
+  ASSERT_FALSE(fwd.top_sites.empty());
+  EXPECT_EQ(fwd.top_sites[0].stack_id, 4u);  // the model is still the largest
+  ASSERT_GE(fwd.top_sites.size(), 2u);
+  EXPECT_EQ(fwd.top_sites[1].stack_id, 3u);  // the planted spike
+  EXPECT_EQ(fwd.top_sites[1].live_bytes, 64.0 * kMiB);
+  EXPECT_EQ(r->steps[57].stage_peaks.at("forward"), fwd.peak_bytes_max);
+}
+
+TEST_F(StepAnalysisTest, GrowthClassesAndProjection) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Site* leak = SiteWithStack(*r, 1);
+  ASSERT_NE(leak, nullptr);
+  EXPECT_EQ(leak->growth.cls, GrowthClass::kLeak) << leak->growth.reason;
+  EXPECT_DOUBLE_EQ(leak->growth.slope, 256.0 * kKiB);
+  EXPECT_EQ(SiteWithStack(*r, 2)->growth.cls, GrowthClass::kNoTrend);
+  EXPECT_EQ(SiteWithStack(*r, 3)->growth.cls, GrowthClass::kNoTrend);
+  EXPECT_EQ(SiteWithStack(*r, 4)->growth.cls, GrowthClass::kNoTrend);  // W = 0: not warm-up
+
+  const ProcessSummary& p = r->processes[0];
+  EXPECT_EQ(p.live_growth.cls, GrowthClass::kLeak);
+  EXPECT_DOUBLE_EQ(p.live_growth.slope, 256.0 * kKiB);
+  EXPECT_EQ(p.rss_growth.cls, GrowthClass::kLeak);
+  EXPECT_FALSE(p.fragmentation);  // live grows too
+  EXPECT_EQ(r->memory_limit_bytes, 1024 * kMiB);
+  // RSS at the end: 2 x (100 MiB + 80 x 256 KiB) + 79 MiB = 319 MiB.
+  const double left = 1024.0 * kMiB - 319.0 * kMiB;
+  EXPECT_NEAR(leak->steps_to_limit, left / (256.0 * kKiB), 1e-6);
+  EXPECT_NEAR(p.median_step_s, 0.002, 1e-4);
+  EXPECT_NEAR(leak->seconds_to_limit, leak->steps_to_limit * p.median_step_s, 1e-3);
+}
+
+TEST_F(StepAnalysisTest, ConfiguredWarmupMakesModelWarmupOnly) {
+  options_.warmup_steps = 10;
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->processes[0].warmup_steps, 10u);
+  EXPECT_EQ(SiteWithStack(*r, 4)->growth.cls, GrowthClass::kWarmupOnly);
+  EXPECT_EQ(SiteWithStack(*r, 1)->growth.cls, GrowthClass::kLeak);
+  options_.warmup_steps = 60;  // 20 steps left: not enough
+  r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(SiteWithStack(*r, 1)->growth.cls, GrowthClass::kInsufficient);
+}
+
+TEST_F(StepAnalysisTest, Alerts) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->alerts.size(), 1u);
+  EXPECT_EQ(r->alerts[0].rule, "growth");
+  EXPECT_EQ(r->alerts[0].step, 40u);
+  EXPECT_EQ(r->alerts[0].value, 300 * kKiB);
+  EXPECT_EQ(r->alerts[0].threshold, 200 * kKiB);
+  EXPECT_EQ(r->alerts[0].site_id, SiteWithStack(*r, 1)->id);
+}
+
+}  // namespace
+}  // namespace memstep::analysis
