@@ -343,6 +343,36 @@ void FreeBigSlow(void* p, size_t usable) {
   g_real.free(p);
 }
 
+// Releases realloc's old block once its contents are no longer needed: a
+// region block goes back to its class (a nested call keeps it, see
+// FreeRegionSlow), a big recorded block leaves the table, and the FREE record
+// takes its sequence number before the block can be reused.
+void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region, bool old_boot,
+                bool old_big, bool nested, bool rec) {
+  if (old_region) {
+    if (old_boot) return;
+    if (nested) {
+      CountFree(t, old_len);
+      return;
+    }
+    uint64_t seq = NextSeq();
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    size_t req;
+    if (g_region.Free(p, &req)) {
+      if (rec) EmitFree(t, p, seq);
+      CountFree(t, req);
+    }
+    return;
+  }
+  uint64_t v;
+  if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    if (rec) EmitFree(t, p, NextSeq());
+  }
+  CountFree(t, old_len);
+  g_real.free(p);
+}
+
 void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
   ResolveReal();
   ThreadState& t = t_state;
@@ -357,27 +387,7 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
 
   // glibc: realloc(p, 0) frees p and returns NULL.
   if (n == 0 && g_hot.glibc) {
-    if (old_region) {
-      if (guard.was_set()) {
-        if (!old_boot) CountFree(t, old_len);  // nested: keep the block (see FreeRegionSlow)
-      } else if (!old_boot) {
-        uint64_t seq = NextSeq();
-        SitesOnFree(reinterpret_cast<uintptr_t>(p));
-        size_t req;
-        if (g_region.Free(p, &req)) {
-          if (rec) EmitFree(t, p, seq);
-          CountFree(t, req);
-        }
-      }
-    } else {
-      uint64_t v;
-      if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
-        SitesOnFree(reinterpret_cast<uintptr_t>(p));
-        if (rec) EmitFree(t, p, NextSeq());
-      }
-      CountFree(t, old_len);
-      g_real.free(p);
-    }
+    ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
     errno = saved_errno;
     return nullptr;
   }
@@ -456,27 +466,7 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
   } else if (target == kRealSampled && in_table) {
     EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
   }
-  if (old_region) {
-    if (guard.was_set()) {
-      if (!old_boot) CountFree(t, old_len);  // nested: keep the block (see FreeRegionSlow)
-    } else if (!old_boot) {
-      uint64_t seq = NextSeq();
-      SitesOnFree(reinterpret_cast<uintptr_t>(p));
-      size_t req;
-      if (g_region.Free(p, &req)) {
-        if (rec) EmitFree(t, p, seq);
-        CountFree(t, req);
-      }
-    }
-  } else {
-    uint64_t v;
-    if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
-      SitesOnFree(reinterpret_cast<uintptr_t>(p));
-      if (rec) EmitFree(t, p, NextSeq());
-    }
-    CountFree(t, old_len);
-    g_real.free(p);
-  }
+  ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
   errno = saved_errno;
   return q;
 }
