@@ -347,8 +347,8 @@ void FreeBigSlow(void* p, size_t usable) {
 // region block goes back to its class (a nested call keeps it, see
 // FreeRegionSlow), a big recorded block leaves the table, and the FREE record
 // takes its sequence number before the block can be reused.
-void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region, bool old_boot,
-                bool old_big, bool nested, bool rec) {
+static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region, bool old_boot,
+                       bool old_big, bool nested, bool rec) {
   if (old_region) {
     if (old_boot) return;
     if (nested) {
