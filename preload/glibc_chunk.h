@@ -24,8 +24,10 @@ inline constexpr uint64_t kGlibcFlagMask = 0x7;
 inline size_t GlibcUsableSize(const void* p) {
   uint64_t field;
   memcpy(&field, static_cast<const char*>(p) - 8, sizeof(field));
+  // chunk - 8, or chunk - 16 when mmapped; branch-free: (field & 2) << 2 is 8
+  // exactly when IS_MMAPPED is set.
   uint64_t chunk = field & ~kGlibcFlagMask;
-  return static_cast<size_t>(chunk - ((field & kGlibcIsMmapped) ? 16 : 8));
+  return static_cast<size_t>(chunk - 8 - ((field & kGlibcIsMmapped) << 2));
 }
 
 }  // namespace memstep::preload

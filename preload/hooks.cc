@@ -256,15 +256,15 @@ namespace {
 // fast path keeps everything in registers.
 MEMSTEP_ALWAYS_INLINE void* AllocFast(AllocFn fn, size_t size, size_t m, size_t n, size_t align,
                                       int* ret) {
+  // No reentrancy test here: the slow path makes it (a nested allocation
+  // from memstep's own code only forwards and counts there).
   ThreadState& t = t_state;
-  if (MEMSTEP_LIKELY(!t.guard)) {
-    if (MEMSTEP_UNLIKELY(size >= g_hot.always_bytes)) {
-      return AllocSlowArgs(fn, size, m, n, align, false, ret);
-    }
-    t.bytes_until_sample -= static_cast<int64_t>(size + 1);
-    if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
-      return AllocSlowArgs(fn, size, m, n, align, true, ret);
-    }
+  if (MEMSTEP_UNLIKELY(size >= g_hot.always_bytes)) {
+    return AllocSlowArgs(fn, size, m, n, align, false, ret);
+  }
+  t.bytes_until_sample -= static_cast<int64_t>(size + 1);
+  if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
+    return AllocSlowArgs(fn, size, m, n, align, true, ret);
   }
   AllocReq r{fn, size, m, n, align, 0};
   void* p = RealAlloc(r);

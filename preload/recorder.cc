@@ -230,8 +230,18 @@ void* RealSampledBlock(size_t size, size_t align) {
 }  // namespace
 
 void* AllocSlow(AllocReq* r, bool countdown_hit) {
-  ResolveReal();
   ThreadState& t = t_state;
+  if (t.guard) {
+    // Nested in memstep's own code, or in the resolution of the real
+    // functions (the fast path does not test the guard): forward and count;
+    // give back the countdown so the program's next allocation draws the
+    // sample instead.
+    if (countdown_hit) t.bytes_until_sample += static_cast<int64_t>(r->size + 1);
+    void* p = RealAlloc(*r);
+    if (p != nullptr) CountAlloc(t, RealUsable(p));
+    return p;
+  }
+  ResolveReal();
   GuardScope guard(t);
   EnsureThread(t);
   uint64_t interval = 0;
