@@ -170,7 +170,7 @@ void UserStepBoundary(ThreadState& t, uint64_t step, bool begin) { StepCore(t, s
 void StageBoundaryById(ThreadState& t, uint32_t id, bool begin) {
   FlushCounters(&t);
   bool rec = Recording();
-  uint64_t rss = rec ? ReadRssBytes() : 0;
+  uint64_t rss = rec ? LastRssBytes() : 0;
   uint8_t snap[2048];
   size_t snap_len = 0;
   {

@@ -564,6 +564,10 @@ void Degrade(const char* what, const char* detail, int err) {
 const char* TracePath() { return g_w.path; }
 uint64_t StartMonoNs() { return g_w.start_mono; }
 
+std::atomic<uint64_t> g_last_rss{0};
+
+uint64_t LastRssBytes() { return g_last_rss.load(std::memory_order_relaxed); }
+
 uint64_t ReadRssBytes() {
   char buf[128];
   size_t n = ReadFile("/proc/self/statm", buf, sizeof(buf) - 1);
@@ -573,7 +577,9 @@ uint64_t ReadRssBytes() {
   ++i;
   uint64_t pages = 0;
   while (i < n && buf[i] >= '0' && buf[i] <= '9') pages = pages * 10 + (buf[i++] - '0');
-  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t rss = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  g_last_rss.store(rss, std::memory_order_relaxed);
+  return rss;
 }
 
 }  // namespace memstep::preload

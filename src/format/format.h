@@ -178,7 +178,7 @@ struct Counters {
   uint64_t live_bytes;   // heap live bytes (alloc_bytes - free_bytes, may lag by threads x 1 MiB)
   uint64_t peak_bytes;   // max live bytes since the previous boundary of the same kind
   uint64_t mmap_live_bytes;  // anonymous mmap bytes live
-  uint64_t rss_bytes;    // VmRSS from /proc/self/statm (0 if unknown)
+  uint64_t rss_bytes;    // VmRSS from /proc/self/statm (0 if unknown); STAGE: latest read
 };
 inline constexpr int kNumCounters = 8;
 
