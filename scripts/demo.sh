@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+BUILD_QUIET=1 scripts/build.sh
 out=$(mktemp -d /tmp/memstep-demo.XXXXXX)
 build/bin/memstep run --out "$out" -- build/bin/memstep_example_train
 build/bin/memstep report "$out"
