@@ -36,6 +36,10 @@
 namespace memstep::analysis {
 namespace {
 
+// Effect-size bounds of the exact process series: the call-site bounds / this.
+constexpr double kExactSeriesBoundDivisor = 16;
+
+
 using reader::Event;
 using reader::Trace;
 
@@ -416,7 +420,18 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   const size_t configured = options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
   ps.warmup_steps = std::max(detected, configured);
   ps.warmup_detected = detected > configured;
-  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}}, ps.warmup_steps, options.growth);
+  // The exact live series has no sampling noise, so its effect-size bounds
+  // are 16x smaller than a call site's: a small leak that survives the trend,
+  // persistence and window-growth tests is still a leak (PyTorch's "keep the
+  // loss with its graph" leaks a few KiB per step).
+  // A bound the user set (--leak-min-rate, --leak-min-growth) applies as given.
+  GrowthOptions exact = options.growth;
+  const GrowthOptions defaults;
+  if (exact.min_rate == defaults.min_rate) exact.min_rate /= kExactSeriesBoundDivisor;
+  if (exact.min_window_growth == defaults.min_window_growth) {
+    exact.min_window_growth /= kExactSeriesBoundDivisor;
+  }
+  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}}, ps.warmup_steps, exact);
   const bool have_rss = std::any_of(rss.begin(), rss.end(), [](double v) { return v > 0; });
   if (have_rss) {
     ps.rss_growth = ClassifyGrowth(GrowthInput{rss, {}, {}}, ps.warmup_steps, options.growth);

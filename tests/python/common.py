@@ -55,13 +55,15 @@ def cli_has_python_hooks():
     return "--no-python-hooks" in (r.stdout + r.stderr)
 
 
-def run_profiled(argv, out_dir, hooks=True, timeout=120):
+def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None):
     """Runs `argv` under libmemstep.so as `memstep run` does; returns the
     CompletedProcess. Uses `memstep run` itself once it sets up Python."""
     if cli_has_python_hooks():
         cmd = [CLI, "run", "--out", out_dir]
         if not hooks:
             cmd.append("--no-python-hooks")
+        if sample_interval is not None:
+            cmd += ["--sample-interval", str(sample_interval)]
         cmd += ["--"] + list(argv)
         env = clean_env()
     else:
@@ -69,6 +71,8 @@ def run_profiled(argv, out_dir, hooks=True, timeout=120):
         env = hook_env(hooks)
         env["LD_PRELOAD"] = LIB
         env["MEMSTEP_DIR"] = out_dir
+        if sample_interval is not None:
+            env["MEMSTEP_SAMPLE_INTERVAL"] = str(sample_interval)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
