@@ -284,7 +284,10 @@ using namespace memstep::preload;  // NOLINT: the hooks are the C ABI
 
 MEMSTEP_EXPORT void* malloc(size_t n) noexcept { return AllocFast(kFnMalloc, n, 0, 0, 0, nullptr); }
 
-MEMSTEP_EXPORT void free(void* p) noexcept {
+namespace memstep::preload {
+namespace {
+
+MEMSTEP_ALWAYS_INLINE void FreeFast(void* p) {
   if (MEMSTEP_UNLIKELY(InRegion(p))) return FreeRegionSlow(p);
   if (p == nullptr) return;
   ThreadState& t = t_state;
@@ -293,6 +296,11 @@ MEMSTEP_EXPORT void free(void* p) noexcept {
   CountFree(t, sz);
   g_real.free(p);
 }
+
+}  // namespace
+}  // namespace memstep::preload
+
+MEMSTEP_EXPORT void free(void* p) noexcept { FreeFast(p); }
 
 MEMSTEP_EXPORT void* calloc(size_t m, size_t n) noexcept {
   size_t total;
@@ -421,4 +429,92 @@ MEMSTEP_EXPORT int dlclose(void* h) noexcept {
   --t.in_dl;
   AfterDl(true);
   return rc;
+}
+
+// ---- C++ operator new/delete ------------------------------------------------
+//
+// libstdc++'s operators call malloc/free through the PLT, so memstep would see
+// them anyway; but jemalloc and tcmalloc, preloaded after memstep, define
+// their own operators that never call malloc, and every C++ allocation would
+// go unseen. So memstep defines them too, on the same fast paths. Nothing here
+// may throw (no C++ runtime in this library): when the allocation fails, the
+// next definition (libstdc++'s or the allocator's) is called to retry, run
+// the new_handler and throw std::bad_alloc as the standard requires.
+
+namespace memstep::preload {
+namespace {
+
+using NewFn = void* (*)(size_t);
+using NewAlignedFn = void* (*)(size_t, size_t);
+
+MEMSTEP_NOINLINE void* NewFailed(const char* name, size_t n) {
+  auto next = reinterpret_cast<NewFn>(dlsym(RTLD_NEXT, name));
+  if (next == nullptr) abort();
+  return next(n);
+}
+
+MEMSTEP_NOINLINE void* NewAlignedFailed(const char* name, size_t n, size_t al) {
+  auto next = reinterpret_cast<NewAlignedFn>(dlsym(RTLD_NEXT, name));
+  if (next == nullptr) abort();
+  return next(n, al);
+}
+
+MEMSTEP_ALWAYS_INLINE void* NewAligned(size_t n, size_t al) {
+  int ret = 0;
+  void* p = AllocFast(kFnPosixMemalign, n == 0 ? 1 : n, 0, 0, al, &ret);
+  return ret == 0 ? p : nullptr;
+}
+
+}  // namespace
+}  // namespace memstep::preload
+
+// operator new(size_t), new[](size_t)
+MEMSTEP_EXPORT void* _Znwm(size_t n) {
+  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znwm", n);
+}
+MEMSTEP_EXPORT void* _Znam(size_t n) {
+  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znam", n);
+}
+// nothrow forms: NULL on failure.
+MEMSTEP_EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, const void*) noexcept {
+  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+}
+MEMSTEP_EXPORT void* _ZnamRKSt9nothrow_t(size_t n, const void*) noexcept {
+  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+}
+// align_val_t forms (C++17).
+MEMSTEP_EXPORT void* _ZnwmSt11align_val_t(size_t n, size_t al) {
+  void* p = NewAligned(n, al);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewAlignedFailed("_ZnwmSt11align_val_t", n, al);
+}
+MEMSTEP_EXPORT void* _ZnamSt11align_val_t(size_t n, size_t al) {
+  void* p = NewAligned(n, al);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewAlignedFailed("_ZnamSt11align_val_t", n, al);
+}
+MEMSTEP_EXPORT void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void*) noexcept {
+  return NewAligned(n, al);
+}
+MEMSTEP_EXPORT void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void*) noexcept {
+  return NewAligned(n, al);
+}
+
+// Every delete form frees (sizes and alignments are not needed: the block's
+// size comes from the allocator, as for free).
+MEMSTEP_EXPORT void _ZdlPv(void* p) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPv(void* p) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvm(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvm(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvRKSt9nothrow_t(void* p, const void*) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvRKSt9nothrow_t(void* p, const void*) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvSt11align_val_t(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvSt11align_val_t(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvmSt11align_val_t(void* p, size_t, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvmSt11align_val_t(void* p, size_t, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t, const void*) noexcept {
+  FreeFast(p);
+}
+MEMSTEP_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t, const void*) noexcept {
+  FreeFast(p);
 }

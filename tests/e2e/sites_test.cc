@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "src/analysis/analysis.h"
@@ -18,8 +21,17 @@ using namespace facts;  // NOLINT
 
 // Runs `e2e_planted mode` traced into dir at `interval` (0 = default) and
 // analyses the result.
-analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, uint64_t interval) {
-  ChildResult r = RunChild({PlantedProgram(), mode}, TracedEnv(dir.path(), interval));
+// `after_memstep`: another library preloaded after libmemstep.so (it becomes
+// the real allocator memstep forwards to).
+analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, uint64_t interval,
+                                 const std::string& after_memstep = "") {
+  std::vector<std::string> env = TracedEnv(dir.path(), interval);
+  if (!after_memstep.empty()) {
+    for (std::string& kv : env) {
+      if (kv.rfind("LD_PRELOAD=", 0) == 0) kv += ":" + after_memstep;
+    }
+  }
+  ChildResult r = RunChild({PlantedProgram(), mode}, env);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   auto report = analysis::AnalyzeRun(dir.path());
@@ -43,9 +55,7 @@ struct Expected {
 
 // Interval 1: every allocation is recorded with p = 1, so the estimates must
 // equal the planted numbers exactly (no tolerance beyond float printing).
-TEST(PlantedSites, ExactAtIntervalOne) {
-  TempDir dir;
-  analysis::Report report = TraceAndAnalyze(dir, "sites", 1);
+void ExpectExactSites(const analysis::Report& report) {
   const double kLeak = kLeakCount * double{kLeakSize};
   const double kCalloc = kCallocCount * double{kCallocN * kCallocElem};
   const double kGrow = kReallocCount * double{kReallocGrowSize};
@@ -85,6 +95,26 @@ TEST(PlantedSites, ExactAtIntervalOne) {
   ASSERT_EQ(report.processes.size(), 1u);
   EXPECT_TRUE(report.processes[0].clean_exit);
   EXPECT_FALSE(report.processes[0].truncated);
+}
+
+TEST(PlantedSites, ExactAtIntervalOne) {
+  TempDir dir;
+  ExpectExactSites(TraceAndAnalyze(dir, "sites", 1));
+}
+
+// jemalloc preloaded after memstep is the real allocator: sizes come from its
+// malloc_usable_size instead of glibc's chunk headers, and the facts must not
+// change.
+TEST(PlantedSites, ExactAtIntervalOneOverJemalloc) {
+  const std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  if (access(jemalloc.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << jemalloc;
+  TempDir dir;
+  analysis::Report report = TraceAndAnalyze(dir, "sites", 1, jemalloc);
+  ExpectExactSites(report);
+  ASSERT_EQ(report.processes.size(), 1u);
+  // Exact counters balance: what is live is what was allocated minus freed.
+  const analysis::ProcessSummary& p = report.processes[0];
+  EXPECT_EQ(p.live_bytes_end, p.alloc_bytes - p.free_bytes);
 }
 
 // Default interval. For an allocation of s bytes sampled with

@@ -5,7 +5,7 @@
 set -u
 LIB=$1
 status=0
-allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2)$'
+allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2|_Zn[wa]m(RKSt9nothrow_t|St11align_val_t|St11align_val_tRKSt9nothrow_t)?|_Zd[la]Pv(m|RKSt9nothrow_t|St11align_val_t|mSt11align_val_t|St11align_val_tRKSt9nothrow_t)?)$'
 exports=$(nm -D --defined-only "$LIB" | awk '{print $3}' | sed 's/@.*//')
 [ -n "$exports" ] || { echo "no exported symbols?"; exit 1; }
 for s in $exports; do
@@ -16,7 +16,7 @@ done
 for s in malloc free calloc realloc posix_memalign memalign aligned_alloc malloc_usable_size \
          mmap munmap mremap dlopen dlclose memstep_step_begin memstep_step_end \
          memstep_stage_begin memstep_stage_end memstep_counter memstep_epoch_begin \
-         InitializeInjectionNvtx2; do
+         InitializeInjectionNvtx2 _Znwm _Znam _ZdlPv _ZdaPv _ZdlPvm; do
   echo "$exports" | grep -qx "$s" || { echo "missing export: $s"; status=1; }
 done
 needed=$(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
