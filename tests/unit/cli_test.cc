@@ -174,6 +174,13 @@ TEST_F(CliRunTest, PassesExitCodesThrough) {
   Result r = Memstep({"run", "--out", out, "--", "no-such-command-xyz"}, Env());
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_THAT(r.err, HasSubstr("no-such-command-xyz: command not found"));
+  // A command that cannot be found leaves no run directory behind.
+  const std::string fresh = dir_.File("never-created");
+  r = Memstep({"run", "--out", fresh, "--", "no-such-command-xyz"}, Env());
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(access(fresh.c_str(), F_OK), 0);
+  EXPECT_EQ(Memstep({"run", "--out", fresh, "--", "./no/such/path"}, Env()).exit_code, 127);
+  EXPECT_NE(access(fresh.c_str(), F_OK), 0);
 }
 
 TEST_F(CliRunTest, SetsTheEnvironment) {

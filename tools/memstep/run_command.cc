@@ -181,6 +181,30 @@ std::string DefaultRunDir() {
   return absl::StrCat("memstep-", stamp, "-", getpid());
 }
 
+// Whether execvp would find `name`: a path containing '/' must exist, a bare
+// name must be an executable regular file in a $PATH directory. (execvp stays
+// the judge: this only avoids creating a run directory for a typo.)
+bool CommandExists(const std::string& name) {
+  if (name.empty()) return false;
+  if (name.find('/') != std::string::npos) return access(name.c_str(), F_OK) == 0;
+  const char* path = getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/bin:/usr/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
 // mkdir -p; returns errno of the failing step or 0.
 int MakeDirs(const std::string& path) {
   std::string partial;
@@ -321,6 +345,13 @@ int RunMain(const std::vector<std::string>& args) {
 
   absl::StatusOr<std::string> lib = FindPreloadLibrary(ExeDir());
   if (!lib.ok()) return Error(std::string(lib.status().message()));
+
+  // A command that cannot be found fails before the run directory exists, so
+  // a typo leaves no empty run behind.
+  if (!CommandExists(command[0])) {
+    std::cerr << "memstep: error: " << command[0] << ": command not found\n";
+    return kExitNotFound;
+  }
 
   if (out_dir.empty()) out_dir = DefaultRunDir();
   if (int err = MakeDirs(out_dir); err != 0) {
