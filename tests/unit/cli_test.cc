@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
+#include "tests/unit/cli_runner.h"
 #include "tests/unit/test_util.h"
 
 namespace memstep {
@@ -22,60 +23,13 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = testing::CliResult;
+using testing::Slurp;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs memstep with `args`; `env` entries ("K=V", or "K" to unset) change the
-// inherited environment. MEMSTEP_* variables are cleared first.
+// Runs memstep with `args` (see RunCli for `env` and `cwd`).
 Result Memstep(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                const std::string& cwd = "") {
-  testing::TempDir io;
-  const std::string out = io.File("out"), err = io.File("err");
-  pid_t pid = fork();
-  if (pid == 0) {
-    for (const char* k : {"MEMSTEP_OUT", "MEMSTEP_SAMPLE_INTERVAL", "MEMSTEP_FLUSH_MS",
-                          "MEMSTEP_LIB", "LD_PRELOAD"}) {
-      unsetenv(k);
-    }
-    for (const std::string& e : env) {
-      size_t eq = e.find('=');
-      if (eq == std::string::npos) {
-        unsetenv(e.c_str());
-      } else {
-        setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
-      }
-    }
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(200);
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    std::string bin = MEMSTEP_BIN;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(201);
-  }
-  Result r;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  return r;
+  return testing::RunCli(MEMSTEP_BIN, args, env, cwd);
 }
 
 TEST(CliTest, HelpAndVersion) {

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
+#include "tests/unit/cli_runner.h"
 #include "tests/unit/test_util.h"
 
 namespace memstep {
@@ -22,43 +23,12 @@ using ::testing::Not;
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Result = testing::CliResult;
 
 Result Report(const std::vector<std::string>& args) {
-  testing::TempDir io;
-  const std::string out = io.File("out"), err = io.File("err");
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<std::string> copy = {MEMSTEP_BIN, "report"};
-    copy.insert(copy.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(201);
-  }
-  Result r;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  return r;
+  std::vector<std::string> all = {"report"};
+  all.insert(all.end(), args.begin(), args.end());
+  return testing::RunCli(MEMSTEP_BIN, all);
 }
 
 format::Counters C(uint64_t live, uint64_t peak) {
