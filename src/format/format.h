@@ -119,6 +119,25 @@ enum Tag : uint8_t {
   kTagMunmap = 0x13,
   // u ts, u seq, u tid, u stack, u old_addr, u old_len, u new_addr, u new_len, u step, u stage_str
   kTagMremap = 0x14,
+  // u ts, u seq, u tid, u stack, u kind (DeviceKind), s device, u addr, u size,
+  // u api (DeviceApi), u aux, u step, u stage_str
+  // A device-side allocation (CUDA). Every one is recorded (p = 1) with its
+  // stack. `addr` is the pointer it returned; for kDevVmm it is the
+  // CUmemGenericAllocationHandle. `device` is the CUDA ordinal, -1 if unknown
+  // (host kinds: -1). `aux`: the memory pool (kDevPool, 0 = default pool).
+  kTagDevAlloc = 0x15,
+  // u ts, u seq, u tid, u kind (DeviceKind), s device, u addr, u size, u api
+  // The allocation (kind, addr) was freed; `size` is what its DEV_ALLOC
+  // recorded (0 if memstep never saw that allocation). For kDevVmm this is
+  // written when the physical memory is returned: after cuMemRelease and the
+  // last cuMemUnmap of the handle.
+  kTagDevFree = 0x16,
+  // u ts, u seq, u tid, u stack, u kind, s device, u size, u api, u error,
+  // u step, u stage_str
+  // A device allocation call that failed (the error code is the CUresult or
+  // cudaError_t the caller got; 2 = cudaErrorMemoryAllocation, 2 =
+  // CUDA_ERROR_OUT_OF_MEMORY). Nothing was counted.
+  kTagDevFail = 0x17,
   // u ts, u seq, u tid, u step, u phase(0 begin, 1 end), Counters
   kTagStep = 0x20,
   // u ts, u seq, u tid, u stage_str, u step, u phase(0 begin, 1 end), Counters
@@ -137,6 +156,11 @@ enum Tag : uint8_t {
   // n x (u stack, u live_bytes_est, u live_count_est): the top call sites by
   // estimated live bytes at a peak, taken in process (peak composition).
   kTagSiteSnapshot = 0x26,
+  // u ts, u seq, u step, s device, u free, u total, u pool_reserved,
+  // u pool_used: device memory as the driver reports it (cudaMemGetInfo on the
+  // current device; default-pool ReservedMemCurrent/UsedMemCurrent, 0 if no
+  // stream-ordered allocation was seen), read at a step end.
+  kTagDevInfo = 0x27,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).
@@ -167,6 +191,88 @@ enum AllocKind : uint8_t {
   kKindRealloc = 2,
   kKindAligned = 3,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
 };
+
+// Device allocation kinds (kTagDevAlloc `kind`). JSON names in
+// DeviceKindName().
+enum DeviceKind : uint8_t {
+  kDevDevice = 1,      // cudaMalloc/cuMemAlloc/Pitch/3D: device memory
+  kDevManaged = 2,     // cudaMallocManaged/cuMemAllocManaged
+  kDevPinnedHost = 3,  // cudaMallocHost/cudaHostAlloc/cuMemAllocHost/cuMemHostAlloc
+  kDevVmm = 4,         // cuMemCreate: physical memory of the VMM API
+  kDevPool = 5,        // cudaMallocAsync/...FromPoolAsync/cuMemAllocAsync: logical
+};
+inline constexpr uint8_t kDevKindMax = 5;
+
+inline const char* DeviceKindName(uint8_t kind) {
+  switch (kind) {
+    case kDevDevice: return "device";
+    case kDevManaged: return "device_managed";
+    case kDevPinnedHost: return "pinned_host";
+    case kDevVmm: return "device_vmm";
+    case kDevPool: return "device_pool";
+    default: return "device_unknown";
+  }
+}
+
+// The API call behind a DEV_* record (the lowest layer that fired: a driver
+// call made by the runtime is recorded once, as the driver call).
+enum DeviceApi : uint8_t {
+  kApiUnknown = 0,
+  kApiCudaMalloc = 1,
+  kApiCudaMallocManaged = 2,
+  kApiCudaMallocHost = 3,
+  kApiCudaHostAlloc = 4,
+  kApiCudaMallocPitch = 5,
+  kApiCudaMalloc3D = 6,
+  kApiCudaMallocAsync = 7,
+  kApiCudaMallocFromPoolAsync = 8,
+  kApiCudaFree = 9,
+  kApiCudaFreeHost = 10,
+  kApiCudaFreeAsync = 11,
+  kApiCuMemAlloc = 20,
+  kApiCuMemAllocManaged = 21,
+  kApiCuMemAllocHost = 22,
+  kApiCuMemHostAlloc = 23,
+  kApiCuMemAllocPitch = 24,
+  kApiCuMemCreate = 25,
+  kApiCuMemRelease = 26,
+  kApiCuMemUnmap = 27,
+  kApiCuMemAllocAsync = 28,
+  kApiCuMemAllocFromPoolAsync = 29,
+  kApiCuMemFree = 30,
+  kApiCuMemFreeHost = 31,
+  kApiCuMemFreeAsync = 32,
+};
+
+inline const char* DeviceApiName(uint8_t api) {
+  switch (api) {
+    case kApiCudaMalloc: return "cudaMalloc";
+    case kApiCudaMallocManaged: return "cudaMallocManaged";
+    case kApiCudaMallocHost: return "cudaMallocHost";
+    case kApiCudaHostAlloc: return "cudaHostAlloc";
+    case kApiCudaMallocPitch: return "cudaMallocPitch";
+    case kApiCudaMalloc3D: return "cudaMalloc3D";
+    case kApiCudaMallocAsync: return "cudaMallocAsync";
+    case kApiCudaMallocFromPoolAsync: return "cudaMallocFromPoolAsync";
+    case kApiCudaFree: return "cudaFree";
+    case kApiCudaFreeHost: return "cudaFreeHost";
+    case kApiCudaFreeAsync: return "cudaFreeAsync";
+    case kApiCuMemAlloc: return "cuMemAlloc_v2";
+    case kApiCuMemAllocManaged: return "cuMemAllocManaged";
+    case kApiCuMemAllocHost: return "cuMemAllocHost_v2";
+    case kApiCuMemHostAlloc: return "cuMemHostAlloc";
+    case kApiCuMemAllocPitch: return "cuMemAllocPitch_v2";
+    case kApiCuMemCreate: return "cuMemCreate";
+    case kApiCuMemRelease: return "cuMemRelease";
+    case kApiCuMemUnmap: return "cuMemUnmap";
+    case kApiCuMemAllocAsync: return "cuMemAllocAsync";
+    case kApiCuMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
+    case kApiCuMemFree: return "cuMemFree_v2";
+    case kApiCuMemFreeHost: return "cuMemFreeHost";
+    case kApiCuMemFreeAsync: return "cuMemFreeAsync";
+    default: return "unknown";
+  }
+}
 
 // Exact counters carried by STEP, STAGE and TRAILER records, in this order,
 // each a u varint. Host heap (malloc family) only; bytes are usable sizes.

@@ -45,6 +45,7 @@ struct ChunkRecords {
   std::vector<Rate> rates;
   std::vector<std::pair<Alert, uint64_t>> alerts;            // alert, stage string id
   std::vector<std::pair<SiteSnapshot, uint64_t>> snapshots;  // snapshot, stage string id
+  std::vector<DeviceInfo> device_info;
   bool has_trailer = false;
   Trailer trailer;
   uint64_t max_ts = 0;
@@ -61,6 +62,13 @@ bool U8(RecordDecoder& d, uint8_t* out) {
   uint64_t v;
   if (!d.U(&v) || v > UINT8_MAX) return false;
   *out = static_cast<uint8_t>(v);
+  return true;
+}
+
+bool I32(RecordDecoder& d, int32_t* out) {
+  int64_t v;
+  if (!d.S(&v) || v < INT32_MIN || v > INT32_MAX) return false;
+  *out = static_cast<int32_t>(v);
   return true;
 }
 
@@ -151,6 +159,40 @@ bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
         return false;
       }
       break;
+    case kTagDevAlloc:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
+          !U8(d, &e.kind) || !I32(d, &e.device) || !d.U(&e.addr) || !d.U(&e.size) ||
+          !U8(d, &e.api) || !d.U(&e.aux) || !d.U(&e.step) || !d.U(&e.str)) {
+        return false;
+      }
+      break;
+    case kTagDevFree:
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !U8(d, &e.kind) ||
+          !I32(d, &e.device) || !d.U(&e.addr) || !d.U(&e.size) || !U8(d, &e.api)) {
+        return false;
+      }
+      break;
+    case kTagDevFail: {
+      uint64_t err;
+      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
+          !U8(d, &e.kind) || !I32(d, &e.device) || !d.U(&e.size) || !U8(d, &e.api) ||
+          !d.U(&err) || err > INT64_MAX || !d.U(&e.step) || !d.U(&e.str)) {
+        return false;
+      }
+      e.value = static_cast<int64_t>(err);
+      break;
+    }
+    case kTagDevInfo: {
+      DeviceInfo i;
+      if (!d.U(&i.ts) || !d.U(&i.seq) || !d.U(&i.step) || !I32(d, &i.device) ||
+          !d.U(&i.free_bytes) || !d.U(&i.total_bytes) || !d.U(&i.pool_reserved) ||
+          !d.U(&i.pool_used)) {
+        return false;
+      }
+      c.max_ts = std::max(c.max_ts, i.ts);
+      c.device_info.push_back(i);
+      return true;
+    }
     case kTagStep:
       if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.step) ||
           !U8(d, &e.phase) || e.phase > 1 || !Counters(d, c, e)) {
@@ -291,6 +333,7 @@ void Merge(ChunkRecords& c, Trace& t) {
     if (stage_id != 0 && s.stage.empty()) ++t.unknown_refs;
     t.snapshots.push_back(std::move(s));
   }
+  for (const DeviceInfo& i : c.device_info) t.device_info.push_back(i);
   if (c.has_trailer) {
     t.has_trailer = true;
     t.trailer = c.trailer;
@@ -307,6 +350,8 @@ void CountUnknownRefs(Trace& t) {
       case format::kTagAlloc:
       case format::kTagMmap:
       case format::kTagMremap:
+      case format::kTagDevAlloc:
+      case format::kTagDevFail:
         if (e.stack != 0 && !t.stacks.contains(e.stack)) ++t.unknown_refs;
         check_str(e.str);
         break;
@@ -486,6 +531,8 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
                    [](const Alert& a, const Alert& b) { return a.seq < b.seq; });
   std::stable_sort(t.snapshots.begin(), t.snapshots.end(),
                    [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.seq < b.seq; });
+  std::stable_sort(t.device_info.begin(), t.device_info.end(),
+                   [](const DeviceInfo& a, const DeviceInfo& b) { return a.seq < b.seq; });
   CountUnknownRefs(t);
   if (t.unknown_refs > 0) {
     t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));

@@ -13,9 +13,9 @@
 //    payload or record); everything before it is kept, and `truncated` /
 //    `truncated_at_offset` name the first unreadable byte.
 //  - Sequenced records (ALLOC, FREE, MMAP, MUNMAP, MREMAP, STEP, STAGE,
-//    COUNTER, EPOCH) are delivered in `events`, sorted by their global `seq`
-//    (stable for equal seq). ALERT and SITE_SNAPSHOT records go to `alerts`
-//    and `snapshots`, each sorted by seq. v1 loads and sorts per file: memory is about 100 bytes
+//    COUNTER, EPOCH, DEV_ALLOC, DEV_FREE, DEV_FAIL) are delivered in `events`, sorted by their global `seq`
+//    (stable for equal seq). ALERT, SITE_SNAPSHOT and DEV_INFO records go to
+//    `alerts`, `snapshots` and `device_info`, each sorted by seq. v1 loads and sorts per file: memory is about 100 bytes
 //    per sequenced record plus the dictionaries, bounded by
 //    ReaderOptions::max_events.
 //  - References to undefined stack, string or mapping ids are tolerated and
@@ -46,9 +46,12 @@ namespace memstep::reader {
 //   STAGE   str(stage) step phase counters
 //   COUNTER str(name) value
 //   EPOCH   step (= the epoch number)
+//   DEV_ALLOC  stack kind device addr size api aux step str(stage)
+//   DEV_FREE   kind device addr size api
+//   DEV_FAIL   stack kind device size api value(= error code) step str(stage)
 struct Event {
   uint8_t tag = 0;
-  uint8_t kind = 0;   // ALLOC: format::AllocKind
+  uint8_t kind = 0;   // ALLOC: format::AllocKind; DEV_*: format::DeviceKind
   uint8_t phase = 0;  // STEP/STAGE: 0 begin, 1 end
   uint32_t tid = 0;
   uint64_t ts = 0;    // ns since trace start
@@ -63,6 +66,21 @@ struct Event {
   uint64_t str = 0;
   int64_t value = 0;
   uint32_t counters = 0;  // STEP/STAGE: index into Trace::counters
+  int32_t device = -1;    // DEV_*: CUDA device ordinal, -1 unknown
+  uint8_t api = 0;        // DEV_*: format::DeviceApi
+  uint64_t aux = 0;       // DEV_ALLOC: pool handle (kDevPool)
+};
+
+// Device memory as the driver reported it at a step end (kTagDevInfo).
+struct DeviceInfo {
+  uint64_t ts = 0;
+  uint64_t seq = 0;
+  uint64_t step = 0;
+  int32_t device = -1;
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+  uint64_t pool_reserved = 0;
+  uint64_t pool_used = 0;
 };
 
 struct Mapping {
@@ -146,6 +164,7 @@ struct Trace {
   std::vector<Rate> rates;
   std::vector<Alert> alerts;            // sorted by seq
   std::vector<SiteSnapshot> snapshots;  // sorted by seq
+  std::vector<DeviceInfo> device_info;  // sorted by seq
   bool has_trailer = false;
   Trailer trailer;
 

@@ -125,6 +125,39 @@ void TraceBuilder::Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64
   End();
 }
 
+void TraceBuilder::DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
+                            uint64_t addr, uint64_t size, uint8_t api, uint64_t aux,
+                            uint64_t step, uint64_t stage_str, uint64_t tid) {
+  auto& e = Begin(format::kTagDevAlloc);
+  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(kind); e.S(device); e.U(addr);
+  e.U(size); e.U(api); e.U(aux); e.U(step); e.U(stage_str);
+  End();
+}
+
+void TraceBuilder::DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr,
+                           uint64_t size, uint8_t api, uint64_t tid) {
+  auto& e = Begin(format::kTagDevFree);
+  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(kind); e.S(device); e.U(addr); e.U(size); e.U(api);
+  End();
+}
+
+void TraceBuilder::DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
+                           uint64_t size, uint8_t api, uint64_t error, uint64_t step,
+                           uint64_t stage_str, uint64_t tid) {
+  auto& e = Begin(format::kTagDevFail);
+  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(kind); e.S(device); e.U(size);
+  e.U(api); e.U(error); e.U(step); e.U(stage_str);
+  End();
+}
+
+void TraceBuilder::DevInfo(uint64_t ts, uint64_t step, int32_t device, uint64_t free_bytes,
+                           uint64_t total_bytes, uint64_t pool_reserved, uint64_t pool_used) {
+  auto& e = Begin(format::kTagDevInfo);
+  e.U(ts); e.U(NextSeq()); e.U(step); e.S(device); e.U(free_bytes); e.U(total_bytes);
+  e.U(pool_reserved); e.U(pool_used);
+  End();
+}
+
 void TraceBuilder::Step(uint64_t ts, uint64_t step, int phase, const format::Counters& c,
                         uint64_t tid) {
   auto& e = Begin(format::kTagStep);

@@ -52,6 +52,16 @@ class TraceBuilder {
   void Munmap(uint64_t ts, uint64_t addr, uint64_t len, uint64_t tid = 1);
   void Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64_t old_len,
               uint64_t new_addr, uint64_t new_len, uint64_t tid = 1);
+  void DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device, uint64_t addr,
+                uint64_t size, uint8_t api, uint64_t aux = 0, uint64_t step = 0,
+                uint64_t stage_str = 0, uint64_t tid = 1);
+  void DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr, uint64_t size,
+               uint8_t api, uint64_t tid = 1);
+  void DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device, uint64_t size,
+               uint8_t api, uint64_t error, uint64_t step = 0, uint64_t stage_str = 0,
+               uint64_t tid = 1);
+  void DevInfo(uint64_t ts, uint64_t step, int32_t device, uint64_t free_bytes,
+               uint64_t total_bytes, uint64_t pool_reserved = 0, uint64_t pool_used = 0);
   void Step(uint64_t ts, uint64_t step, int phase, const format::Counters& c, uint64_t tid = 1);
   void Stage(uint64_t ts, uint64_t stage_str, uint64_t step, int phase,
              const format::Counters& c, uint64_t tid = 1);

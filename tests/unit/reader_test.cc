@@ -221,6 +221,49 @@ TEST(ReaderTest, UnknownStacksInAlertsAndSnapshotsAreCounted) {
   EXPECT_EQ(t->unknown_refs, 3u);  // stack 99, string 77, stack 98
 }
 
+TEST(ReaderTest, DeviceRecordsRoundTrip) {
+  TraceBuilder b;
+  b.String(2, "forward");
+  b.Stack(7, {0x401000});
+  b.DevAlloc(5, 7, format::kDevPool, 1, 0x7f00dead0000, 3 << 20, format::kApiCudaMallocAsync,
+             0xabc, 4, 2, 9);
+  b.DevFree(6, format::kDevPool, 1, 0x7f00dead0000, 3 << 20, format::kApiCudaFreeAsync);
+  b.DevFail(7, 7, format::kDevDevice, -1, uint64_t{80} << 30, format::kApiCuMemAlloc, 2, 5, 2);
+  b.DevInfo(8, 5, 0, 1000, 8000, 300, 200);
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->truncated);
+  ASSERT_EQ(t->events.size(), 3u);
+  const Event& a = t->events[0];
+  EXPECT_EQ(a.tag, format::kTagDevAlloc);
+  EXPECT_EQ(a.kind, format::kDevPool);
+  EXPECT_EQ(a.device, 1);
+  EXPECT_EQ(a.addr, 0x7f00dead0000u);
+  EXPECT_EQ(a.size, 3u << 20);
+  EXPECT_EQ(a.api, format::kApiCudaMallocAsync);
+  EXPECT_EQ(a.aux, 0xabcu);
+  EXPECT_EQ(a.step, 4u);
+  EXPECT_EQ(t->String(a.str), "forward");
+  EXPECT_EQ(a.tid, 9u);
+  EXPECT_EQ(t->events[1].tag, format::kTagDevFree);
+  EXPECT_EQ(t->events[1].size, 3u << 20);
+  const Event& f = t->events[2];
+  EXPECT_EQ(f.tag, format::kTagDevFail);
+  EXPECT_EQ(f.device, -1);
+  EXPECT_EQ(f.size, uint64_t{80} << 30);
+  EXPECT_EQ(f.value, 2);
+  EXPECT_EQ(f.stack, 7u);
+  ASSERT_EQ(t->device_info.size(), 1u);
+  EXPECT_EQ(t->device_info[0].step, 5u);
+  EXPECT_EQ(t->device_info[0].free_bytes, 1000u);
+  EXPECT_EQ(t->device_info[0].total_bytes, 8000u);
+  EXPECT_EQ(t->device_info[0].pool_reserved, 300u);
+  EXPECT_EQ(t->device_info[0].pool_used, 200u);
+  EXPECT_EQ(t->unknown_refs, 0u);
+  EXPECT_STREQ(format::DeviceKindName(format::kDevVmm), "device_vmm");
+}
+
 TEST(ReaderTest, Crc32cCheckValue) {
   EXPECT_EQ(format::Crc32c("123456789", 9), 0xE3069283u);  // as docs/format.md states
 }
