@@ -134,7 +134,10 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   if (notice && rec) {
     EmitNoticeRecord(t, "time windows stopped: the program marks its own steps");
   }
-  if (ended && rec) AlertsStepEnd(t, ended_step, ended_live, ended_peak);
+  if (ended && rec) {
+    AlertsStepEnd(t, ended_step, ended_live, ended_peak);
+    ProgressiveStepEnd(t, ended_live, ended_peak, g_user_steps.load(std::memory_order_relaxed));
+  }
 }
 
 void StepBoundary(uint64_t step, bool begin) {
@@ -239,6 +242,15 @@ MEMSTEP_EXPORT void memstep_epoch_begin(uint64_t epoch) {
   e.U(t.tid);
   e.U(epoch);
   if (e.End()) Push(t, buf, e.size());
+}
+
+MEMSTEP_EXPORT void memstep_boost(uint32_t steps) {
+  ThreadState& t = t_state;
+  if (t.guard || !Recording()) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ProgressiveBoost(t, steps);
 }
 
 MEMSTEP_EXPORT void memstep_counter(const char* name, int64_t value) {

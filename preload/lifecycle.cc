@@ -24,6 +24,9 @@ void ReadConfig() {
   if (ParseU64(getenv("MEMSTEP_SAMPLE_INTERVAL"), &v)) g_config.sample_interval = v;
   if (ParseU64(getenv("MEMSTEP_ALWAYS_BYTES"), &v) && v > 0) g_config.always_bytes = v;
   if (ParseU64(getenv("MEMSTEP_FLUSH_MS"), &v) && v > 0) g_config.flush_ms = v;
+  if (ParseU64(getenv("MEMSTEP_SAMPLE_WARM"), &v)) g_config.warm_interval = v;
+  const char* prog = getenv("MEMSTEP_PROGRESSIVE");
+  if (prog != nullptr && prog[0] != '\0') g_config.progressive = prog[0] != '0';
   // Recording every allocation is a request for exact data: by default a full
   // ring then makes the allocating thread wait for the writer (bounded)
   // rather than drop records. MEMSTEP_LOSSLESS=0/1 overrides.
@@ -40,6 +43,7 @@ void ReadConfig() {
     if (n < sizeof(g_config.dir)) memcpy(g_config.dir, dir, n + 1);
   }
   ReadFeatureConfig();
+  ProgressiveInit();
 }
 
 void ThreadExit(void*) {
@@ -97,6 +101,7 @@ void ForkChild() {
   g_api_lock.Reset();
   SitesForkChild();
   AlertsForkChild();
+  ProgressiveForkChild();
   ModulesForkChild();
   // The child's history starts here: the blocks it inherited count as
   // allocated once (alloc = inherited live, free = 0), so per-process totals

@@ -29,7 +29,9 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
-Config g_config = {uint64_t{512} << 10, uint64_t{1} << 20, 100, false, false, false, "./memstep-out"};
+Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, uint64_t{1} << 20, 100,
+                   false, false, false, "./memstep-out"};
+std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
 AddrTable g_big;
 Dictionary g_dict;
@@ -143,15 +145,21 @@ bool DecideSample(ThreadState& t, uint64_t* interval) {
     t.bytes_until_sample = INT64_MAX / 2;
     return false;
   }
-  uint64_t T = g_config.sample_interval;
+  // Progressive sampling: a gap keeps the T it was drawn with, and its
+  // sample is stamped with that T, so a rate change between two samples of a
+  // thread keeps every weight exact (sampling-and-format.md 1.6 (d)).
+  uint64_t T = g_interval.load(std::memory_order_relaxed);
   if (!t.seeded) {
     t.seeded = 1;
     t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    t.gap_interval = T;
     t.bytes_until_sample += t.sampler.NextGap(T);
     if (t.bytes_until_sample >= 0) return false;
   }
+  uint64_t drawn_with = t.gap_interval;
   t.bytes_until_sample = t.sampler.NextGap(T);
-  *interval = T <= 1 ? 0 : T;
+  t.gap_interval = T;
+  *interval = drawn_with <= 1 ? 0 : drawn_with;
   return true;
 }
 

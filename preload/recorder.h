@@ -56,6 +56,14 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n);
 uint32_t CaptureStack(ThreadState& t);
 void ThreadExit(void*);
 
+// Progressive sampling (progressive.cc).
+void ProgressiveInit();  // after ReadConfig: sets g_interval
+// At every step end (not under g_api_lock): may change T and write a RATE record.
+void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps);
+// memstep_boost(): T_warm for the next `steps` steps.
+void ProgressiveBoost(ThreadState& t, uint32_t steps);
+void ProgressiveForkChild();
+
 // Sets the reentrancy guard for a scope and restores the previous value.
 class GuardScope {
  public:

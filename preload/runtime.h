@@ -86,6 +86,7 @@ struct ThreadState {
   uint32_t tid;
   Ring* ring;
   Sampler sampler;
+  uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 
@@ -93,7 +94,9 @@ enum RunState : int { kNotYet = 0, kRecording = 1, kStopped = 2, kDisabled = 3 }
 extern std::atomic<int> g_state;
 
 struct Config {
-  uint64_t sample_interval;  // T, bytes; <= 1: every allocation
+  uint64_t sample_interval;  // T_steady, bytes; <= 1: every allocation
+  uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
+  bool progressive;          // T changes at step boundaries (progressive.cc)
   uint64_t always_bytes;
   uint64_t flush_ms;
   bool lossless;  // a full ring makes the producer wait (bounded) instead of dropping
@@ -121,6 +124,9 @@ extern std::atomic<uint64_t> g_seq;
 extern std::atomic<uint64_t> g_cur_step;
 extern std::atomic<uint32_t> g_cur_stage;  // string id of the innermost open stage
 extern std::atomic<int> g_maps_dirty;
+// The mean sampling interval T in force for new gaps (progressive.cc changes
+// it at step boundaries). Read on the sampling slow path only.
+extern std::atomic<uint64_t> g_interval;
 
 inline constexpr uint64_t kFlushBytes = uint64_t{1} << 20;
 

@@ -64,16 +64,50 @@ uint64_t Threshold(uint64_t level, uint64_t pct) {
   return a > b ? a : b;
 }
 
-uint64_t Pack(uint32_t stack, size_t size, bool exact) {
-  uint64_t s = size > 0xFFFFFFFFu ? 0xFFFFFFFFu : size;
-  return (static_cast<uint64_t>(stack & 0x7FFFFFFFu) << 33) | (uint64_t{exact} << 32) | s;
+// Sampling intervals in use, by id 1..kMaxRates (0 = recorded with p = 1).
+// Progressive sampling uses a handful of distinct T values (T_warm, doublings,
+// T_steady), so a tiny append-only table lets a packed block carry its T.
+constexpr uint32_t kMaxRates = 15;
+std::atomic<uint64_t> g_rates[kMaxRates + 1];
+
+uint32_t RateId(uint64_t interval) {
+  if (interval == 0) return 0;
+  for (uint32_t i = 1; i <= kMaxRates; ++i) {
+    uint64_t v = g_rates[i].load(std::memory_order_acquire);
+    if (v == interval) return i;
+    if (v == 0) {
+      uint64_t expected = 0;
+      if (g_rates[i].compare_exchange_strong(expected, interval, std::memory_order_acq_rel) ||
+          expected == interval) {
+        return i;
+      }
+    }
+  }
+  // Table full (never with the built-in schedule): the closest T in use.
+  uint32_t best = 1;
+  uint64_t best_d = UINT64_MAX;
+  for (uint32_t i = 1; i <= kMaxRates; ++i) {
+    uint64_t v = g_rates[i].load(std::memory_order_acquire);
+    uint64_t d = v > interval ? v - interval : interval - v;
+    if (d < best_d) best_d = d, best = i;
+  }
+  return best;
 }
+
+// packed = stack (28 bits) | rate id (4 bits) | size (32 bits, saturated).
+uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
+  uint64_t s = size > 0xFFFFFFFFu ? 0xFFFFFFFFu : size;
+  return (static_cast<uint64_t>(stack & 0x0FFFFFFFu) << 36) |
+         (static_cast<uint64_t>(RateId(interval)) << 32) | s;
+}
+
+uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 36); }
 
 void Weights(uint64_t packed, int64_t* bytes, int64_t* count) {
   double size = static_cast<double>(packed & 0xFFFFFFFFu);
-  bool exact = ((packed >> 32) & 1) != 0;
-  uint64_t T = g_config.sample_interval;
-  if (exact || T <= 1) {
+  uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
+  uint64_t T = rate == 0 ? 0 : g_rates[rate].load(std::memory_order_relaxed);
+  if (T <= 1) {
     *bytes = static_cast<int64_t>(size);
     *count = 1000;
     return;
@@ -106,7 +140,7 @@ Site* FindSite(uint32_t stack, bool create) {
 void Apply(uint64_t packed, int sign) {
   int64_t b, c;
   Weights(packed, &b, &c);
-  Site* s = FindSite(static_cast<uint32_t>(packed >> 33), sign > 0);
+  Site* s = FindSite(PackedStack(packed), sign > 0);
   if (s == nullptr) return;
   s->bytes.fetch_add(sign * b, std::memory_order_relaxed);
   s->count.fetch_add(sign * c, std::memory_order_relaxed);
@@ -177,7 +211,7 @@ void InitSites() {
 
 void SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack) {
   if (!g_sites_on) return;
-  uint64_t packed = Pack(stack, size, interval == 0);
+  uint64_t packed = Pack(stack, size, interval);
   if (g_blocks.Insert(addr, packed)) Apply(packed, +1);
 }
 

@@ -179,7 +179,8 @@ bool WriteHeader(bool fork_child, const char* parent_path, const char* host) {
   h.page_size = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
   h.flags = (fork_child ? uint32_t{fmt::kFlagForkChild} : 0u) |
             (g_hot.glibc ? uint32_t{fmt::kFlagGlibcMalloc} : 0u);
-  h.sample_interval = g_config.sample_interval <= 1 ? 1 : g_config.sample_interval;
+  uint64_t T0 = g_interval.load(std::memory_order_relaxed);
+  h.sample_interval = T0 <= 1 ? 1 : T0;
   h.always_bytes = g_config.always_bytes;
   size_t len = sizeof(h);
   static char tmp[16384];

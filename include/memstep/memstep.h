@@ -23,6 +23,8 @@
  *  - memstep_epoch_begin(e) starts epoch e (an EPOCH record): the steps that
  *    follow belong to it until the next memstep_epoch_begin. Steps nest in
  *    epochs; reports give per-epoch growth and peaks.
+ *  - memstep_boost(n) samples densely (T_warm) for the next n steps, e.g.
+ *    around a phase worth the detail; estimates stay unbiased.
  *  - memstep_counter(name, value) records a named value (e.g. PyTorch's
  *    allocator statistics) at the current time.
  *
@@ -64,6 +66,7 @@ MEMSTEP_API_ATTR void memstep_stage_begin(const char* name);
 MEMSTEP_API_ATTR void memstep_stage_end(const char* name);
 MEMSTEP_API_ATTR void memstep_counter(const char* name, int64_t value);
 MEMSTEP_API_ATTR void memstep_epoch_begin(uint64_t epoch);
+MEMSTEP_API_ATTR void memstep_boost(uint32_t steps);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,6 +17,9 @@
 //   signal           allocating signal handlers (a 200 us ITIMER_REAL and raise)
 //   progress         steps forever, writing "step N" lines; the test kills it
 //   exit CODE        allocates the leak site, then exits with CODE
+//   progressive      kProgSteps steps, each keeping kProgLeakBlocks blocks and
+//                    churning; calls memstep_boost(kProgBoostSteps) inside
+//                    step kProgBoostAt
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -257,6 +260,39 @@ int ModeSteps() {
   return 0;
 }
 
+// ---- mode "progressive" --------------------------------------------------
+
+NOINLINE void PlantedProgLeak(std::vector<void*>* kept) {
+  for (int i = 0; i < kProgLeakBlocks; ++i) {
+    void* p = malloc(kProgLeakSize);
+    memset(p, 1, 64);
+    kept->push_back(p);
+  }
+}
+
+NOINLINE void PlantedProgChurn() {
+  for (int i = 0; i < kProgChurnBlocks; ++i) {
+    void* p = malloc(kProgChurnSize);
+    Escape(p);
+    free(p);
+  }
+}
+
+int ModeProgressive() {
+  auto boost = reinterpret_cast<void (*)(uint32_t)>(dlsym(RTLD_DEFAULT, "memstep_boost"));
+  std::vector<void*> kept;
+  kept.reserve(kProgSteps * kProgLeakBlocks);
+  for (int step = 0; step < kProgSteps; ++step) {
+    StepBegin(step);
+    if (step == kProgBoostAt && boost != nullptr) boost(kProgBoostSteps);
+    PlantedProgChurn();
+    PlantedProgLeak(&kept);
+    StepEnd(step);
+  }
+  Say("progressive done %ld\n", kProgSteps);
+  return 0;
+}
+
 // ---- modes "fork", "exec", "exit" ---------------------------------------
 
 NOINLINE void PlantedParent6666x3() {
@@ -479,6 +515,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "dlopen") == 0 && argc > 2) return ModeDlopen(argv[2]);
   if (strcmp(mode, "signal") == 0) return ModeSignal();
   if (strcmp(mode, "progress") == 0) return ModeProgress();
+  if (strcmp(mode, "progressive") == 0) return ModeProgressive();
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   fprintf(stderr, "unknown mode %s\n", mode);
   return 2;

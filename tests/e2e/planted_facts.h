@@ -82,6 +82,15 @@ inline constexpr size_t kSignalHandlerSize = 333;
 // mode "progress".
 inline constexpr size_t kProgressSize = 4040;
 
+// mode "progressive": default T_steady = 512 KiB, so T_warm = 128 KiB.
+inline constexpr long kProgSteps = 80;
+inline constexpr int kProgLeakBlocks = 100;
+inline constexpr size_t kProgLeakSize = 4000;
+inline constexpr int kProgChurnBlocks = 4000;
+inline constexpr size_t kProgChurnSize = 1000;
+inline constexpr int kProgBoostAt = 50;
+inline constexpr uint32_t kProgBoostSteps = 5;
+
 }  // namespace memstep::e2e::facts
 
 #endif  // MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_
