@@ -28,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/analysis/calibrate.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
@@ -496,6 +497,19 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
               &s.seconds_to_limit);
     }
     r.sites.push_back(std::move(s));
+  }
+  // Sampled leak rates rescaled to the exact heap growth when they account
+  // for it (calibrate.h); projections follow the calibrated rate.
+  std::vector<Growth*> heap_sites;
+  for (Site& s : r.sites) {
+    if (s.kind == "host") heap_sites.push_back(&s.growth);
+  }
+  if (CalibrateLeakRates(ps.live_growth, heap_sites).applied) {
+    for (Site& s : r.sites) {
+      if (!s.growth.calibrated) continue;
+      Project(s.growth.slope, used, limit, ps.median_step_s, &s.steps_to_limit,
+              &s.seconds_to_limit);
+    }
   }
   return r;
 }

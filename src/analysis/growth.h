@@ -85,6 +85,10 @@ struct Growth {
   double warmup_bytes = 0;    // bytes live at the end allocated before W (site series)
   double capacity = 0;        // max y over the run (BOUNDED_GROWTH: estimated capacity)
   std::string reason;         // one line: which test decided the class
+  // Set by CalibrateLeakRates (calibrate.h): slope and CI were rescaled to the
+  // exact heap growth; sampled_slope is the raw sampled estimate.
+  bool calibrated = false;
+  double sampled_slope = 0;
 };
 
 // Classifies `in` with warm-up `warmup` rows (already resolved by the caller:
