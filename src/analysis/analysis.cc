@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/analysis/calibrate.h"
+#include "src/analysis/device_analysis.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
@@ -61,6 +62,7 @@ struct ProcessResult {
   std::vector<EpochRow> epochs;
   std::vector<StagePeak> stage_peaks;  // top_sites[].site_id: local site index + 1
   std::vector<AlertRow> alerts;        // site_id: local site index + 1
+  std::vector<DeviceFailure> failures; // site_id: local site index + 1
 };
 
 // Builds the step rows and the process totals from the exact counters, and
@@ -511,6 +513,10 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
               &s.seconds_to_limit);
     }
   }
+  // Device memory (device_analysis.h): exact, so it needs no sampling math.
+  HostContext host{&row_of_step, ps.warmup_steps, ps.median_step_s, used, limit, exact};
+  AnalyzeDevices(t, host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks,
+                 r.failures);
   return r;
 }
 
@@ -586,6 +592,11 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
           file, ": ", p.lost_records, " records lost by the profiler (buffers full); "
           "sampled estimates are low"));
     }
+    if (p.device_ignored_frees > 0) {
+      report.warnings.push_back(absl::StrCat(
+          file, ": ", p.device_ignored_frees, " device frees of allocations memstep never saw "
+          "(made before it started, or their records were lost); ignored"));
+    }
   }
   if (results.empty()) {
     return absl::NotFoundError(absl::StrCat(path, ": no readable memstep traces"));
@@ -605,6 +616,8 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
       for (PeakSite& p : sp.top_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
     }
     for (AlertRow& a : r.alerts) a.site_id = a.site_id != 0 ? tag | a.site_id : 0;
+    for (DeviceFailure& f : r.failures) f.site_id = f.site_id != 0 ? tag | f.site_id : 0;
+    report.device_failures.insert(report.device_failures.end(), r.failures.begin(), r.failures.end());
     report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
     report.stage_peaks.insert(report.stage_peaks.end(), r.stage_peaks.begin(), r.stage_peaks.end());
     report.alerts.insert(report.alerts.end(), r.alerts.begin(), r.alerts.end());
@@ -635,6 +648,7 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     for (PeakSite& p : sp.top_sites) p.site_id = renumber(p.site_id);
   }
   for (AlertRow& a : report.alerts) a.site_id = renumber(a.site_id);
+  for (DeviceFailure& f : report.device_failures) f.site_id = renumber(f.site_id);
   return report;
 }
 

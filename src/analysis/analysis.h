@@ -32,22 +32,78 @@ struct Frame {
 
 // A call site: one deduplicated stack (allocation frames inside memstep and
 // the allocator are not part of it).
+//
+// Device sites (kind other than host and mmap) are exact: every device
+// allocation is recorded with its stack, so samples is the allocation count
+// and every byte figure is exact; they are kept per (kind, device, stack).
 struct Site {
   uint64_t id = 0;           // stable within one report
-  std::string kind;          // "host" (malloc family) or "mmap"
+  // "host" (malloc family), "mmap", or a device kind: "device", "device_managed",
+  // "pinned_host", "device_vmm", "device_pool" (format::DeviceKindName).
+  std::string kind;
   uint32_t pid = 0;          // process whose trace recorded it (sites are per process)
   uint64_t stack_id = 0;     // the trace's stack id (0: no stack)
+  int32_t device = -1;       // device sites: CUDA ordinal (-1 unknown); host sites: -1
+  std::string api;           // device sites: API of its first allocation ("cudaMalloc", ...)
   std::vector<Frame> frames;
   uint64_t samples = 0;             // sampled allocations recorded for this site
   double alloc_bytes = 0;           // estimated bytes allocated over the run
   double alloc_count = 0;           // estimated allocations over the run
   double live_bytes_end = 0;        // estimated bytes still live at the end of the trace
   double live_count_end = 0;
-  double live_bytes_at_peak = 0;    // estimated live bytes at the run's host peak
+  // Estimated live bytes at the run's host peak; device sites: exact, at the
+  // peak of their device's resident bytes (pinned_host: of pinned host bytes).
+  double live_bytes_at_peak = 0;
   std::vector<double> live_bytes_by_step;  // estimated live at each step end (index as Report::steps)
   Growth growth;                    // classification of its own process's steps (growth.h)
   double steps_to_limit = -1;       // LEAK: steps until the memory limit at this rate; -1 n/a
   double seconds_to_limit = -1;     // the same in seconds (median step duration); -1 n/a
+};
+
+// PyTorch caching-allocator statistics of one device at a step end: the last
+// COUNTER record `torch.cuda:<dev>.<stat>` before the step's END record (the
+// Python helper pushes them there). -1: not recorded.
+struct TorchCudaStats {
+  int64_t allocated_bytes = -1;
+  int64_t reserved_bytes = -1;
+  int64_t inactive_split_bytes = -1;   // free memory trapped in split blocks
+  int64_t requested_bytes = -1;
+  int64_t num_alloc_retries = -1;      // cumulative since the process start
+  int64_t num_ooms = -1;               // cumulative
+  int64_t allocated_bytes_peak = -1;   // within the step (the helper resets peaks per step)
+  int64_t reserved_bytes_peak = -1;
+  int64_t alloc_retries_in_step = -1;  // num_alloc_retries minus the previous step's (first: itself)
+  int64_t ooms_in_step = -1;
+  bool any() const { return allocated_bytes >= 0 || reserved_bytes >= 0 || num_alloc_retries >= 0; }
+  // reserved - allocated (cache slack); -1 when either is unknown.
+  int64_t cache_slack() const {
+    return reserved_bytes >= 0 && allocated_bytes >= 0 ? reserved_bytes - allocated_bytes : -1;
+  }
+};
+
+// Device memory of one device in one step. Exact (from DEV_ALLOC/DEV_FREE)
+// unless marked otherwise. "Resident" bytes are device + device_vmm +
+// device_pool + device_managed; pinned host memory is counted in StepRow.
+struct DeviceStep {
+  int32_t device = -1;              // CUDA ordinal, -1 unknown
+  uint64_t live_bytes_end = 0;      // resident bytes live at the step end
+  uint64_t peak_bytes = 0;          // max resident bytes within the step
+  std::map<std::string, uint64_t> live_by_kind;  // kind -> live at the step end
+  std::map<std::string, uint64_t> peak_by_kind;  // kind -> max within the step
+  uint64_t alloc_bytes = 0;         // resident kinds, during the step
+  uint64_t alloc_count = 0;
+  uint64_t free_bytes = 0;
+  uint64_t free_count = 0;
+  uint64_t failures = 0;            // failed allocation calls (DEV_FAIL) during the step
+  std::map<std::string, uint64_t> stage_peaks;  // stage -> max resident bytes within its runs
+  // DEV_INFO read at this step's end (driver view; includes the CUDA context).
+  bool has_info = false;
+  uint64_t driver_free_bytes = 0;
+  uint64_t driver_total_bytes = 0;
+  uint64_t driver_used_bytes = 0;   // total - free
+  uint64_t pool_reserved_bytes = 0; // default memory pool (stream-ordered allocator)
+  uint64_t pool_used_bytes = 0;
+  TorchCudaStats torch;
 };
 
 // One training step (of one process; multi-process runs report per process).
@@ -65,6 +121,12 @@ struct StepRow {
   double duration_s = 0;
   std::map<std::string, uint64_t> stage_peaks;  // stage name -> exact peak live bytes
   int64_t epoch = -1;               // epoch the step belongs to; -1 when no EPOCH records
+  // Device memory (exact; 0 / empty when the process recorded none).
+  uint64_t device_live_bytes_end = 0;  // resident bytes, summed over devices
+  uint64_t device_peak_bytes = 0;      // max of that sum within the step
+  uint64_t pinned_host_live_bytes_end = 0;
+  uint64_t pinned_host_peak_bytes = 0;
+  std::vector<DeviceStep> devices;     // by ordinal; devices the process used, plus DEV_INFO ones
 };
 
 // One epoch (EPOCH records) of one process: its steps' totals.
@@ -92,15 +154,19 @@ struct PeakSite {
 };
 
 // Peaks of one stage name in one process, over the steps where it ran.
+// kind "host": the exact host heap (STAGE counters), top sites estimated.
+// kind "device": resident device bytes of one device (exact, from the device
+// replay), top sites exact.
 struct StagePeak {
   uint32_t pid = 0;
   std::string stage;
   std::string kind = "host";
+  int32_t device = -1;             // kind "device": the CUDA ordinal
   uint64_t peak_bytes_max = 0;     // exact (STAGE end peak_bytes)
   uint64_t step_of_max = 0;
   uint64_t peak_bytes_median = 0;  // median over steps (per step: max over the stage's runs)
   uint64_t steps = 0;              // steps in which the stage ran
-  std::string top_source;          // "snapshot" (in-process SITE_SNAPSHOT), "replay" or ""
+  std::string top_source;          // "snapshot" (in-process SITE_SNAPSHOT), "replay", "exact" or ""
   std::vector<PeakSite> top_sites; // largest first
 };
 
@@ -119,10 +185,50 @@ struct AlertRow {
 // Result of one offline gate (--fail-on), filled by EvaluateGates (gates.h).
 struct GateResult {
   std::string expression;   // as given
-  std::string metric;       // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks"
+  std::string metric;       // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks",
+                            // "device_peak", "device_growth"
   double value = 0;         // the metric's value (bytes, bytes/step or a count)
   bool passed = true;
   std::string detail;       // e.g. "largest LEAK site #3" or "no stage 'fwd'"
+};
+
+// A failed device allocation call (DEV_FAIL): nothing was allocated.
+struct DeviceFailure {
+  uint32_t pid = 0;
+  double time_s = 0;         // since the trace start
+  uint64_t step = 0;         // the step in progress
+  std::string stage;         // the stage in progress, "" none
+  uint64_t size = 0;         // requested bytes
+  std::string kind;          // device kind name
+  std::string api;           // "cudaMalloc", "cuMemCreate", ...
+  uint64_t error = 0;        // the cudaError_t / CUresult the caller got
+  std::string error_name;    // "out of memory" for 2 (both APIs), else ""
+  int32_t device = -1;
+  uint64_t stack_id = 0;
+  uint64_t site_id = 0;      // the device site with this stack, kind and device; 0 none
+  std::vector<Frame> frames; // innermost first, memstep's and CUDA's entry frames stripped
+};
+
+// Device memory of one device over a process's run (exact).
+struct DeviceSummary {
+  int32_t device = -1;
+  uint64_t peak_bytes = 0;           // max resident bytes (device + vmm + pool + managed)
+  double peak_time_s = 0;
+  int64_t peak_step = -1;            // step in progress at the peak; -1 before the first step
+  uint64_t live_bytes_end = 0;       // resident bytes at the end of the trace
+  std::map<std::string, uint64_t> live_by_kind_end;
+  std::map<std::string, uint64_t> peak_by_kind;
+  uint64_t alloc_bytes = 0;          // resident kinds, over the run
+  uint64_t alloc_count = 0;
+  uint64_t free_bytes = 0;
+  uint64_t free_count = 0;
+  uint64_t failures = 0;             // DEV_FAIL records on this device
+  uint64_t total_bytes = 0;          // driver total memory (last DEV_INFO); 0 unknown
+  uint64_t used_bytes_end = 0;       // driver total - free at the last DEV_INFO; 0 unknown
+  size_t warmup_steps = 0;           // W of this device's growth analysis
+  Growth live_growth;                // exact resident bytes at step ends
+  double steps_to_limit = -1;        // live_growth LEAK: steps until total_bytes; -1 n/a
+  double seconds_to_limit = -1;
 };
 
 struct ProcessSummary {
@@ -163,6 +269,17 @@ struct ProcessSummary {
   double median_step_s = 0;
   double steps_to_limit = -1;       // live_growth LEAK: steps until the memory limit; -1 n/a
   double seconds_to_limit = -1;
+  // Device memory (exact; empty / 0 when the trace has no DEV_* records).
+  std::vector<DeviceSummary> devices;  // by ordinal
+  uint64_t device_peak_bytes = 0;      // max over devices of their resident peak
+  uint64_t pinned_host_live_bytes_end = 0;
+  uint64_t pinned_host_peak_bytes = 0;
+  uint64_t device_failures = 0;        // DEV_FAIL records
+  uint64_t device_unmatched_frees = 0; // DEV_FREE of an unseen allocation, applied with its size
+  uint64_t device_ignored_frees = 0;   // DEV_FREE of an unseen allocation without a size: ignored
+  bool has_device_data() const {
+    return !devices.empty() || pinned_host_peak_bytes > 0 || device_failures > 0;
+  }
 };
 
 struct Report {
@@ -175,6 +292,7 @@ struct Report {
   std::vector<StagePeak> stage_peaks;  // ordered by (pid, stage)
   std::vector<AlertRow> alerts;     // ordered by (pid, seq)
   std::vector<GateResult> gates;    // filled by EvaluateGates
+  std::vector<DeviceFailure> device_failures;  // ordered by (pid, time)
   uint64_t memory_limit_bytes = 0;  // limit used for projections
   std::string memory_limit_source;  // "--memory-limit" or "MemTotal of this machine"
 };

@@ -63,6 +63,12 @@ inline bool IsStartupFrame(const Frame& f) {
   return false;
 }
 
+// A frame inside the CUDA runtime or driver library.
+inline bool IsCudaFrame(const Frame& f) {
+  const std::string base = Basename(f.module);
+  return absl::StartsWith(base, "libcudart.so") || absl::StartsWith(base, "libcuda.so");
+}
+
 class FrameResolver {
  public:
   FrameResolver(const reader::Trace& trace, bool symbolize) : trace_(trace) {
@@ -74,7 +80,11 @@ class FrameResolver {
   }
 
   // Frames of one stack, with memstep's and the allocator's frames stripped.
-  std::vector<Frame> Resolve(uint64_t stack_id, uint64_t ts) {
+  // `device`: a device allocation's stack, whose leading frames inside the
+  // CUDA runtime or driver (the cudaMalloc that called cuMemAlloc_v2) are
+  // stripped too, unless nothing else would remain: the API is reported
+  // separately, the caller of the API is the site.
+  std::vector<Frame> Resolve(uint64_t stack_id, uint64_t ts, bool device = false) {
     std::vector<Frame> out;
     auto it = trace_.stacks.find(stack_id);
     if (it == trace_.stacks.end()) return out;
@@ -83,11 +93,15 @@ class FrameResolver {
       const std::vector<Frame>& frames = FramesOf(ip, ts);
       if (leading) {
         const Frame& outer = frames.back();
-        if (absl::EndsWith(outer.module, "libmemstep.so") || IsAllocatorFrame(outer)) continue;
+        if (absl::EndsWith(outer.module, "libmemstep.so") || IsAllocatorFrame(outer) ||
+            (device && IsCudaFrame(outer))) {
+          continue;
+        }
         leading = false;
       }
       out.insert(out.end(), frames.begin(), frames.end());
     }
+    if (out.empty() && device) return Resolve(stack_id, ts, false);
     while (out.size() > 1 && IsStartupFrame(out.back())) out.pop_back();
     return out;
   }

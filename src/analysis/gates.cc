@@ -14,10 +14,81 @@ namespace {
 absl::Status Bad(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "bad --fail-on expression '", text, "': ", why,
-      " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0')"));
+      " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0', "
+      "'device_peak > 8GiB')"));
 }
 
-bool IsGrowthMetric(const std::string& m) { return m == "growth" || m == "live_growth"; }
+bool IsGrowthMetric(const std::string& m) {
+  return m == "growth" || m == "live_growth" || m == "device_growth";
+}
+
+bool IsKnownMetric(const std::string& m) {
+  return IsGrowthMetric(m) || m == "peak" || m == "live_end" || m == "rss_peak" || m == "leaks" ||
+         m == "device_peak";
+}
+
+bool IsHostKind(const std::string& kind) { return kind == "host" || kind == "mmap"; }
+
+// device_growth: the fastest LEAK among device call sites and the exact
+// resident series of each device.
+void DeviceGrowth(const Report& report, GateResult& r) {
+  r.detail = "no device LEAK";
+  for (const Site& s : report.sites) {
+    if (IsHostKind(s.kind) || s.growth.cls != GrowthClass::kLeak || s.growth.slope <= r.value) {
+      continue;
+    }
+    r.value = s.growth.slope;
+    r.detail = absl::StrCat("LEAK ", s.kind, " site #", s.id, " (pid ", s.pid, ")");
+  }
+  for (const ProcessSummary& p : report.processes) {
+    for (const DeviceSummary& d : p.devices) {
+      if (d.live_growth.cls == GrowthClass::kLeak && d.live_growth.slope > r.value) {
+        r.value = d.live_growth.slope;
+        r.detail = absl::StrCat("process ", p.pid, " device ", d.device, " live bytes (LEAK)");
+      }
+    }
+  }
+}
+
+// device_peak: the largest resident peak of any device of any process.
+void DevicePeak(const Report& report, GateResult& r) {
+  r.detail = "no device memory recorded";
+  bool first = true;
+  for (const ProcessSummary& p : report.processes) {
+    for (const DeviceSummary& d : p.devices) {
+      if (!first && static_cast<double>(d.peak_bytes) <= r.value) continue;
+      first = false;
+      r.value = static_cast<double>(d.peak_bytes);
+      r.detail = absl::StrCat("device ", d.device, ", pid ", p.pid);
+      if (d.peak_step >= 0) absl::StrAppend(&r.detail, ", step ", d.peak_step);
+    }
+  }
+}
+
+// peak(STAGE) and device_peak(STAGE). A stage that never ran fails the gate
+// (returns false) so that a typo cannot pass; a stage that ran without device
+// memory has a device peak of 0.
+bool StagePeakGate(const Report& report, const Gate& g, GateResult& r) {
+  const std::string kind = g.metric == "peak" ? "host" : "device";
+  bool ran = false, found = false;
+  for (const StagePeak& sp : report.stage_peaks) {
+    if (sp.stage != g.stage) continue;
+    ran = true;
+    if (sp.kind != kind) continue;
+    if (!found || static_cast<double>(sp.peak_bytes_max) > r.value) {
+      r.value = static_cast<double>(sp.peak_bytes_max);
+      r.detail = absl::StrCat("step ", sp.step_of_max, ", pid ", sp.pid);
+      if (kind == "device") r.detail = absl::StrCat("device ", sp.device, ", ", r.detail);
+    }
+    found = true;
+  }
+  if (!ran) r.detail = absl::StrCat("no stage '", g.stage, "' in the trace");
+  if (ran && !found) {
+    r.detail = absl::StrCat("no ", kind == "device" ? "device memory" : "host peak", " in stage '",
+                            g.stage, "'");
+  }
+  return ran;
+}
 
 }  // namespace
 
@@ -33,16 +104,19 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
   size_t start = i;
   while (i < n && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
   g.metric = text.substr(start, i - start);
-  if (g.metric != "growth" && g.metric != "live_growth" && g.metric != "peak" &&
-      g.metric != "live_end" && g.metric != "rss_peak" && g.metric != "leaks") {
+  if (!IsKnownMetric(g.metric)) {
     return Bad(text, g.metric.empty() ? "missing metric"
                                       : absl::StrCat("unknown metric '", g.metric,
                                                      "' (growth, live_growth, peak, "
-                                                     "peak(STAGE), live_end, rss_peak, leaks)"));
+                                                     "peak(STAGE), live_end, rss_peak, leaks, "
+                                                     "device_peak, device_peak(STAGE), "
+                                                     "device_growth)"));
   }
   skip();
   if (i < n && text[i] == '(') {
-    if (g.metric != "peak") return Bad(text, absl::StrCat("'", g.metric, "' takes no stage"));
+    if (g.metric != "peak" && g.metric != "device_peak") {
+      return Bad(text, absl::StrCat("'", g.metric, "' takes no stage"));
+    }
     const size_t close = text.find(')', i);
     if (close == std::string::npos) return Bad(text, "missing ')'");
     g.stage = std::string(absl::StripAsciiWhitespace(text.substr(i + 1, close - i - 1)));
@@ -107,7 +181,7 @@ bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
     if (g.metric == "growth") {
       r.detail = "no LEAK";
       for (const Site& s : report->sites) {
-        if (s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
+        if (IsHostKind(s.kind) && s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
           r.value = s.growth.slope;
           r.detail = absl::StrCat("LEAK site #", s.id, " (pid ", s.pid, ")");
         }
@@ -130,17 +204,12 @@ bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
       }
       if (!found) r.detail = "insufficient steps after warm-up";
       found = true;  // 0 when unknown; the detail says why
-    } else if (g.metric == "peak" && !g.stage.empty()) {
-      found = false;
-      for (const StagePeak& sp : report->stage_peaks) {
-        if (sp.stage != g.stage) continue;
-        if (!found || static_cast<double>(sp.peak_bytes_max) > r.value) {
-          r.value = static_cast<double>(sp.peak_bytes_max);
-          r.detail = absl::StrCat("step ", sp.step_of_max, ", pid ", sp.pid);
-        }
-        found = true;
-      }
-      if (!found) r.detail = absl::StrCat("no stage '", g.stage, "' in the trace");
+    } else if (!g.stage.empty()) {
+      found = StagePeakGate(*report, g, r);
+    } else if (g.metric == "device_peak") {
+      DevicePeak(*report, r);
+    } else if (g.metric == "device_growth") {
+      DeviceGrowth(*report, r);
     } else {
       for (const ProcessSummary& p : report->processes) {
         double v = 0;

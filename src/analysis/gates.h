@@ -10,12 +10,18 @@
 // Grammar (whitespace allowed between tokens):
 //   gate   := metric op number [unit] ["/step"]
 //   metric := growth | live_growth | peak | peak(STAGE) | live_end | rss_peak | leaks
+//           | device_peak | device_peak(STAGE) | device_growth
 //   op     := > | >= | < | <=
 //   number := digits [. digits]
 //   unit   := B | K | KiB | M | MiB | G | GiB   (1024-based; K/M/G any case)
-// "/step" is accepted only after growth metrics; `leaks` takes no unit. A
-// gate FAILS when "value op threshold" holds. For multi-process runs every
-// metric is the largest over the processes.
+// "/step" is accepted only after growth metrics (growth, live_growth,
+// device_growth); `leaks` takes no unit. A gate FAILS when "value op
+// threshold" holds. For multi-process runs every metric is the largest over
+// the processes (device metrics: over processes and devices). `growth` looks
+// at host call sites and the host heap; `device_growth` at device call sites
+// and each device's resident bytes; `leaks` counts LEAK call sites of every
+// kind. device_peak is the peak of resident device bytes (device +
+// device_vmm + device_pool + device_managed) of one device.
 //
 // Contract: ParseGate returns InvalidArgument with a message naming the
 // problem; EvaluateGates is a pure function of the report.
@@ -34,8 +40,9 @@ namespace memstep::analysis {
 struct Gate {
   enum class Op { kGt, kGe, kLt, kLe };
   std::string expression;  // as given
-  std::string metric;      // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks"
-  std::string stage;       // peak(STAGE); "" otherwise
+  std::string metric;      // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks",
+                           // "device_peak", "device_growth"
+  std::string stage;       // peak(STAGE), device_peak(STAGE); "" otherwise
   Op op = Op::kGt;
   double threshold = 0;    // bytes (bytes/step for growth metrics) or a count
 };

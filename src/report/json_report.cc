@@ -1,6 +1,9 @@
 // JSON report, schema "memstep.report/2" (fields listed in docs/report-schema.md).
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -109,6 +112,47 @@ void WriteGrowth(JsonWriter& w, const analysis::Growth& g) {
   w.EndObject();
 }
 
+// A count or byte figure where -1 (or, with zero_is_null, 0) means unknown.
+void OptionalInt(JsonWriter& w, const std::string& key, int64_t v, bool zero_is_null = false) {
+  w.Key(key);
+  if (v < 0 || (zero_is_null && v == 0)) {
+    w.Double(NAN);
+  } else {
+    w.Int(v);
+  }
+}
+
+void WriteByName(JsonWriter& w, const std::string& key, const std::map<std::string, uint64_t>& m) {
+  w.Key(key);
+  w.BeginObject();
+  for (const auto& [name, v] : m) w.Field(name, v);
+  w.EndObject();
+}
+
+void WriteDeviceSummary(JsonWriter& w, const analysis::DeviceSummary& d) {
+  w.BeginObject();
+  OptionalInt(w, "device", d.device);
+  w.Field("peak_bytes", d.peak_bytes);
+  w.Field("peak_time_s", d.peak_time_s);
+  OptionalInt(w, "peak_step", d.peak_step);
+  w.Field("live_bytes_end", d.live_bytes_end);
+  WriteByName(w, "live_by_kind_end", d.live_by_kind_end);
+  WriteByName(w, "peak_by_kind", d.peak_by_kind);
+  w.Field("alloc_bytes", d.alloc_bytes);
+  w.Field("alloc_count", d.alloc_count);
+  w.Field("free_bytes", d.free_bytes);
+  w.Field("free_count", d.free_count);
+  w.Field("failures", d.failures);
+  OptionalInt(w, "total_bytes", static_cast<int64_t>(d.total_bytes), true);
+  OptionalInt(w, "used_bytes_end", static_cast<int64_t>(d.used_bytes_end), true);
+  w.Field("warmup_steps", static_cast<uint64_t>(d.warmup_steps));
+  w.Key("live_growth");
+  WriteGrowth(w, d.live_growth);
+  OptionalDouble(w, "steps_to_limit", d.steps_to_limit);
+  OptionalDouble(w, "seconds_to_limit", d.seconds_to_limit);
+  w.EndObject();
+}
+
 void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.BeginObject();
   w.Field("pid", p.pid);
@@ -153,6 +197,72 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.BeginArray();
   for (const std::string& n : p.notices) w.String(n);
   w.EndArray();
+  w.Field("device_peak_bytes", p.device_peak_bytes);
+  w.Field("pinned_host_live_bytes_end", p.pinned_host_live_bytes_end);
+  w.Field("pinned_host_peak_bytes", p.pinned_host_peak_bytes);
+  w.Field("device_failures", p.device_failures);
+  w.Field("device_unmatched_frees", p.device_unmatched_frees);
+  w.Field("device_ignored_frees", p.device_ignored_frees);
+  w.Key("devices");
+  w.BeginArray();
+  for (const analysis::DeviceSummary& d : p.devices) WriteDeviceSummary(w, d);
+  w.EndArray();
+  w.EndObject();
+}
+
+void WriteTorch(JsonWriter& w, const analysis::TorchCudaStats& t) {
+  w.BeginObject();
+  OptionalInt(w, "allocated_bytes", t.allocated_bytes);
+  OptionalInt(w, "reserved_bytes", t.reserved_bytes);
+  OptionalInt(w, "inactive_split_bytes", t.inactive_split_bytes);
+  OptionalInt(w, "requested_bytes", t.requested_bytes);
+  OptionalInt(w, "num_alloc_retries", t.num_alloc_retries);
+  OptionalInt(w, "num_ooms", t.num_ooms);
+  OptionalInt(w, "allocated_bytes_peak", t.allocated_bytes_peak);
+  OptionalInt(w, "reserved_bytes_peak", t.reserved_bytes_peak);
+  OptionalInt(w, "cache_slack_bytes", t.cache_slack());
+  w.Key("inactive_split_share");
+  if (t.inactive_split_bytes >= 0 && t.reserved_bytes > 0) {
+    w.Double(static_cast<double>(t.inactive_split_bytes) / static_cast<double>(t.reserved_bytes));
+  } else {
+    w.Double(NAN);
+  }
+  OptionalInt(w, "alloc_retries_in_step", t.alloc_retries_in_step);
+  OptionalInt(w, "ooms_in_step", t.ooms_in_step);
+  w.EndObject();
+}
+
+void WriteDeviceStep(JsonWriter& w, const analysis::DeviceStep& d) {
+  w.BeginObject();
+  OptionalInt(w, "device", d.device);
+  w.Field("live_bytes_end", d.live_bytes_end);
+  w.Field("peak_bytes", d.peak_bytes);
+  WriteByName(w, "live_by_kind", d.live_by_kind);
+  WriteByName(w, "peak_by_kind", d.peak_by_kind);
+  w.Field("alloc_bytes", d.alloc_bytes);
+  w.Field("alloc_count", d.alloc_count);
+  w.Field("free_bytes", d.free_bytes);
+  w.Field("free_count", d.free_count);
+  w.Field("failures", d.failures);
+  WriteByName(w, "stage_peaks", d.stage_peaks);
+  w.Key("driver");
+  if (d.has_info) {
+    w.BeginObject();
+    w.Field("free_bytes", d.driver_free_bytes);
+    w.Field("total_bytes", d.driver_total_bytes);
+    w.Field("used_bytes", d.driver_used_bytes);
+    w.Field("pool_reserved_bytes", d.pool_reserved_bytes);
+    w.Field("pool_used_bytes", d.pool_used_bytes);
+    w.EndObject();
+  } else {
+    w.Double(NAN);
+  }
+  w.Key("torch");
+  if (d.torch.any()) {
+    WriteTorch(w, d.torch);
+  } else {
+    w.Double(NAN);
+  }
   w.EndObject();
 }
 
@@ -179,7 +289,36 @@ void WriteStep(JsonWriter& w, const StepRow& s) {
   w.BeginObject();
   for (const auto& [name, peak] : s.stage_peaks) w.Field(name, peak);
   w.EndObject();
+  w.Field("device_live_bytes_end", s.device_live_bytes_end);
+  w.Field("device_peak_bytes", s.device_peak_bytes);
+  w.Field("pinned_host_live_bytes_end", s.pinned_host_live_bytes_end);
+  w.Field("pinned_host_peak_bytes", s.pinned_host_peak_bytes);
+  w.Key("devices");
+  w.BeginArray();
+  for (const analysis::DeviceStep& d : s.devices) WriteDeviceStep(w, d);
+  w.EndArray();
   w.EndObject();
+}
+
+bool IsHostKind(const std::string& kind) { return kind == "host" || kind == "mmap"; }
+
+void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames) {
+  w.Key("frames");
+  w.BeginArray();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (max_frames > 0 && i >= static_cast<size_t>(max_frames)) break;
+    const Frame& f = frames[i];
+    w.BeginObject();
+    w.Field("function", f.function);
+    w.Field("file", f.file);
+    w.Field("line", f.line);
+    w.Field("module", f.module);
+    w.Field("inlined", f.inlined);
+    w.Field("ip", absl::StrFormat("0x%x", f.ip));
+    w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
+    w.EndObject();
+  }
+  w.EndArray();
 }
 
 void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
@@ -209,22 +348,27 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginArray();
   for (double v : s.live_bytes_by_step) w.Double(v);
   w.EndArray();
-  w.Key("frames");
-  w.BeginArray();
-  for (size_t i = 0; i < s.frames.size(); ++i) {
-    if (max_frames > 0 && i >= static_cast<size_t>(max_frames)) break;
-    const Frame& f = s.frames[i];
-    w.BeginObject();
-    w.Field("function", f.function);
-    w.Field("file", f.file);
-    w.Field("line", f.line);
-    w.Field("module", f.module);
-    w.Field("inlined", f.inlined);
-    w.Field("ip", absl::StrFormat("0x%x", f.ip));
-    w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
-    w.EndObject();
-  }
-  w.EndArray();
+  WriteFrames(w, s.frames, max_frames);
+  OptionalInt(w, "device", IsHostKind(s.kind) ? -1 : s.device);
+  w.Field("api", s.api);
+  w.EndObject();
+}
+
+void WriteDeviceFailure(JsonWriter& w, const analysis::DeviceFailure& f, int max_frames) {
+  w.BeginObject();
+  w.Field("pid", f.pid);
+  w.Field("time_s", f.time_s);
+  w.Field("step", f.step);
+  w.Field("stage", f.stage);
+  w.Field("size", f.size);
+  w.Field("kind", f.kind);
+  w.Field("api", f.api);
+  w.Field("error", f.error);
+  w.Field("error_name", f.error_name);
+  OptionalInt(w, "device", f.device);
+  w.Field("stack_id", f.stack_id);
+  w.Field("site_id", f.site_id);
+  WriteFrames(w, f.frames, max_frames);
   w.EndObject();
 }
 
@@ -258,6 +402,7 @@ void WriteStagePeak(JsonWriter& w, const analysis::StagePeak& sp) {
   w.Field("peak_bytes_median", sp.peak_bytes_median);
   w.Field("steps", sp.steps);
   w.Field("top_source", sp.top_source);
+  OptionalInt(w, "device", sp.kind == "device" ? sp.device : -1);
   w.Key("top_sites");
   w.BeginArray();
   for (const analysis::PeakSite& t : sp.top_sites) {
@@ -372,6 +517,12 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
   w.Key("gates");
   w.BeginArray();
   for (const analysis::GateResult& g : report.gates) WriteGate(w, g);
+  w.EndArray();
+  w.Key("device_failures");
+  w.BeginArray();
+  for (const analysis::DeviceFailure& f : report.device_failures) {
+    WriteDeviceFailure(w, f, options.frames);
+  }
   w.EndArray();
   w.Key("sites");
   w.BeginArray();

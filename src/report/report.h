@@ -5,7 +5,9 @@
 //  - Text: header (processes), Growth (classes, rates, CI, projections),
 //    Gates (when any), Alerts, Stage peaks, Epochs, exact totals, per-step
 //    table, top call sites at the end and at the peak. Long step tables are shortened (rule in
-//    FormatText below); JSON always holds every row and every site.
+//    FormatText below); JSON always holds every row and every site. Device
+//    sections (text_device.cc) appear only when the trace has device records,
+//    so a host-only report is the same as before them.
 //  - JSON: schema "memstep.report/2" (docs/report-schema.md); strings
 //    escaped per RFC 8259; non-finite numbers written as null.
 

@@ -10,28 +10,101 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/report/report.h"
+#include "src/report/text_internal.h"
 
 namespace memstep::report {
+namespace internal {
 namespace {
-
-using analysis::Frame;
-using analysis::ProcessSummary;
-using analysis::Report;
-using analysis::Site;
-using analysis::StepRow;
 
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// "12.0 MiB (12,582,912 bytes)" where the exact number matters.
+}  // namespace
+
 std::string ExactBytes(uint64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   return absl::StrCat(HumanBytes(static_cast<double>(bytes)), " (", Thousands(bytes), " bytes)");
 }
 
 std::string Seconds(double s) { return absl::StrFormat("%.3f s", s); }
+
+std::string Duration(double s) {
+  if (s < 120) return absl::StrFormat("%.0f s", s);
+  if (s < 7200) return absl::StrFormat("%.0f min", s / 60);
+  if (s < 172800) return absl::StrFormat("%.1f h", s / 3600);
+  return absl::StrFormat("%.1f d", s / 86400);
+}
+
+std::string Rate(const analysis::Growth& g) {
+  return absl::StrFormat("%s%s/step [95%% CI %s, %s]", g.slope >= 0 ? "+" : "",
+                         HumanBytes(g.slope), HumanBytes(g.slope_low), HumanBytes(g.slope_high));
+}
+
+void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOptions& o,
+                  std::string& out) {
+  if (frames.empty()) {
+    absl::StrAppend(&out, "        <no stack>\n");
+    return;
+  }
+  const size_t limit = o.frames > 0 ? static_cast<size_t>(o.frames) : frames.size();
+  for (size_t i = 0; i < frames.size() && i < limit; ++i) {
+    const analysis::Frame& f = frames[i];
+    absl::StrAppend(&out, "        ", f.inlined ? "[inlined] " : "", f.function);
+    if (!f.file.empty()) {
+      absl::StrAppend(&out, "  ", f.file);
+      if (f.line > 0) absl::StrAppend(&out, ":", f.line);
+    }
+    if (!f.module.empty()) absl::StrAppend(&out, "  (", Basename(f.module), ")");
+    absl::StrAppend(&out, "\n");
+  }
+  if (frames.size() > limit) {
+    absl::StrAppend(&out, "        ... ", frames.size() - limit, " more frames\n");
+  }
+}
+
+std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOptions& o) {
+  std::vector<size_t> out;
+  const size_t n = peaks.size();
+  if (n <= static_cast<size_t>(o.max_step_rows)) {
+    for (size_t i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::set<size_t> keep;
+  for (size_t i = 0; i < static_cast<size_t>(o.edge_rows) && i < n; ++i) {
+    keep.insert(i);
+    keep.insert(n - 1 - i);
+  }
+  std::vector<size_t> by_peak(n);
+  for (size_t i = 0; i < n; ++i) by_peak[i] = i;
+  std::stable_sort(by_peak.begin(), by_peak.end(),
+                   [&](size_t a, size_t b) { return peaks[a] > peaks[b]; });
+  for (size_t i = 0; i < static_cast<size_t>(o.peak_rows) && i < n; ++i) keep.insert(by_peak[i]);
+  size_t prev = SIZE_MAX;
+  for (size_t i : keep) {
+    if (prev != SIZE_MAX && i != prev + 1) out.push_back(SIZE_MAX);
+    if (prev == SIZE_MAX && i != 0) out.push_back(SIZE_MAX);
+    out.push_back(i);
+    prev = i;
+  }
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+using analysis::ProcessSummary;
+using analysis::Report;
+using analysis::Site;
+using analysis::StepRow;
+using internal::AppendFrames;
+using internal::Duration;
+using internal::ExactBytes;
+using internal::IsHostKind;
+using internal::Rate;
+using internal::Seconds;
 
 // One line: control characters shown as spaces, long command lines cut.
 std::string OneLine(const std::string& text, size_t max_len = 160) {
@@ -55,7 +128,11 @@ void AppendProcess(const ProcessSummary& p, std::string& out) {
   } else {
     absl::StrAppend(&out, "no trailer (killed or still running)");
   }
-  absl::StrAppend(&out, "  peak ", HumanBytes(p.peak_bytes), "\n");
+  absl::StrAppend(&out, "  peak ", HumanBytes(p.peak_bytes));
+  if (p.has_device_data()) {
+    absl::StrAppend(&out, "  device peak ", HumanBytes(static_cast<double>(p.device_peak_bytes)));
+  }
+  absl::StrAppend(&out, "\n");
   absl::StrAppend(&out, "    cmdline: ", p.cmdline.empty() ? "?" : OneLine(p.cmdline), "\n");
   absl::StrAppend(&out, "    trace: ", p.trace_path, "\n");
   for (const std::string& n : p.notices) absl::StrAppend(&out, "    notice: ", OneLine(n), "\n");
@@ -112,34 +189,6 @@ void AppendTotals(const Report& r, std::string& out) {
   absl::StrAppend(&out, "  lost records     ", Thousands(t.lost_records), "\n");
 }
 
-// Indices of the rows to show; SIZE_MAX marks an ellipsis.
-std::vector<size_t> PickRows(const std::vector<const StepRow*>& rows, const ReportOptions& o) {
-  std::vector<size_t> out;
-  const size_t n = rows.size();
-  if (n <= static_cast<size_t>(o.max_step_rows)) {
-    for (size_t i = 0; i < n; ++i) out.push_back(i);
-    return out;
-  }
-  std::set<size_t> keep;
-  for (size_t i = 0; i < static_cast<size_t>(o.edge_rows) && i < n; ++i) {
-    keep.insert(i);
-    keep.insert(n - 1 - i);
-  }
-  std::vector<size_t> by_peak(n);
-  for (size_t i = 0; i < n; ++i) by_peak[i] = i;
-  std::stable_sort(by_peak.begin(), by_peak.end(),
-                   [&](size_t a, size_t b) { return rows[a]->peak_bytes > rows[b]->peak_bytes; });
-  for (size_t i = 0; i < static_cast<size_t>(o.peak_rows) && i < n; ++i) keep.insert(by_peak[i]);
-  size_t prev = SIZE_MAX;
-  for (size_t i : keep) {
-    if (prev != SIZE_MAX && i != prev + 1) out.push_back(SIZE_MAX);
-    if (prev == SIZE_MAX && i != 0) out.push_back(SIZE_MAX);
-    out.push_back(i);
-    prev = i;
-  }
-  return out;
-}
-
 void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
   for (const ProcessSummary& p : r.processes) {
     std::vector<const StepRow*> rows;
@@ -163,9 +212,12 @@ void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
     for (const std::string& s : stages) {
       absl::StrAppend(&header, absl::StrFormat(" %11s", s.size() > 11 ? s.substr(0, 11) : s));
     }
-    absl::StrAppend(&header, absl::StrFormat(" %11s %11s\n", "alloc'd", "RSS"));
+    absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "alloc'd", "RSS"),
+                    internal::DeviceStepHeader(p), "\n");
     out += header;
-    for (size_t i : PickRows(rows, o)) {
+    std::vector<uint64_t> peaks;
+    for (const StepRow* s : rows) peaks.push_back(s->peak_bytes);
+    for (size_t i : internal::PickRows(peaks, o)) {
       if (i == SIZE_MAX) {
         absl::StrAppend(&out, absl::StrFormat("  %8s\n", "..."));
         continue;
@@ -178,30 +230,11 @@ void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
         absl::StrAppend(&out, absl::StrFormat(
                                   " %11s", it == s.stage_peaks.end() ? "-" : HumanBytes(it->second)));
       }
-      absl::StrAppend(&out, absl::StrFormat(" %11s %11s\n", HumanBytes(s.alloc_bytes),
-                                            s.rss_bytes_end ? HumanBytes(s.rss_bytes_end) : "-"));
+      absl::StrAppend(&out, absl::StrFormat(" %11s %11s", HumanBytes(s.alloc_bytes),
+                                            s.rss_bytes_end ? HumanBytes(s.rss_bytes_end) : "-"),
+                      internal::DeviceStepCells(p, s), "\n");
     }
-  }
-}
-
-void AppendFrames(const Site& s, const ReportOptions& o, std::string& out) {
-  if (s.frames.empty()) {
-    absl::StrAppend(&out, "        <no stack>\n");
-    return;
-  }
-  const size_t limit = o.frames > 0 ? static_cast<size_t>(o.frames) : s.frames.size();
-  for (size_t i = 0; i < s.frames.size() && i < limit; ++i) {
-    const Frame& f = s.frames[i];
-    absl::StrAppend(&out, "        ", f.inlined ? "[inlined] " : "", f.function);
-    if (!f.file.empty()) {
-      absl::StrAppend(&out, "  ", f.file);
-      if (f.line > 0) absl::StrAppend(&out, ":", f.line);
-    }
-    if (!f.module.empty()) absl::StrAppend(&out, "  (", Basename(f.module), ")");
-    absl::StrAppend(&out, "\n");
-  }
-  if (s.frames.size() > limit) {
-    absl::StrAppend(&out, "        ... ", s.frames.size() - limit, " more frames\n");
+    internal::AppendDeviceSteps(r, p, o, out);
   }
 }
 
@@ -209,6 +242,7 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
   std::vector<const Site*> sites;
   double total = 0;
   for (const Site& s : r.sites) {
+    if (!IsHostKind(s.kind)) continue;  // device sites: their own tables
     const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
     total += v;
     if (v > 0) sites.push_back(&s);
@@ -246,20 +280,8 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
                                           s->samples, HumanBytes(s->alloc_bytes)));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
     absl::StrAppend(&out, "\n");
-    AppendFrames(*s, o, out);
+    AppendFrames(s->frames, o, out);
   }
-}
-
-std::string Duration(double s) {
-  if (s < 120) return absl::StrFormat("%.0f s", s);
-  if (s < 7200) return absl::StrFormat("%.0f min", s / 60);
-  if (s < 172800) return absl::StrFormat("%.1f h", s / 3600);
-  return absl::StrFormat("%.1f d", s / 86400);
-}
-
-std::string Rate(const analysis::Growth& g) {
-  return absl::StrFormat("%s%s/step [95%% CI %s, %s]", g.slope >= 0 ? "+" : "",
-                         HumanBytes(g.slope), HumanBytes(g.slope_low), HumanBytes(g.slope_high));
 }
 
 std::string Projection(double steps, double seconds) {
@@ -300,6 +322,7 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
                       "/step while heap live bytes do not (allocator caching or "
                       "fragmentation, not a leak)\n");
     }
+    internal::AppendDeviceGrowth(p, out);
   }
   std::vector<const Site*> growing;
   std::map<std::string, std::pair<int, double>> others;  // class -> (sites, live bytes)
@@ -330,15 +353,18 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   if (growing.empty()) absl::StrAppend(&out, "  no call site grows after warm-up\n");
   for (const Site* s : growing) {
     const analysis::Growth& g = s->growth;
-    absl::StrAppend(&out, "  site #", s->id, " ", analysis::GrowthClassName(g.cls), "  ", Rate(g),
-                    "  live at end ", HumanBytes(s->live_bytes_end));
+    absl::StrAppend(&out, "  site #", s->id, " ", analysis::GrowthClassName(g.cls),
+                    internal::DeviceSiteTag(*s), "  ", Rate(g), "  live at end ",
+                    HumanBytes(s->live_bytes_end));
     if (g.cls == GrowthClass::kBoundedGrowth) {
       absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
     }
-    absl::StrAppend(&out, Projection(s->steps_to_limit, s->seconds_to_limit));
+    const bool device = !IsHostKind(s->kind) && s->kind != "pinned_host";
+    absl::StrAppend(&out, device ? internal::DeviceProjection(*s)
+                                 : Projection(s->steps_to_limit, s->seconds_to_limit));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
     absl::StrAppend(&out, "\n        (", g.reason, ")\n");
-    AppendFrames(*s, o, out);
+    AppendFrames(s->frames, o, out);
   }
   if (!others.empty()) {
     absl::StrAppend(&out, "  other sites:");
@@ -379,12 +405,16 @@ void AppendAlerts(const Report& r, std::string& out) {
 }
 
 void AppendStagePeaks(const Report& r, std::string& out) {
-  if (r.stage_peaks.empty()) return;
+  if (std::none_of(r.stage_peaks.begin(), r.stage_peaks.end(),
+                   [](const analysis::StagePeak& sp) { return sp.kind == "host"; })) {
+    return;
+  }
   absl::StrAppend(&out, "\nStage peaks (exact host heap bytes; top sites estimated)\n");
   absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8s %11s %7s\n", "stage", "max",
                                         "at step", "median", "steps"));
   const size_t per_stage = 3;
   for (const analysis::StagePeak& sp : r.stage_peaks) {
+    if (sp.kind != "host") continue;  // AppendDeviceStagePeaks
     std::string name = sp.stage.size() > 16 ? sp.stage.substr(0, 16) : sp.stage;
     absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8d %11s %7d", name,
                                           HumanBytes(static_cast<double>(sp.peak_bytes_max)),
@@ -462,12 +492,17 @@ std::string FormatText(const Report& report, const ReportOptions& options) {
   AppendGrowth(report, options, out);
   AppendGates(report, out);
   AppendAlerts(report, out);
+  internal::AppendDeviceFailures(report, options, out);
   AppendStagePeaks(report, out);
+  internal::AppendDeviceStagePeaks(report, out);
   AppendEpochs(report, out);
   AppendTotals(report, out);
+  internal::AppendDeviceMemory(report, out);
   AppendSteps(report, options, out);
   AppendSites(report, options, /*at_peak=*/false, out);
   AppendSites(report, options, /*at_peak=*/true, out);
+  internal::AppendDeviceSites(report, options, /*at_peak=*/false, out);
+  internal::AppendDeviceSites(report, options, /*at_peak=*/true, out);
   return out;
 }
 

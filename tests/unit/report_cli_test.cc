@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
 #include "tests/unit/cli_runner.h"
+#include "tests/unit/device_trace.h"
 #include "tests/unit/test_util.h"
 
 namespace memstep {
@@ -142,6 +143,51 @@ TEST_F(ReportCliTest, WarmupAndThresholdOptions) {
   r = Report({trace_, "--no-symbolize", "--leak-min-rate", "512K", "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, Not(HasSubstr("\"class\":\"LEAK\"")));
+}
+
+// Device gates on the planted device trace (device_trace.h): device 0 peaks
+// at 353 MiB (step 25), forward at 352 MiB, and leaks 2 MiB per step.
+TEST(ReportCliDeviceTest, DeviceGatesExitThree) {
+  testing::TempDir dir;
+  const std::string trace = dir.File("dev.trace");
+  ASSERT_TRUE(testing::WriteFile(trace, testing::PlantedDeviceTrace()));
+  Result pass = Report({trace, "--no-symbolize", "--fail-on", "device_peak > 353MiB",
+                        "--fail-on", "device_peak(forward) > 352M", "--fail-on",
+                        "device_growth > 2MiB/step"});
+  EXPECT_EQ(pass.exit_code, 0) << pass.err;
+  EXPECT_THAT(pass.out, HasSubstr("Gates: 0 of 3 failed"));
+  EXPECT_THAT(pass.out, HasSubstr("pass  device_peak > 353MiB  (value 353 MiB; device 0, pid 9, "
+                                  "step 25)"));
+  EXPECT_THAT(pass.out, HasSubstr("pass  device_growth > 2MiB/step  (value 2.00 MiB/step; LEAK "
+                                  "device site #1 (pid 9))"));
+
+  Result fail = Report({trace, "--no-symbolize", "--fail-on", "device_peak > 8GiB", "--fail-on",
+                        "device_peak >= 353M", "--fail-on", "device_peak(backward) > 300M",
+                        "--fail-on", "device_growth > 1M/step", "--fail-on",
+                        "device_peak(optimizer) > 1G"});
+  EXPECT_EQ(fail.exit_code, 3);
+  EXPECT_THAT(fail.out, HasSubstr("Gates: 4 of 5 failed"));
+  EXPECT_THAT(fail.out, HasSubstr("pass  device_peak > 8GiB"));
+  EXPECT_THAT(fail.err, HasSubstr("memstep: gate failed: device_peak >= 353M (device 0, pid 9, "
+                                  "step 25)\n"));
+  EXPECT_THAT(fail.err, HasSubstr("memstep: gate failed: device_peak(backward) > 300M (device 0, "
+                                  "step 25, pid 9)\n"));
+  EXPECT_THAT(fail.err, HasSubstr("memstep: gate failed: device_growth > 1M/step"));
+  EXPECT_THAT(fail.err, HasSubstr("memstep: gate failed: device_peak(optimizer) > 1G (no stage "
+                                  "'optimizer' in the trace)"));
+
+  Result json = Report({trace, "--no-symbolize", "--format", "json", "--fail-on",
+                        "device_peak > 100M"});
+  EXPECT_EQ(json.exit_code, 3);
+  EXPECT_THAT(json.out, HasSubstr("{\"expression\":\"device_peak > 100M\",\"metric\":"
+                                  "\"device_peak\",\"value\":370147328,\"passed\":false,"
+                                  "\"detail\":\"device 0, pid 9, step 25\"}"));
+
+  for (const std::string bad : {"device_peak > 1G/step", "device_growth(fwd) > 1M"}) {
+    Result r = Report({trace, "--fail-on", bad});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_THAT(r.err, HasSubstr("bad --fail-on expression '" + bad + "'")) << bad;
+  }
 }
 
 }  // namespace

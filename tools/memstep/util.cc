@@ -149,8 +149,10 @@ std::string ReportUsage() {
          "                       (defaults for call sites; the exact heap series uses 1/16\n"
          "                       of them unless these options are given)\n"
          "  --fail-on EXPR       exit 3 when EXPR holds, e.g. 'growth > 1MiB/step',\n"
-         "                       'peak(forward) > 2GiB', 'leaks > 0' (repeatable; metrics:\n"
-         "                       growth live_growth peak peak(STAGE) live_end rss_peak leaks)\n"
+         "                       'peak(forward) > 2GiB', 'leaks > 0', 'device_peak > 8GiB'\n"
+         "                       (repeatable; metrics: growth live_growth peak peak(STAGE)\n"
+         "                       live_end rss_peak leaks device_peak device_peak(STAGE)\n"
+         "                       device_growth)\n"
          "  -h, --help           this help\n"
          "\n"
          "exit status: 0 ok, 1 usage or input error, 3 a --fail-on gate failed\n";

@@ -1,0 +1,586 @@
+#include "src/analysis/device_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "src/analysis/device_replay.h"
+#include "src/analysis/trend.h"
+#include "src/format/format.h"
+
+namespace memstep::analysis {
+namespace {
+
+using reader::Event;
+using reader::Trace;
+
+constexpr char kTorchPrefix[] = "torch.cuda:";
+
+// A peak and the event index right after which it was reached.
+struct IndexedPeak {
+  uint64_t bytes = 0;
+  size_t index = SIZE_MAX;  // SIZE_MAX: never reached (no allocation)
+  int64_t step = -1;
+};
+
+// Peaks since the last STEP record (begin or end), as the host counters do.
+struct StepTrack {
+  std::map<int32_t, uint64_t> resident;                  // device -> peak
+  std::map<std::pair<uint8_t, int32_t>, uint64_t> kind;  // (kind, device) -> peak
+  uint64_t total = 0;
+  uint64_t pinned = 0;
+  std::map<int32_t, DeviceReplay::Traffic> base;  // traffic at the last STEP record
+};
+
+// One open run of a stage: its peak per device.
+struct StageRun {
+  std::map<int32_t, IndexedPeak> peak;
+};
+
+uint64_t MedianOf(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// Steps (and seconds) until `limit` at `rate` bytes/step from `used`; -1 n/a.
+void Project(double rate, double used, double limit, double step_s, double* steps,
+             double* seconds) {
+  *steps = *seconds = -1;
+  if (rate <= 0 || limit <= 0) return;
+  *steps = std::max(0.0, (limit - used) / rate);
+  if (step_s > 0) *seconds = *steps * step_s;
+}
+
+void SetTorchStat(const std::string& stat, int64_t v, TorchCudaStats& s) {
+  if (stat == "allocated_bytes") s.allocated_bytes = v;
+  if (stat == "reserved_bytes") s.reserved_bytes = v;
+  if (stat == "inactive_split_bytes") s.inactive_split_bytes = v;
+  if (stat == "requested_bytes") s.requested_bytes = v;
+  if (stat == "num_alloc_retries") s.num_alloc_retries = v;
+  if (stat == "num_ooms") s.num_ooms = v;
+  if (stat == "allocated_bytes_peak") s.allocated_bytes_peak = v;
+  if (stat == "reserved_bytes_peak") s.reserved_bytes_peak = v;
+}
+
+bool IsDeviceRecord(uint8_t tag) {
+  return tag == format::kTagDevAlloc || tag == format::kTagDevFree || tag == format::kTagDevFail;
+}
+
+// Every device the trace mentions: resident allocations, frees and failures,
+// DEV_INFO records and PyTorch counters.
+std::set<int32_t> DevicesOf(const Trace& t) {
+  std::set<int32_t> out;
+  for (const Event& e : t.events) {
+    if (IsDeviceRecord(e.tag) && IsResidentKind(e.kind)) out.insert(e.device);
+    int32_t device;
+    std::string stat;
+    if (e.tag == format::kTagCounter && ParseTorchCounter(t.String(e.str), &device, &stat)) {
+      out.insert(device);
+    }
+  }
+  for (const reader::DeviceInfo& i : t.device_info) out.insert(i.device);
+  return out;
+}
+
+// The first pass's state and results.
+class DevicePass {
+ public:
+  DevicePass(const Trace& t, const HostContext& host, const std::set<int32_t>& devices)
+      : t_(t),
+        host_(host),
+        devices_(devices),
+        rows_(host.row_of_step->size()),
+        by_row_(rows_),
+        stage_by_row_(rows_) {
+    Reset();
+  }
+
+  void Run() {
+    for (size_t i = 0; i < t_.events.size(); ++i) {
+      const Event& e = t_.events[i];
+      if (replay_.Apply(e)) {
+        if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
+        continue;
+      }
+      switch (e.tag) {
+        case format::kTagStep:
+          OnStep(e);
+          break;
+        case format::kTagStage:
+          OnStage(i, e);
+          break;
+        case format::kTagCounter:
+          OnCounter(e);
+          break;
+        case format::kTagDevFail:
+          fails_.push_back(i);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  const DeviceReplay& replay() const { return replay_; }
+  size_t rows() const { return rows_; }
+  std::vector<std::map<int32_t, DeviceStep>>& by_row() { return by_row_; }
+  // [row][device][stage] -> peak within the step's runs.
+  const std::vector<std::map<int32_t, std::map<std::string, uint64_t>>>& stage_by_row() const {
+    return stage_by_row_;
+  }
+  const std::map<int32_t, IndexedPeak>& run_peak() const { return run_peak_; }
+  const std::map<std::pair<uint8_t, int32_t>, uint64_t>& kind_peak() const { return kind_peak_; }
+  const IndexedPeak& pinned_peak() const { return pinned_peak_; }
+  const std::map<std::pair<std::string, int32_t>, IndexedPeak>& best_stage() const { return best_; }
+  const std::vector<size_t>& fails() const { return fails_; }
+  // [site][row]: live bytes at each step end.
+  const std::vector<std::vector<uint64_t>>& site_by_step() const { return site_by_step_; }
+  std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
+
+ private:
+  void Reset() {
+    track_ = StepTrack{};
+    for (int32_t d : devices_) track_.resident[d] = replay_.resident(d);
+    for (const auto& [key, live] : replay_.live_by_kind()) track_.kind[key] = live;
+    track_.total = replay_.resident_total();
+    track_.pinned = replay_.pinned();
+    track_.base = replay_.devices();
+  }
+
+  void OnAlloc(size_t i, const Event& e) {
+    if (e.kind == format::kDevPinnedHost) {
+      track_.pinned = std::max(track_.pinned, replay_.pinned());
+      if (replay_.pinned() > pinned_peak_.bytes) pinned_peak_ = {replay_.pinned(), i, in_step_};
+      return;
+    }
+    if (!IsResidentKind(e.kind)) return;
+    const uint64_t r = replay_.resident(e.device);
+    const uint64_t k = replay_.live(e.kind, e.device);
+    uint64_t& tr = track_.resident[e.device];
+    tr = std::max(tr, r);
+    uint64_t& tk = track_.kind[{e.kind, e.device}];
+    tk = std::max(tk, k);
+    track_.total = std::max(track_.total, replay_.resident_total());
+    IndexedPeak& p = run_peak_[e.device];
+    if (r > p.bytes) p = {r, i, in_step_};
+    uint64_t& kp = kind_peak_[{e.kind, e.device}];
+    kp = std::max(kp, k);
+    for (auto& [key, run] : open_) {
+      IndexedPeak& rp = run.peak[e.device];
+      if (r > rp.bytes) rp = {r, i, in_step_};
+    }
+  }
+
+  void OnStep(const Event& e) {
+    if (e.phase == 0) {
+      in_step_ = static_cast<int64_t>(e.step);
+      Reset();
+      return;
+    }
+    auto row = host_.row_of_step->find(e.step);
+    if (row != host_.row_of_step->end()) Record(row->second);
+    in_step_ = -1;
+    Reset();
+  }
+
+  void OnStage(size_t i, const Event& e) {
+    const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
+    if (e.phase == 0) {
+      open_[key] = Begin(i);
+      return;
+    }
+    auto it = open_.find(key);
+    StageRun run = it != open_.end() ? it->second : Begin(i);
+    if (it != open_.end()) open_.erase(it);
+    const std::string& name = t_.String(e.str);
+    auto row = host_.row_of_step->find(e.step);
+    for (const auto& [device, peak] : run.peak) {
+      if (row != host_.row_of_step->end()) {
+        uint64_t& p = stage_by_row_[row->second][device][name];
+        p = std::max(p, peak.bytes);
+      }
+      auto [b, inserted] = best_.try_emplace({name, device});
+      if (inserted || peak.bytes > b->second.bytes) {
+        b->second = peak;
+        b->second.step = static_cast<int64_t>(e.step);
+      }
+    }
+  }
+
+  StageRun Begin(size_t i) const {
+    StageRun run;
+    for (int32_t d : devices_) run.peak[d] = IndexedPeak{replay_.resident(d), i, in_step_};
+    return run;
+  }
+
+  void OnCounter(const Event& e) {
+    int32_t device;
+    std::string stat;
+    if (ParseTorchCounter(t_.String(e.str), &device, &stat))
+      SetTorchStat(stat, e.value, torch_[device]);
+  }
+
+  void Record(size_t row) {
+    StepRow& s = *step_rows[row];
+    for (int32_t d : devices_) {
+      DeviceStep& ds = by_row_[row][d];
+      ds.device = d;
+      ds.live_bytes_end = replay_.resident(d);
+      ds.peak_bytes = std::max(track_.resident[d], ds.live_bytes_end);
+      auto now = replay_.devices().find(d);
+      if (now != replay_.devices().end()) {
+        const DeviceReplay::Traffic& base = track_.base[d];
+        ds.alloc_bytes = now->second.alloc_bytes - base.alloc_bytes;
+        ds.alloc_count = now->second.alloc_count - base.alloc_count;
+        ds.free_bytes = now->second.free_bytes - base.free_bytes;
+        ds.free_count = now->second.free_count - base.free_count;
+      }
+    }
+    for (const auto& [key, live] : replay_.live_by_kind()) {
+      if (!IsResidentKind(key.first)) continue;
+      DeviceStep& ds = by_row_[row][key.second];
+      const char* name = format::DeviceKindName(key.first);
+      ds.live_by_kind[name] = live;
+      ds.peak_by_kind[name] = std::max(track_.kind[key], live);
+    }
+    for (const auto& [device, stats] : torch_) {
+      TorchCudaStats& ts = by_row_[row][device].torch;
+      ts = stats;
+      if (stats.num_alloc_retries >= 0) {
+        int64_t& prev = prev_retries_[device];
+        ts.alloc_retries_in_step = stats.num_alloc_retries - prev;
+        prev = stats.num_alloc_retries;
+      }
+      if (stats.num_ooms >= 0) {
+        int64_t& prev = prev_ooms_[device];
+        ts.ooms_in_step = stats.num_ooms - prev;
+        prev = stats.num_ooms;
+      }
+    }
+    s.device_live_bytes_end = replay_.resident_total();
+    s.device_peak_bytes = std::max(track_.total, s.device_live_bytes_end);
+    s.pinned_host_live_bytes_end = replay_.pinned();
+    s.pinned_host_peak_bytes = std::max(track_.pinned, s.pinned_host_live_bytes_end);
+    const auto& sites = replay_.sites();
+    site_by_step_.resize(sites.size());
+    for (size_t j = 0; j < sites.size(); ++j) {
+      site_by_step_[j].resize(rows_);
+      site_by_step_[j][row] = sites[j].live_bytes;
+    }
+  }
+
+  const Trace& t_;
+  const HostContext& host_;
+  const std::set<int32_t>& devices_;
+  const size_t rows_;
+  DeviceReplay replay_;
+  StepTrack track_;
+  int64_t in_step_ = -1;
+  std::vector<std::map<int32_t, DeviceStep>> by_row_;
+  std::vector<std::map<int32_t, std::map<std::string, uint64_t>>> stage_by_row_;
+  std::map<int32_t, IndexedPeak> run_peak_;
+  std::map<std::pair<uint8_t, int32_t>, uint64_t> kind_peak_;
+  IndexedPeak pinned_peak_;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageRun> open_;  // (tid, stage str)
+  std::map<std::pair<std::string, int32_t>, IndexedPeak> best_;        // (stage, device)
+  std::map<int32_t, TorchCudaStats> torch_;
+  std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
+  std::vector<size_t> fails_;
+  std::vector<std::vector<uint64_t>> site_by_step_;
+};
+
+// Live bytes and counts of every device site right after each event index
+// in `indices`.
+std::map<size_t, std::vector<DeviceReplay::SiteAcc>> Capture(const Trace& t,
+                                                             std::vector<size_t> indices) {
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> out;
+  DeviceReplay replay;
+  size_t next = 0;
+  for (size_t i = 0; i < t.events.size() && next < indices.size(); ++i) {
+    replay.Apply(t.events[i]);
+    if (i == indices[next]) out[indices[next++]] = replay.sites();
+  }
+  return out;
+}
+
+// The growth verdict of an exact per-step series.
+Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOptions& exact) {
+  const double top = y.empty() ? 0 : *std::max_element(y.begin(), y.end());
+  if (top < exact.min_window_growth && y.size() >= warmup + exact.min_window) {
+    Growth g;
+    g.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
+    g.warmup = warmup;
+    g.capacity = top;
+    g.reason = "never above the window growth threshold";
+    return g;
+  }
+  return ClassifyGrowth(GrowthInput{y, {}, {}}, warmup, exact);
+}
+
+double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }
+
+void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options& options,
+                         const std::set<int32_t>& devices, const DevicePass& pass,
+                         const std::vector<StepRow>& steps, ProcessSummary& summary) {
+  std::map<int32_t, const reader::DeviceInfo*> last_info;
+  for (const reader::DeviceInfo& i : t.device_info) last_info[i.device] = &i;
+  for (int32_t d : devices) {
+    DeviceSummary ds;
+    ds.device = d;
+    if (auto p = pass.run_peak().find(d);
+        p != pass.run_peak().end() && p->second.index != SIZE_MAX) {
+      ds.peak_bytes = p->second.bytes;
+      ds.peak_time_s = Seconds(t.events[p->second.index].ts);
+      ds.peak_step = p->second.step;
+    }
+    ds.live_bytes_end = pass.replay().resident(d);
+    for (const auto& [key, live] : pass.replay().live_by_kind()) {
+      if (key.second == d && IsResidentKind(key.first)) {
+        ds.live_by_kind_end[format::DeviceKindName(key.first)] = live;
+      }
+    }
+    for (const auto& [key, peak] : pass.kind_peak()) {
+      if (key.second == d) ds.peak_by_kind[format::DeviceKindName(key.first)] = peak;
+    }
+    if (auto tr = pass.replay().devices().find(d); tr != pass.replay().devices().end()) {
+      ds.alloc_bytes = tr->second.alloc_bytes;
+      ds.alloc_count = tr->second.alloc_count;
+      ds.free_bytes = tr->second.free_bytes;
+      ds.free_count = tr->second.free_count;
+    }
+    for (size_t idx : pass.fails()) {
+      const Event& e = t.events[idx];
+      ds.failures += IsResidentKind(e.kind) && e.device == d;
+    }
+    if (auto info = last_info.find(d); info != last_info.end()) {
+      ds.total_bytes = info->second->total_bytes;
+      ds.used_bytes_end =
+          info->second->total_bytes - std::min(info->second->total_bytes, info->second->free_bytes);
+    }
+    std::vector<double> y;
+    for (const StepRow& row : steps) {
+      for (const DeviceStep& s : row.devices) {
+        if (s.device == d) y.push_back(static_cast<double>(s.live_bytes_end));
+      }
+    }
+    const size_t configured =
+        options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
+    ds.warmup_steps = std::max(configured, DetectWarmup(y, 0.25, options.growth.min_window));
+    ds.live_growth = ClassifyExact(y, ds.warmup_steps, host.exact);
+    if (ds.live_growth.cls == GrowthClass::kLeak) {
+      const double used =
+          static_cast<double>(ds.used_bytes_end > 0 ? ds.used_bytes_end : ds.live_bytes_end);
+      Project(ds.live_growth.slope, used, static_cast<double>(ds.total_bytes), host.median_step_s,
+              &ds.steps_to_limit, &ds.seconds_to_limit);
+    }
+    summary.device_peak_bytes = std::max(summary.device_peak_bytes, ds.peak_bytes);
+    summary.devices.push_back(std::move(ds));
+  }
+  summary.pinned_host_live_bytes_end = pass.replay().pinned();
+  summary.pinned_host_peak_bytes = pass.pinned_peak().bytes;
+  summary.device_unmatched_frees = pass.replay().unmatched_frees();
+  summary.device_ignored_frees = pass.replay().ignored_frees();
+  summary.device_failures = pass.fails().size();
+}
+
+void FillStepRows(const Trace& t, DevicePass& pass, std::vector<StepRow>& steps) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::map<int32_t, DeviceStep>& m = pass.by_row()[k];
+    if (k < pass.stage_by_row().size()) {
+      for (const auto& [device, stages] : pass.stage_by_row()[k]) m[device].stage_peaks = stages;
+    }
+  }
+  std::map<uint64_t, size_t> row_by_step;
+  for (size_t k = 0; k < steps.size(); ++k) row_by_step[steps[k].step] = k;
+  for (const reader::DeviceInfo& i : t.device_info) {
+    auto row = row_by_step.find(i.step);
+    if (row == row_by_step.end()) continue;
+    DeviceStep& ds = pass.by_row()[row->second][i.device];
+    ds.has_info = true;
+    ds.driver_free_bytes = i.free_bytes;
+    ds.driver_total_bytes = i.total_bytes;
+    ds.driver_used_bytes = i.total_bytes - std::min(i.total_bytes, i.free_bytes);
+    ds.pool_reserved_bytes = i.pool_reserved;
+    ds.pool_used_bytes = i.pool_used;
+  }
+  for (size_t idx : pass.fails()) {
+    const Event& e = t.events[idx];
+    auto row = row_by_step.find(e.step);
+    if (row == row_by_step.end() || !IsResidentKind(e.kind)) continue;
+    ++pass.by_row()[row->second][e.device].failures;
+  }
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (auto& [device, ds] : pass.by_row()[k]) {
+      ds.device = device;
+      steps[k].devices.push_back(std::move(ds));
+    }
+  }
+}
+
+}  // namespace
+
+bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat) {
+  if (!absl::StartsWith(name, kTorchPrefix)) return false;
+  const size_t begin = sizeof(kTorchPrefix) - 1;
+  const size_t dot = name.find('.', begin);
+  if (dot == std::string::npos || dot == begin || dot + 1 >= name.size()) return false;
+  const std::string digits = name.substr(begin, dot - begin);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  return absl::SimpleAtoi(digits, device) && (*stat = name.substr(dot + 1), true);
+}
+
+void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& options,
+                    FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
+                    std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
+                    std::vector<DeviceFailure>& failures) {
+  const std::set<int32_t> devices = DevicesOf(t);
+  bool any = !devices.empty();
+  for (const Event& e : t.events) any |= IsDeviceRecord(e.tag);
+  if (!any) return;  // a host-only trace: nothing changes
+
+  DevicePass pass(t, host, devices);
+  for (StepRow& row : steps) pass.step_rows.push_back(&row);
+  pass.Run();
+  FillStepRows(t, pass, steps);
+  FillDeviceSummaries(t, host, options, devices, pass, steps, summary);
+
+  // The sites live at each device's peak, at the pinned host peak and at
+  // each (stage, device)'s largest peak.
+  std::vector<size_t> indices;
+  for (const auto& [d, p] : pass.run_peak()) indices.push_back(p.index);
+  indices.push_back(pass.pinned_peak().index);
+  for (const auto& [key, p] : pass.best_stage()) indices.push_back(p.index);
+  const std::map<size_t, std::vector<DeviceReplay::SiteAcc>> captured = Capture(t, indices);
+  auto live_at = [&](size_t index, size_t site) -> const DeviceReplay::SiteAcc* {
+    auto it = captured.find(index);
+    return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
+  };
+
+  const size_t base = sites.size();
+  const size_t rows = steps.size();
+  absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
+  std::map<int32_t, size_t> warmup_of;
+  std::map<int32_t, const DeviceSummary*> summary_of;
+  for (const DeviceSummary& ds : summary.devices) summary_of[ds.device] = &ds;
+  const auto& accs = pass.replay().sites();
+  for (size_t j = 0; j < accs.size(); ++j) {
+    const DeviceReplay::SiteAcc& a = accs[j];
+    site_of[a.key] = base + j;
+    Site s;
+    s.kind = format::DeviceKindName(a.key.kind);
+    s.pid = t.header.pid;
+    s.stack_id = a.key.stack;
+    s.device = a.key.device;
+    s.api = format::DeviceApiName(a.api);
+    s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
+    s.samples = a.alloc_count;
+    s.alloc_bytes = static_cast<double>(a.alloc_bytes);
+    s.alloc_count = static_cast<double>(a.alloc_count);
+    s.live_bytes_end = static_cast<double>(a.live_bytes);
+    s.live_count_end = static_cast<double>(a.live_count);
+    const bool resident = IsResidentKind(a.key.kind);
+    const DeviceSummary* dev = resident ? summary_of[a.key.device] : nullptr;
+    size_t peak_index = SIZE_MAX;
+    if (resident) {
+      auto p = pass.run_peak().find(a.key.device);
+      if (p != pass.run_peak().end()) peak_index = p->second.index;
+    } else if (a.key.kind == format::kDevPinnedHost) {
+      peak_index = pass.pinned_peak().index;
+    }
+    if (const DeviceReplay::SiteAcc* at = live_at(peak_index, j)) {
+      s.live_bytes_at_peak = static_cast<double>(at->live_bytes);
+    }
+    s.live_bytes_by_step.assign(rows, 0.0);
+    if (j < pass.site_by_step().size()) {
+      const std::vector<uint64_t>& v = pass.site_by_step()[j];
+      for (size_t k = 0; k < v.size() && k < rows; ++k)
+        s.live_bytes_by_step[k] = static_cast<double>(v[k]);
+    }
+    const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
+    s.growth = ClassifyExact(s.live_bytes_by_step, warmup, host.exact);
+    if (s.growth.cls == GrowthClass::kLeak) {
+      if (dev != nullptr) {
+        const double used = static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end
+                                                                        : dev->live_bytes_end);
+        Project(s.growth.slope, used, static_cast<double>(dev->total_bytes), host.median_step_s,
+                &s.steps_to_limit, &s.seconds_to_limit);
+      } else if (a.key.kind == format::kDevPinnedHost) {
+        Project(s.growth.slope, host.host_used_bytes, host.memory_limit, host.median_step_s,
+                &s.steps_to_limit, &s.seconds_to_limit);
+      }
+    }
+    sites.push_back(std::move(s));
+  }
+
+  // Stage peaks of each device, after the host ones, by (stage, device).
+  for (const auto& [key, best] : pass.best_stage()) {
+    if (pass.replay().devices().count(key.second) == 0) continue;  // no allocation on it
+    StagePeak sp;
+    sp.pid = t.header.pid;
+    sp.stage = key.first;
+    sp.kind = "device";
+    sp.device = key.second;
+    sp.peak_bytes_max = best.bytes;
+    sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
+    std::vector<uint64_t> per_step;
+    for (const StepRow& row : steps) {
+      for (const DeviceStep& ds : row.devices) {
+        if (ds.device != sp.device) continue;
+        auto it = ds.stage_peaks.find(sp.stage);
+        if (it != ds.stage_peaks.end()) per_step.push_back(it->second);
+      }
+    }
+    sp.steps = per_step.size();
+    sp.peak_bytes_median = MedianOf(per_step);
+    sp.top_source = "exact";
+    for (size_t j = 0; j < accs.size(); ++j) {
+      const DeviceReplay::SiteAcc* at = live_at(best.index, j);
+      if (at == nullptr || at->live_bytes == 0 || !IsResidentKind(at->key.kind) ||
+          at->key.device != sp.device) {
+        continue;
+      }
+      sp.top_sites.push_back(PeakSite{base + j + 1, at->key.stack,
+                                      static_cast<double>(at->live_bytes),
+                                      static_cast<double>(at->live_count)});
+    }
+    std::stable_sort(
+        sp.top_sites.begin(), sp.top_sites.end(),
+        [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+    if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
+    stage_peaks.push_back(std::move(sp));
+  }
+
+  for (size_t idx : pass.fails()) {
+    const Event& e = t.events[idx];
+    DeviceFailure f;
+    f.pid = t.header.pid;
+    f.time_s = Seconds(e.ts);
+    f.step = e.step;
+    f.stage = t.String(e.str);
+    f.size = e.size;
+    f.kind = format::DeviceKindName(e.kind);
+    f.api = format::DeviceApiName(e.api);
+    f.error = static_cast<uint64_t>(e.value);
+    // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
+    if (f.error == 2) f.error_name = "out of memory";
+    f.device = e.device;
+    f.stack_id = e.stack;
+    auto site = site_of.find(DeviceReplay::SiteKey{e.kind, e.device, e.stack});
+    f.site_id = site != site_of.end() ? site->second + 1 : 0;
+    f.frames = resolver.Resolve(e.stack, e.ts, /*device=*/true);
+    failures.push_back(std::move(f));
+  }
+}
+
+}  // namespace memstep::analysis

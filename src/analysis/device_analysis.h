@@ -1,0 +1,66 @@
+// Device side of AnalyzeTrace (analysis.cc): exact device memory of one
+// process, per step, per stage, per device and per call site, from the
+// DEV_ALLOC / DEV_FREE / DEV_FAIL / DEV_INFO records and the PyTorch counters
+// `torch.cuda:<dev>.<stat>`. Internal to src/analysis.
+//
+// Worked example (one device, MiB; R = resident bytes of device 0):
+//   DEV_ALLOC device 100 (model, stack 1)            R = 100, before step 0
+//   STEP 0 begin                                      step peak starts at 100
+//     STAGE forward begin                             run peak starts at 100
+//       DEV_ALLOC device 30 (activations, stack 2)    R = 130: step and run peak 130
+//       DEV_FREE  those 30                            R = 100
+//     STAGE forward end                               forward peak in step 0 = 130,
+//                                                     top sites there: stack 1 100, stack 2 30
+//     COUNTER torch.cuda:0.reserved_bytes 160
+//     COUNTER torch.cuda:0.allocated_bytes 100
+//   STEP 0 end                                        live end 100, peak 130, reserved 160,
+//                                                     allocated 100, cache slack 60
+//   DEV_INFO step 0 dev 0 free 70000 total 81559       driver used 11559 (includes the context)
+// The device's run peak (130, step 0) and each (stage, device)'s largest
+// peak are captured by a second replay up to those moments, so the sites
+// live there are exact. Growth: each device's resident bytes at step ends,
+// and each device site's live bytes at step ends, are exact series, so they
+// take the classifier's exact-series path (no cohorts, effect-size bounds
+// divided by 16 unless set by the user), with the warm-up detected on the
+// device's own series; LEAK projections run against the driver's total
+// memory of the device (DEV_INFO), or not at all when it is unknown. Pinned
+// host sites use the process's (host) warm-up and memory limit.
+
+#ifndef MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_
+#define MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "src/analysis/analysis.h"
+#include "src/analysis/frame_resolver.h"
+#include "src/reader/reader.h"
+
+namespace memstep::analysis {
+
+// What the device analysis needs from the host analysis of the same process.
+struct HostContext {
+  const absl::flat_hash_map<uint64_t, size_t>* row_of_step = nullptr;  // step -> row
+  size_t warmup_steps = 0;  // the process's W (pinned host sites)
+  double median_step_s = 0;
+  double host_used_bytes = 0;  // max(RSS, live) at the end (pinned host projections)
+  double memory_limit = 0;     // host memory limit (pinned host projections)
+  GrowthOptions exact;         // effect-size bounds of exact series
+};
+
+// Fills the device fields of `steps` (one row per STEP end, as built by the
+// host analysis) and `summary`, appends device sites to `sites`, device stage
+// peaks to `stage_peaks` and failures to `failures`. Site ids in stage peaks
+// and failures are indices into `sites` plus 1, like the host analysis'.
+void AnalyzeDevices(const reader::Trace& t, const HostContext& host, const Options& options,
+                    FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
+                    std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
+                    std::vector<DeviceFailure>& failures);
+
+// Parses "torch.cuda:<dev>.<stat>"; false for any other counter name.
+bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat);
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_

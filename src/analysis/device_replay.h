@@ -1,0 +1,119 @@
+// DeviceReplay: exact replay of one process's device allocation records
+// (DEV_ALLOC, DEV_FREE, in seq order) into live bytes per (kind, device), per
+// device ("resident" bytes) and per call site.
+//
+// Every device allocation is recorded with its size and stack (no sampling),
+// so every figure here is exact. An allocation is identified by (kind, addr):
+// a cudaMalloc pointer, a pinned host pointer and a VMM handle may share a
+// numeric value. Resident bytes of a device are its device + device_vmm +
+// device_pool + device_managed bytes; pinned host memory lives in host RAM
+// and is counted on its own (pinned()).
+//
+// Worked example (MiB):
+//   DEV_ALLOC device      dev 0 addr A  8 stack 5   live(device,0) = 8, resident(0) = 8
+//   DEV_ALLOC pinned_host dev -1 addr H  2 stack 6  pinned = 2 (not resident)
+//   DEV_ALLOC device_vmm  dev 0 addr 1 20 stack 7   (addr = the cuMemCreate handle)
+//                                                   resident(0) = 28
+//   DEV_FREE  device      dev 0 addr A  8           resident(0) = 20, site 5 live 0
+//   DEV_FREE  device      dev 0 addr B  4           never seen, size recorded: applied to
+//                                                   live(device,0) = 0 (floored at 0),
+//                                                   resident(0) = 20; unmatched_frees = 1
+//   DEV_FREE  device      dev 0 addr C  0           never seen, no size: ignored_frees = 1
+//   DEV_ALLOC device      dev 0 addr D  4 ...       and again at D while D is live: the
+//                                                   first one is freed (its FREE was lost)
+// Kinds other than format::DeviceKind's are kept as sites ("device_unknown")
+// but in no total.
+//
+// Thread-compatible. Memory: one entry per live device allocation, one per
+// site and one per (kind, device).
+
+#ifndef MEMSTEP_SRC_ANALYSIS_DEVICE_REPLAY_H_
+#define MEMSTEP_SRC_ANALYSIS_DEVICE_REPLAY_H_
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "src/reader/reader.h"
+
+namespace memstep::analysis {
+
+// device, device_vmm, device_pool, device_managed: memory on the GPU.
+bool IsResidentKind(uint8_t kind);
+
+class DeviceReplay {
+ public:
+  struct SiteKey {
+    uint8_t kind;
+    int32_t device;
+    uint64_t stack;
+    bool operator==(const SiteKey& o) const {
+      return kind == o.kind && device == o.device && stack == o.stack;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const SiteKey& k) {
+      return H::combine(std::move(h), k.kind, k.device, k.stack);
+    }
+  };
+  struct SiteAcc {
+    SiteKey key;
+    uint8_t api = 0;  // of its first allocation
+    uint64_t first_ts = 0;
+    uint64_t alloc_count = 0;
+    uint64_t alloc_bytes = 0;
+    uint64_t live_count = 0;
+    uint64_t live_bytes = 0;
+  };
+  // Cumulative traffic of one device's resident kinds.
+  struct Traffic {
+    uint64_t alloc_bytes = 0;
+    uint64_t alloc_count = 0;
+    uint64_t free_bytes = 0;
+    uint64_t free_count = 0;
+  };
+
+  // Applies DEV_ALLOC and DEV_FREE; returns false (and changes nothing) for
+  // any other record.
+  bool Apply(const reader::Event& e);
+
+  const std::vector<SiteAcc>& sites() const { return sites_; }
+  // Live bytes of `kind` on `device` (0 if never seen).
+  uint64_t live(uint8_t kind, int32_t device) const;
+  // Resident bytes of `device`, and summed over devices.
+  uint64_t resident(int32_t device) const;
+  uint64_t resident_total() const { return resident_total_; }
+  uint64_t pinned() const { return pinned_; }
+  // Devices that had a resident allocation or free, ascending, with their
+  // traffic.
+  const std::map<int32_t, Traffic>& devices() const { return traffic_; }
+  // (kind, device) pairs seen, ascending, with their live bytes.
+  const std::map<std::pair<uint8_t, int32_t>, uint64_t>& live_by_kind() const { return live_; }
+  uint64_t unmatched_frees() const { return unmatched_frees_; }
+  uint64_t ignored_frees() const { return ignored_frees_; }
+
+ private:
+  struct Live {
+    uint32_t site;
+    uint64_t size;
+  };
+  uint32_t SiteIndex(const reader::Event& e);
+  // Subtracts `size` from the totals of (kind, device), floored at 0.
+  void Remove(uint8_t kind, int32_t device, uint64_t size);
+
+  std::vector<SiteAcc> sites_;
+  absl::flat_hash_map<SiteKey, uint32_t> site_index_;
+  absl::flat_hash_map<std::pair<uint8_t, uint64_t>, Live> allocations_;  // (kind, addr)
+  std::map<std::pair<uint8_t, int32_t>, uint64_t> live_;
+  std::map<int32_t, uint64_t> resident_;
+  std::map<int32_t, Traffic> traffic_;
+  uint64_t resident_total_ = 0;
+  uint64_t pinned_ = 0;
+  uint64_t unmatched_frees_ = 0;
+  uint64_t ignored_frees_ = 0;
+};
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_DEVICE_REPLAY_H_
