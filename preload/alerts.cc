@@ -3,6 +3,8 @@
 //               last kGrowthWindow post-warm-up steps (needs kMinGrowthPoints)
 //   peak        the step's exact peak live bytes
 //   stage-peak  the peak of stage NAME within the step (if the stage ran)
+//   device-peak the step's exact peak of device-resident bytes (device +
+//               managed + VMM physical + pool logical; CudaLastStepPeak)
 // A rule fires once per crossing: it re-arms when its value is back at or
 // below the threshold at a later step end. Firing prints one line on stderr,
 // pushes a kTagAlert record, queues MEMSTEP_ALERT_COMMAND for the writer
@@ -16,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "preload/cuda.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
@@ -45,7 +48,7 @@ SpinLock g_alert_lock;  // everything below
 uint64_t g_ended = 0;   // step ends seen
 uint64_t g_ring[kGrowthWindow];
 int g_ring_n = 0, g_ring_pos = 0;
-bool g_growth_armed = true, g_peak_armed = true;
+bool g_growth_armed = true, g_peak_armed = true, g_device_peak_armed = true;
 bool g_stage_armed[kMaxStagePeakRules];
 uint64_t g_stage_max[kMaxStagePeakRules];  // this step's peak, 0 = stage did not run
 uint32_t g_stage_ids[kMaxStagePeakRules];
@@ -114,6 +117,8 @@ const char* RuleName(uint8_t rule) {
       return "growth";
     case fmt::kAlertPeak:
       return "peak";
+    case fmt::kAlertDevicePeak:
+      return "device-peak";
     default:
       return "stage-peak";
   }
@@ -202,7 +207,7 @@ void AlertsStageEnd(uint32_t stage_id, uint64_t peak) {
 
 void AlertsStepEnd(ThreadState& t, uint64_t step, uint64_t live_end, uint64_t step_peak) {
   const FeatureConfig& c = g_features;
-  Fired fired[2 + kMaxStagePeakRules];
+  Fired fired[3 + kMaxStagePeakRules];
   int nf = 0;
   bool baseline = false;
   {
@@ -237,6 +242,17 @@ void AlertsStepEnd(ThreadState& t, uint64_t step, uint64_t live_end, uint64_t st
         g_peak_armed = true;
       }
     }
+    if (c.alert_device_peak > 0) {
+      uint64_t device_peak = CudaLastStepPeak();
+      if (device_peak > c.alert_device_peak) {
+        if (g_device_peak_armed) {
+          fired[nf++] = {fmt::kAlertDevicePeak, device_peak, c.alert_device_peak, step, -1};
+        }
+        g_device_peak_armed = false;
+      } else {
+        g_device_peak_armed = true;
+      }
+    }
     for (int i = 0; i < c.num_stage_rules; ++i) {
       if (stage_max[i] == 0) continue;  // the stage did not run in this step
       if (stage_max[i] > c.stage_rules[i].bytes) {
@@ -254,7 +270,11 @@ void AlertsStepEnd(ThreadState& t, uint64_t step, uint64_t live_end, uint64_t st
   }
   if (baseline) SitesSetBaseline();
   if (nf == 0) return;
-  for (int i = 0; i < nf; ++i) Report(t, fired[i], SitesTop(fired[i].rule == fmt::kAlertGrowth));
+  for (int i = 0; i < nf; ++i) {
+    // The site table holds host allocations only: a device alert names none.
+    bool device = fired[i].rule == fmt::kAlertDevicePeak;
+    Report(t, fired[i], device ? 0 : SitesTop(fired[i].rule == fmt::kAlertGrowth));
+  }
   if (c.alert_command[0] != '\0') WakeWriter();
   if (c.alert_abort) {
     WriterCycle(false);  // the alert record reaches the file first

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "memstep/memstep.h"
+#include "preload/cuda.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "preload/runtime.h"
@@ -135,6 +136,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
     EmitNoticeRecord(t, "time windows stopped: the program marks its own steps");
   }
   if (ended && rec) {
+    CudaStepEnd(t, ended_step);  // device counters and the step's device peak (alerts use it)
     AlertsStepEnd(t, ended_step, ended_live, ended_peak);
     ProgressiveStepEnd(t, ended_live, ended_peak, g_user_steps.load(std::memory_order_relaxed));
   }

@@ -15,7 +15,7 @@ namespace fmt = ::memstep::format;
 
 FeatureConfig g_features = {
     20, 0, 0, {}, 0, "", false, uint64_t{10} * 1000000000u, uint64_t{8} << 20, 5, 10, true, true,
-    "^(train[_ ]?)?step|^iteration|^iter"};
+    "^(train[_ ]?)?step|^iteration|^iter", 0};
 
 std::atomic<bool> g_user_steps{false};
 
@@ -128,6 +128,7 @@ void ReadFeatureConfig() {
   if (ParseU64(getenv("MEMSTEP_WARMUP"), &v)) g_features.warmup_steps = v;
   if (ParseSize(getenv("MEMSTEP_ALERT_GROWTH"), &v)) g_features.alert_growth = v;
   if (ParseSize(getenv("MEMSTEP_ALERT_PEAK"), &v)) g_features.alert_peak = v;
+  if (ParseSize(getenv("MEMSTEP_ALERT_DEVICE_PEAK"), &v)) g_features.alert_device_peak = v;
   ParseStageRules(getenv("MEMSTEP_ALERT_STAGE_PEAK"));
   const char* cmd = getenv("MEMSTEP_ALERT_COMMAND");
   if (cmd != nullptr && StrLen(cmd) < sizeof(g_features.alert_command)) {

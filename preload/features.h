@@ -43,6 +43,7 @@ struct FeatureConfig {
   bool sites;                // MEMSTEP_SITES=0 turns the site table off
   bool nvtx;                 // MEMSTEP_NVTX=0 refuses the NVTX injection
   char step_range[512];      // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
+  uint64_t alert_device_peak;  // MEMSTEP_ALERT_DEVICE_PEAK, bytes (0 = off)
 };
 extern FeatureConfig g_features;
 

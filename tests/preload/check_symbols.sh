@@ -1,17 +1,33 @@
 #!/bin/sh
-# Fails if libmemstep.so exports a symbol outside the allow-list (the hooks and
-# memstep_*) or needs a library outside libc/libm/libdl/libpthread/ld-linux.
+# Fails if libmemstep.so exports a symbol outside the allow-list (the hooks,
+# the CUDA wrappers and memstep_*), versions one wrongly, or needs a library
+# outside libc/libm/libdl/libpthread/ld-linux.
 # usage: check_symbols.sh LIB
 set -u
 LIB=$1
 status=0
-allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2|_Zn[wa]m(RKSt9nothrow_t|St11align_val_t|St11align_val_tRKSt9nothrow_t)?|_Zd[la]Pv(m|RKSt9nothrow_t|St11align_val_t|mSt11align_val_t|St11align_val_tRKSt9nothrow_t)?)$'
-exports=$(nm -D --defined-only "$LIB" | awk '{print $3}' | sed 's/@.*//')
-[ -n "$exports" ] || { echo "no exported symbols?"; exit 1; }
-for s in $exports; do
+# The CUDA runtime wrappers, exported once per libcudart major (versioned).
+cudart='cudaMalloc|cudaFree|cudaMallocManaged|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocPitch|cudaMalloc3D|cudaMallocAsync(_ptsz)?|cudaFreeAsync(_ptsz)?|cudaMallocFromPoolAsync(_ptsz)?|cudaGetDriverEntryPoint(ByVersion)?(_ptsz)?'
+# The CUDA driver wrappers (unversioned, like libcuda.so.1's own symbols).
+cudadrv='cuMemAlloc_v2|cuMemFree_v2|cuMemAllocPitch_v2|cuMemAllocManaged|cuMemAllocHost_v2|cuMemHostAlloc|cuMemFreeHost|cuMemCreate|cuMemRelease|cuMemMap|cuMemUnmap|cuMemAllocAsync(_ptsz)?|cuMemFreeAsync(_ptsz)?|cuMemAllocFromPoolAsync(_ptsz)?|cuGetProcAddress(_v2)?'
+allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|dlsym|dlvsym|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2|_Zn[wa]m(RKSt9nothrow_t|St11align_val_t|St11align_val_tRKSt9nothrow_t)?|_Zd[la]Pv(m|RKSt9nothrow_t|St11align_val_t|mSt11align_val_t|St11align_val_tRKSt9nothrow_t)?|'"$cudadrv"'|('"$cudart"')@@?libcudart\.so\.1[23]|libcudart\.so\.1[23])$'
+versioned=$(nm -D --defined-only --with-symbol-versions "$LIB" | awk '{print $3}')
+exports=$(echo "$versioned" | sed 's/@.*//')
+[ -n "$versioned" ] || { echo "no exported symbols?"; exit 1; }
+for s in $versioned; do
   if ! echo "$s" | grep -Eq "$allowed"; then
-    echo "unexpected exported symbol: $s"; status=1
+    echo "unexpected exported symbol (or version): $s"; status=1
   fi
+done
+# Each runtime wrapper once per major, .13 the default; the version nodes
+# must not leak onto anything else (malloc@libcudart.so.12 would never bind).
+for s in cudaMalloc cudaFree cudaMallocAsync_ptsz cudaGetDriverEntryPointByVersion; do
+  for v in "$s@libcudart.so.12" "$s@@libcudart.so.13"; do
+    echo "$versioned" | grep -qx "$v" || { echo "missing export: $v"; status=1; }
+  done
+done
+for s in malloc free dlsym dlvsym cuMemAlloc_v2 cuGetProcAddress_v2 memstep_step_end; do
+  echo "$versioned" | grep -qx "$s" || { echo "missing or versioned export: $s"; status=1; }
 done
 for s in malloc free calloc realloc posix_memalign memalign aligned_alloc malloc_usable_size \
          mmap munmap mremap dlopen dlclose memstep_step_begin memstep_step_end \

@@ -49,6 +49,9 @@ std::string StepUsage() {
          "  --alert-growth BYTES    alert when host live bytes grow more MEMSTEP_ALERT_GROWTH\n"
          "                          than BYTES per step (Theil-Sen over the last 50 steps)\n"
          "  --alert-peak BYTES      alert when a step's peak exceeds     MEMSTEP_ALERT_PEAK\n"
+         "  --alert-device-peak BYTES\n"
+         "                          alert when a step's device peak      MEMSTEP_ALERT_DEVICE_PEAK\n"
+         "                          (device + managed + VMM + pool bytes) exceeds BYTES\n"
          "  --alert-stage-peak STAGE=BYTES  alert when STAGE's peak in a step exceeds BYTES;\n"
          "                          repeatable                           MEMSTEP_ALERT_STAGE_PEAK\n"
          "                          (\"forward=2GiB,backward=3GiB\")\n"
@@ -90,7 +93,8 @@ struct StepEnv {
 // Validates the step options (already merged with their variables) and
 // fills `env`. Returns an error message, or "" when all are valid.
 std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
-                           const std::string& peak, const std::vector<std::string>& stage_peaks,
+                           const std::string& peak, const std::string& device_peak,
+                           const std::vector<std::string>& stage_peaks,
                            const std::string& command, bool abort_on_alert,
                            const std::string& window, const std::string& step_range,
                            bool python_hooks, StepEnv* env) {
@@ -99,14 +103,20 @@ std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
     if (!v.ok()) return absl::StrCat("--warmup / MEMSTEP_WARMUP: ", v.status().message());
     env->set.emplace_back("MEMSTEP_WARMUP", absl::StrCat(*v));
   }
-  const std::pair<const char*, const std::string*> sizes[] = {
-      {"MEMSTEP_ALERT_GROWTH", &growth}, {"MEMSTEP_ALERT_PEAK", &peak}};
-  for (const auto& [var, text] : sizes) {
+  struct SizeOption {
+    const char* option;
+    const char* var;
+    const std::string* text;
+  };
+  const SizeOption sizes[] = {{"--alert-growth", "MEMSTEP_ALERT_GROWTH", &growth},
+                              {"--alert-peak", "MEMSTEP_ALERT_PEAK", &peak},
+                              {"--alert-device-peak", "MEMSTEP_ALERT_DEVICE_PEAK", &device_peak}};
+  for (const auto& [option, var, text] : sizes) {
     if (text->empty()) continue;
     absl::StatusOr<uint64_t> v = ParseBytes(*text);
     if (!v.ok() || *v == 0) {
-      return absl::StrCat(var == sizes[0].first ? "--alert-growth / " : "--alert-peak / ", var,
-                          ": ", v.ok() ? "must be positive" : v.status().message());
+      return absl::StrCat(option, " / ", var, ": ",
+                          v.ok() ? "must be positive" : v.status().message());
     }
     env->set.emplace_back(var, absl::StrCat(*v));
   }
@@ -239,7 +249,8 @@ int RunMain(const std::vector<std::string>& args) {
   if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
   if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
   std::string warmup = Env("MEMSTEP_WARMUP"), growth = Env("MEMSTEP_ALERT_GROWTH"),
-              peak = Env("MEMSTEP_ALERT_PEAK"), alert_command = Env("MEMSTEP_ALERT_COMMAND"),
+              peak = Env("MEMSTEP_ALERT_PEAK"), device_peak = Env("MEMSTEP_ALERT_DEVICE_PEAK"),
+              alert_command = Env("MEMSTEP_ALERT_COMMAND"),
               window = Env("MEMSTEP_WINDOW"), step_range = Env("MEMSTEP_STEP_RANGE");
   std::vector<std::string> stage_peaks;
   bool stage_peaks_from_options = false;
@@ -286,6 +297,8 @@ int RunMain(const std::vector<std::string>& args) {
       target = &growth;
     } else if (name == "--alert-peak") {
       target = &peak;
+    } else if (name == "--alert-device-peak") {
+      target = &device_peak;
     } else if (name == "--alert-stage-peak") {
       target = &stage_peak_value;
     } else if (name == "--alert-command") {
@@ -337,7 +350,7 @@ int RunMain(const std::vector<std::string>& args) {
   }
 
   StepEnv step_env;
-  if (std::string err = PrepareStepEnv(warmup, growth, peak, stage_peaks, alert_command,
+  if (std::string err = PrepareStepEnv(warmup, growth, peak, device_peak, stage_peaks, alert_command,
                                        abort_on_alert, window, step_range, python_hooks, &step_env);
       !err.empty()) {
     return UsageError(err);

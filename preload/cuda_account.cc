@@ -1,0 +1,550 @@
+// Device-memory accounting: the address tables, exact live/peak counters per
+// kind, the DEV_ALLOC / DEV_FREE / DEV_FAIL records, counting at the lowest
+// layer that fired, VMM handle tracking and the fork handlers.
+//
+// Tables (all from RawMmap, created at the first recorded device allocation,
+// so a process without CUDA pays nothing):
+//  - pointers: 16 shards x 16384 slots, addr -> (size, kind, device), each
+//    shard under its own spinlock. Device, managed, pinned-host and pool
+//    pointers share it: with unified addressing they never collide.
+//  - VMM: handle -> (size, device, live mappings, released) and mapping VA ->
+//    (size, handle), both under g_vmm_lock (VMM calls are per 2-20 MiB page).
+// Every lock here is a leaf: nothing else is locked, unwound or pushed while
+// one is held.
+//
+// Layers: a driver wrapper reached inside a runtime wrapper records the
+// operation; the runtime wrapper then does not (an allocation: the pointer is
+// already in the table and the thread's driver-record count moved; a free:
+// the driver wrapper took the runtime's pending free over).
+
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/cuda.h"
+#include "preload/cuda_internal.h"
+#include "preload/cuda_table.h"
+#include "preload/features.h"
+#include "preload/recorder.h"
+#include "src/format/format.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace cuda {
+namespace {
+
+struct alignas(64) PtrShard {
+  SpinLock lock;
+  DevMap map;  // protected by lock
+};
+constexpr int kPtrShards = 16;
+PtrShard g_ptrs[kPtrShards];
+SpinLock g_vmm_lock;
+DevMap g_handles;              // protected by g_vmm_lock
+DevMap g_maps;                 // protected by g_vmm_lock
+std::atomic<int> g_tables{0};  // 0 none, 1 being made, 2 ready, 3 failed
+
+PtrShard& ShardOf(uint64_t addr) { return g_ptrs[(addr * 0xD6E8FEB86659FD93ull) >> 60]; }
+
+bool EnsureTables() {
+  int s = g_tables.load(std::memory_order_acquire);
+  if (s == 2) return true;
+  if (s == 3) return false;
+  int expected = 0;
+  if (g_tables.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    bool ok = g_handles.Init(16) && g_maps.Init(16);
+    for (PtrShard& p : g_ptrs) ok = ok && p.map.Init(14);
+    g_tables.store(ok ? 2 : 3, std::memory_order_release);
+    if (!ok) Notice("cannot reserve memory for device tables: device allocations are not recorded");
+    return ok;
+  }
+  while ((s = g_tables.load(std::memory_order_acquire)) == 1) __builtin_ia32_pause();
+  return s == 2;
+}
+
+// ---- exact counters ----
+std::atomic<uint64_t> g_live[fmt::kDevKindMax + 1];
+std::atomic<uint64_t> g_peak[fmt::kDevKindMax + 1];  // run peaks per kind
+std::atomic<uint64_t> g_resident{0};                 // device + managed + VMM + pool
+std::atomic<uint64_t> g_resident_step_peak{0};
+std::atomic<bool> g_seen{false};       // a device allocation succeeded: CUDA is initialised
+std::atomic<bool> g_pool_seen{false};  // ... a stream-ordered one
+std::atomic<bool> g_table_full{false};
+
+bool Resident(uint8_t kind) { return kind != fmt::kDevPinnedHost; }
+
+void CountAlloc(uint8_t kind, uint64_t size) {
+  if (kind > fmt::kDevKindMax) return;
+  AtomicMax(&g_peak[kind], g_live[kind].fetch_add(size, std::memory_order_relaxed) + size);
+  if (Resident(kind)) {
+    AtomicMax(&g_resident_step_peak, g_resident.fetch_add(size, std::memory_order_relaxed) + size);
+  }
+}
+
+// Never below zero: a free of something counted before a fork reset.
+void Sub(std::atomic<uint64_t>* a, uint64_t v) {
+  uint64_t cur = a->load(std::memory_order_relaxed);
+  while (!a->compare_exchange_weak(cur, cur > v ? cur - v : 0, std::memory_order_relaxed)) {
+  }
+}
+void CountFree(uint8_t kind, uint64_t size) {
+  if (kind > fmt::kDevKindMax) return;
+  Sub(&g_live[kind], size);
+  if (Resident(kind)) Sub(&g_resident, size);
+}
+
+uint64_t PackMeta(uint8_t kind, int device) {
+  return kind | (static_cast<uint64_t>(static_cast<uint16_t>(device + 1)) << 8);
+}
+uint8_t MetaKind(uint64_t m) { return static_cast<uint8_t>(m); }
+int MetaDevice(uint64_t m) { return static_cast<int>(static_cast<uint16_t>(m >> 8)) - 1; }
+
+// VMM handle entries: a = size, b = PackVmm.
+struct VmmMeta {
+  int device;
+  uint32_t maps;  // live mappings
+  bool released;  // cuMemRelease was called
+};
+uint64_t PackVmm(const VmmMeta& m) {
+  return static_cast<uint16_t>(m.device + 1) | (static_cast<uint64_t>(m.maps) << 16) |
+         (static_cast<uint64_t>(m.released) << 48);
+}
+VmmMeta UnpackVmm(uint64_t b) {
+  return {static_cast<int>(static_cast<uint16_t>(b)) - 1, static_cast<uint32_t>(b >> 16),
+          ((b >> 48) & 1) != 0};
+}
+
+// ---- per-thread layer state ----
+__thread uint32_t t_allocs __attribute__((tls_model("initial-exec")));  // recorded allocations
+__thread uint32_t t_fails __attribute__((tls_model("initial-exec")));   // recorded failures
+__thread PendingFree* t_rt_pending __attribute__((tls_model("initial-exec")));
+__thread int t_rt_major __attribute__((tls_model("initial-exec")));  // runtime used here
+
+// ---- records ----
+void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint64_t addr,
+                  uint64_t size, uint8_t api, uint64_t aux) {
+  if (!Recording()) return;
+  uint8_t buf[160];
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  e.Begin(fmt::kTagDevAlloc);
+  e.U(NowRel());
+  e.U(NextSeq());
+  e.U(t.tid);
+  e.U(stack);
+  e.U(kind);
+  e.S(device);
+  e.U(addr);
+  e.U(size);
+  e.U(api);
+  e.U(aux);
+  e.U(g_cur_step.load(std::memory_order_relaxed));
+  e.U(g_cur_stage.load(std::memory_order_relaxed));
+  if (e.End()) Push(t, buf, e.size());
+}
+
+void EmitDevFree(ThreadState& t, uint64_t seq, uint8_t kind, int device, uint64_t addr,
+                 uint64_t size, uint8_t api) {
+  if (!Recording()) return;
+  uint8_t buf[96];
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  e.Begin(fmt::kTagDevFree);
+  e.U(NowRel());
+  e.U(seq);
+  e.U(t.tid);
+  e.U(kind);
+  e.S(device);
+  e.U(addr);
+  e.U(size);
+  e.U(api);
+  if (e.End()) Push(t, buf, e.size());
+}
+
+void TableFull() {
+  if (!g_table_full.exchange(true)) {
+    Notice("device address table full: later device frees may be unmatched");
+  }
+}
+
+}  // namespace
+
+void Notice(const char* message) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (!g_config.quiet) {
+    char line[256];
+    size_t n = 0;
+    for (const char* p = "memstep: "; *p != '\0';) line[n++] = *p++;
+    for (const char* p = message; *p != '\0' && n < sizeof(line) - 1;) line[n++] = *p++;
+    line[n++] = '\n';
+    (void)!write(2, line, n);
+  }
+  if (Recording() && !guard.was_set()) {
+    EnsureThread(t);
+    EmitNoticeRecord(t, message);
+  }
+}
+
+bool Active() {
+  return t_state.guard == 0 && g_state.load(std::memory_order_relaxed) == kRecording;
+}
+
+int DriverDevice() {
+  auto fn = reinterpret_cast<CUresult (*)(int*)>(DrHelper(kSym_cuCtxGetDevice));
+  int d = -1;
+  return fn != nullptr && fn(&d) == 0 ? d : -1;
+}
+
+int RuntimeDevice(const Target& t) {
+  void* gd = t.get_device;
+  if (gd == nullptr && t.major != 0) gd = RtReal(t.major, kSym_cudaGetDevice);
+  int d = -1;
+  return gd != nullptr && reinterpret_cast<cudaError_t (*)(int*)>(gd)(&d) == 0 ? d : -1;
+}
+
+LayerMark Mark() { return {t_allocs, t_fails}; }
+
+bool LowerRecordedAlloc(const LayerMark& m, uint64_t addr) {
+  if (t_allocs == m.allocs || g_tables.load(std::memory_order_acquire) != 2) return false;
+  PtrShard& s = ShardOf(addr);
+  SpinLockHolder h(&s.lock);
+  return s.map.Find(addr) != nullptr;
+}
+
+bool LowerRecordedFail(const LayerMark& m) { return t_fails != m.fails; }
+
+void NoteRuntimeThread(int major) { t_rt_major = major; }
+
+void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t api,
+                 uint64_t aux) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_allocs;
+  g_seen.store(true, std::memory_order_relaxed);
+  if (kind == fmt::kDevPool) g_pool_seen.store(true, std::memory_order_relaxed);
+  if (!EnsureTables()) return;
+  uint32_t stack = CaptureStack(t);  // before any lock
+  DevMap::Entry old;
+  bool stored;
+  {
+    PtrShard& s = ShardOf(addr);
+    SpinLockHolder h(&s.lock);
+    stored = s.map.Put(addr, size, PackMeta(kind, device), &old);
+  }
+  if (!stored) TableFull();
+  if (old.key != 0) {  // its free went unseen: close it before the new one
+    CountFree(MetaKind(old.b), old.a);
+    EmitDevFree(t, NextSeq(), MetaKind(old.b), MetaDevice(old.b), addr, old.a, fmt::kApiUnknown);
+  }
+  CountAlloc(kind, size);
+  EmitDevAlloc(t, stack, kind, device, addr, size, api, aux);
+}
+
+void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_fails;
+  if (!Recording()) return;
+  uint32_t stack = CaptureStack(t);
+  uint8_t buf[160];
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  e.Begin(fmt::kTagDevFail);
+  e.U(NowRel());
+  e.U(NextSeq());
+  e.U(t.tid);
+  e.U(stack);
+  e.U(kind);
+  e.S(device);
+  e.U(size);
+  e.U(api);
+  e.U(static_cast<uint64_t>(static_cast<uint32_t>(error)));
+  e.U(g_cur_step.load(std::memory_order_relaxed));
+  e.U(g_cur_stage.load(std::memory_order_relaxed));
+  if (e.End()) Push(t, buf, e.size());
+}
+
+// ---- frees ----
+namespace {
+
+void BeginFree(uint64_t addr, PendingFree* f) {
+  *f = {addr, 0, 0, 0, false, false};
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  DevMap::Entry e;
+  {
+    PtrShard& s = ShardOf(addr);
+    SpinLockHolder h(&s.lock);
+    f->found = s.map.Remove(addr, &e);
+  }
+  if (!f->found) return;
+  f->size = e.a;
+  f->meta = e.b;
+  f->seq = NextSeq();  // before the address can be handed out again
+}
+
+void EndFree(PendingFree* f, bool ok, uint8_t api) {
+  if (!f->found) return;
+  if (!ok) {  // the call failed: nothing was freed
+    DevMap::Entry old;
+    PtrShard& s = ShardOf(f->addr);
+    SpinLockHolder h(&s.lock);
+    s.map.Put(f->addr, f->size, f->meta, &old);
+    return;
+  }
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  CountFree(MetaKind(f->meta), f->size);
+  EmitDevFree(t, f->seq, MetaKind(f->meta), MetaDevice(f->meta), f->addr, f->size, api);
+}
+
+}  // namespace
+
+void BeginRuntimeFree(uint64_t addr, PendingFree* f, PendingFree** saved) {
+  BeginFree(addr, f);
+  *saved = t_rt_pending;
+  t_rt_pending = f;
+}
+
+void EndRuntimeFree(PendingFree* f, PendingFree* saved, bool ok, uint8_t api) {
+  t_rt_pending = saved;
+  if (!f->taken) EndFree(f, ok, api);
+}
+
+void BeginDriverFree(uint64_t addr, PendingFree* f) {
+  PendingFree* p = t_rt_pending;
+  if (p != nullptr && !p->taken && p->addr == addr) {
+    *f = *p;
+    p->taken = true;
+    f->taken = false;
+    return;
+  }
+  BeginFree(addr, f);
+}
+
+void EndDriverFree(PendingFree* f, bool ok, uint8_t api) { EndFree(f, ok, api); }
+
+// ---- VMM ----
+namespace {
+
+void Log(VmmUndo* u, const DevMap::Entry& e, uint8_t what) {
+  u->ops[u->n++] = {e.key, e.a, e.b, 0, what};
+}
+
+// g_vmm_lock held; room for one op in u. One mapping of `handle` is gone.
+void DropMappingLocked(uint64_t handle, VmmUndo* u) {
+  DevMap::Entry* e = g_handles.Find(handle);
+  if (e == nullptr) return;
+  Log(u, *e, 1);
+  VmmMeta m = UnpackVmm(e->b);
+  if (m.maps > 0) --m.maps;
+  if (m.maps == 0 && m.released) {
+    DevMap::Entry gone;
+    g_handles.Remove(handle, &gone);
+    u->ops[u->n - 1].what = 2;
+    u->ops[u->n - 1].seq = NextSeq();
+    return;
+  }
+  e->b = PackVmm(m);
+}
+
+// g_vmm_lock held: removes the mappings of [cursor, end) while the log has room.
+void WalkUnmapLocked(VmmUndo* u) {
+  while (u->cursor < u->end && u->n + 2 <= VmmUndo::kMax) {
+    DevMap::Entry m;
+    if (!g_maps.Remove(u->cursor, &m) || m.a == 0) {
+      u->cursor = u->end;  // not a mapping memstep saw: stop there
+      return;
+    }
+    Log(u, m, 0);
+    u->cursor += m.a;
+    DropMappingLocked(m.b, u);
+  }
+}
+
+// Writes the DEV_FREEs of the handles the log freed.
+void CommitLog(VmmUndo* u, uint8_t api) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  for (int i = 0; i < u->n; ++i) {
+    const VmmUndo::Op& op = u->ops[i];
+    if (op.what != 2) continue;
+    CountFree(fmt::kDevVmm, op.a);
+    EmitDevFree(t, op.seq, fmt::kDevVmm, UnpackVmm(op.b).device, op.key, op.a, api);
+  }
+}
+
+}  // namespace
+
+void VmmCreated(uint64_t handle, uint64_t size, int device) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_allocs;
+  g_seen.store(true, std::memory_order_relaxed);
+  if (!EnsureTables()) return;
+  uint32_t stack = CaptureStack(t);
+  DevMap::Entry old;
+  bool stored;
+  {
+    SpinLockHolder h(&g_vmm_lock);
+    stored = g_handles.Put(handle, size, PackVmm({device, 0, false}), &old);
+  }
+  if (!stored) TableFull();
+  if (old.key != 0) {  // a release memstep did not see
+    CountFree(fmt::kDevVmm, old.a);
+    EmitDevFree(t, NextSeq(), fmt::kDevVmm, UnpackVmm(old.b).device, handle, old.a,
+                fmt::kApiUnknown);
+  }
+  CountAlloc(fmt::kDevVmm, size);
+  EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0);
+}
+
+void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
+  if (!EnsureTables()) return;
+  VmmUndo stale;
+  stale.n = 0;
+  bool stored;
+  {
+    SpinLockHolder h(&g_vmm_lock);
+    DevMap::Entry old;
+    stored = g_maps.Put(va, size, handle, &old);
+    if (old.key != 0) DropMappingLocked(old.b, &stale);  // its unmap went unseen
+    DevMap::Entry* e = stored ? g_handles.Find(handle) : nullptr;
+    if (e != nullptr) {  // a mapping not in the table could never be unmapped
+      VmmMeta m = UnpackVmm(e->b);
+      ++m.maps;
+      e->b = PackVmm(m);
+    }
+  }
+  if (!stored) TableFull();
+  if (stale.n > 0) CommitLog(&stale, fmt::kApiCuMemUnmap);
+}
+
+void VmmBeginRelease(uint64_t handle, VmmUndo* u) {
+  u->n = 0;
+  u->cursor = u->end = 0;
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  SpinLockHolder h(&g_vmm_lock);
+  DevMap::Entry* e = g_handles.Find(handle);
+  if (e == nullptr) return;
+  Log(u, *e, 1);
+  VmmMeta m = UnpackVmm(e->b);
+  m.released = true;
+  if (m.maps == 0) {
+    DevMap::Entry gone;
+    g_handles.Remove(handle, &gone);
+    u->ops[0].what = 2;
+    u->ops[0].seq = NextSeq();
+  } else {
+    e->b = PackVmm(m);
+  }
+}
+
+void VmmBeginUnmap(uint64_t va, uint64_t size, VmmUndo* u) {
+  u->n = 0;
+  u->cursor = va;
+  u->end = va + size;
+  if (g_tables.load(std::memory_order_acquire) != 2) {
+    u->cursor = u->end;
+    return;
+  }
+  SpinLockHolder h(&g_vmm_lock);
+  WalkUnmapLocked(u);
+}
+
+void VmmEnd(VmmUndo* u, bool ok, uint8_t api) {
+  if (!ok) {
+    if (u->n == 0) return;
+    SpinLockHolder h(&g_vmm_lock);
+    for (int i = u->n - 1; i >= 0; --i) {  // newest first
+      const VmmUndo::Op& op = u->ops[i];
+      DevMap::Entry old;
+      if (op.what == 0) {
+        g_maps.Put(op.key, op.a, op.b, &old);
+      } else {
+        g_handles.Put(op.key, op.a, op.b, &old);
+      }
+    }
+    return;
+  }
+  CommitLog(u, api);
+  // An unmap of more mappings than the log holds: the rest, now that the
+  // call has succeeded (no undo needed).
+  while (u->cursor < u->end) {
+    u->n = 0;
+    {
+      SpinLockHolder h(&g_vmm_lock);
+      WalkUnmapLocked(u);
+    }
+    CommitLog(u, api);
+  }
+}
+
+// ---- state for the step-end counters (cuda_info.cc) ----
+
+bool DeviceSeen() { return g_seen.load(std::memory_order_relaxed); }
+bool PoolSeen() { return g_pool_seen.load(std::memory_order_relaxed); }
+int ThreadRuntimeMajor() { return t_rt_major; }
+
+uint64_t CloseStepPeak() {
+  uint64_t live = g_resident.load(std::memory_order_relaxed);
+  uint64_t peak = g_resident_step_peak.exchange(live, std::memory_order_relaxed);
+  return peak > live ? peak : live;
+}
+
+}  // namespace cuda
+
+// ---- fork: the child has no CUDA context; its device history starts empty ----
+namespace cuda {
+namespace {
+
+void ForkPrepare() {
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  g_vmm_lock.Lock();
+  for (PtrShard& s : g_ptrs) s.lock.Lock();
+}
+
+void ForkParent() {
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  for (int i = kPtrShards - 1; i >= 0; --i) g_ptrs[i].lock.Unlock();
+  g_vmm_lock.Unlock();
+}
+
+void ForkChild() {
+  for (PtrShard& s : g_ptrs) s.lock.Reset();
+  g_vmm_lock.Reset();
+  if (g_tables.load(std::memory_order_acquire) == 2) {
+    for (PtrShard& s : g_ptrs) s.map.Reset();
+    g_handles.Reset();
+    g_maps.Reset();
+  }
+  for (int k = 0; k <= fmt::kDevKindMax; ++k) {
+    g_live[k].store(0, std::memory_order_relaxed);
+    g_peak[k].store(0, std::memory_order_relaxed);
+  }
+  g_resident.store(0, std::memory_order_relaxed);
+  g_resident_step_peak.store(0, std::memory_order_relaxed);
+  g_seen.store(false, std::memory_order_relaxed);
+  g_pool_seen.store(false, std::memory_order_relaxed);
+  t_rt_pending = nullptr;
+}
+
+// After memstep's own constructor (101): its fork handlers are registered
+// first, so these prepare handlers run before its (each set is lock-ordered;
+// no lock here is held while one of memstep's is taken, or the reverse).
+__attribute__((constructor(102))) void CudaInit() {
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace memstep::preload

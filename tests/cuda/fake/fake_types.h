@@ -1,0 +1,149 @@
+/* CUDA types and constants used by the test doubles and the test programs.
+ *
+ * Declared here from the CUDA 13 headers' documented ABI (cuda_runtime_api.h,
+ * driver_types.h, cuda.h), so that nothing in tests/cuda needs the toolkit:
+ * CI has none. Only what the fakes implement is declared. C99 and C++.
+ */
+#ifndef MEMSTEP_TESTS_CUDA_FAKE_FAKE_TYPES_H_
+#define MEMSTEP_TESTS_CUDA_FAKE_FAKE_TYPES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- runtime (driver_types.h) */
+typedef int cudaError_t;
+enum {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorSymbolNotFound = 500,
+};
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUmemPoolHandle_st* cudaMemPool_t;
+
+struct cudaPitchedPtr {
+  void* ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+};
+struct cudaExtent {
+  size_t width; /* bytes for linear memory */
+  size_t height;
+  size_t depth;
+};
+struct cudaMemLocation {
+  int type; /* cudaMemLocationTypeDevice = 1 */
+  int id;
+};
+struct cudaMemPoolProps {
+  int allocType;   /* cudaMemAllocationTypePinned = 1 */
+  int handleTypes;
+  struct cudaMemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+enum {
+  cudaMemPoolAttrReleaseThreshold = 4,
+  cudaMemPoolAttrReservedMemCurrent = 5,
+  cudaMemPoolAttrReservedMemHigh = 6,
+  cudaMemPoolAttrUsedMemCurrent = 7,
+  cudaMemPoolAttrUsedMemHigh = 8,
+};
+/* cudaGetDriverEntryPoint flags (same values as CU_GET_PROC_ADDRESS_*). */
+enum {
+  cudaEnableDefault = 0,
+  cudaEnableLegacyStream = 1,
+  cudaEnablePerThreadDefaultStream = 2,
+};
+/* enum cudaDriverEntryPointQueryResult, same values as CUdriverProcAddressQueryResult. */
+enum {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2,
+};
+enum { cudaHostAllocDefault = 0, cudaMemAttachGlobal = 1 };
+
+/* ---- driver (cuda.h) */
+typedef int CUresult;
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+};
+typedef unsigned long long CUdeviceptr;
+typedef unsigned int CUdeviceptr_v1; /* cuMemAlloc before 3020: 32-bit pointers */
+typedef int CUdevice;
+typedef struct CUctx_st* CUcontext;
+typedef struct CUstream_st* CUstream;
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef uint64_t cuuint64_t;
+
+typedef struct CUmemLocation_st {
+  int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1, HOST = 2 */
+  int id;
+} CUmemLocation;
+typedef struct CUmemAllocationProp_st {
+  int type; /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+  int requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
+} CUmemAccessDesc;
+typedef struct CUmemPoolProps_st {
+  int allocType;
+  int handleTypes;
+  CUmemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+typedef struct CUuuid_st {
+  char bytes[16];
+} CUuuid;
+
+enum { CU_MEM_LOCATION_TYPE_DEVICE = 1, CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
+enum { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 };
+enum { CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2 };
+enum {
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+};
+
+/* cuGetProcAddress (CUDA 11.3-11.8 ABI) and cuGetProcAddress_v2 (12.0+). */
+typedef CUresult (*PFN_cuGetProcAddress_v1)(const char* symbol, void** pfn, int cudaVersion,
+                                            cuuint64_t flags);
+typedef CUresult (*PFN_cuGetProcAddress_v2)(const char* symbol, void** pfn, int cudaVersion,
+                                            cuuint64_t flags, int* symbolStatus);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEMSTEP_TESTS_CUDA_FAKE_FAKE_TYPES_H_ */
