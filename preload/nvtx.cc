@@ -72,6 +72,9 @@ struct EventAttributes {
 regex_t g_step_re;
 bool g_re_ok = false;
 std::atomic<uint64_t> g_auto_step{0};
+// Set once a range marked a step; never cleared. Read by
+// memstep_nvtx_steps_seen (the Python hooks stop marking steps then).
+std::atomic<bool> g_steps_seen{false};
 int g_domain_dummy;  // DomainCreateA's handle
 
 constexpr int kDepth = 32;
@@ -118,6 +121,7 @@ uint64_t Open(const char* name) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   if (g_re_ok && regexec(&g_step_re, name, 0, nullptr, 0) == 0) {
+    g_steps_seen.store(true, std::memory_order_relaxed);
     bool found;
     uint64_t n = ParseNumber(name, &found);
     if (!found) n = g_auto_step.fetch_add(1, std::memory_order_relaxed);
@@ -199,6 +203,10 @@ void InitNvtx() {
 }  // namespace memstep::preload
 
 using namespace memstep::preload;  // NOLINT: the NVTX entry point
+
+MEMSTEP_EXPORT int memstep_nvtx_steps_seen(void) {
+  return g_steps_seen.load(std::memory_order_relaxed) ? 1 : 0;
+}
 
 MEMSTEP_EXPORT int InitializeInjectionNvtx2(GetExportTableFn get_table) {
   if (!g_features.nvtx || get_table == nullptr) return 0;

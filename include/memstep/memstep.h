@@ -67,6 +67,9 @@ MEMSTEP_API_ATTR void memstep_stage_end(const char* name);
 MEMSTEP_API_ATTR void memstep_counter(const char* name, int64_t value);
 MEMSTEP_API_ATTR void memstep_epoch_begin(uint64_t epoch);
 MEMSTEP_API_ATTR void memstep_boost(uint32_t steps);
+/* 1 once an NVTX range matching the step pattern marked a step, else 0 (the
+ * Python hooks then leave step marking to NVTX). */
+MEMSTEP_API_ATTR int memstep_nvtx_steps_seen(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

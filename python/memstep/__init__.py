@@ -13,6 +13,11 @@ Contract:
     the automatic PyTorch step markers of `memstep run` (python/startup), the
     first explicit `stage()` the automatic stages, the first `epoch()` the
     automatic epochs.
+  * PyTorch CUDA statistics: right before every step END it emits (`step()`
+    ending the open step, `step_end()`), the helper records the caching
+    allocator's statistics as counters `torch.cuda:<dev>.<stat>` and resets
+    the peaks (memstep/_torch_cuda.py; only when the program already
+    initialised CUDA in torch; MEMSTEP_TORCH_CUDA_STATS=0 turns it off).
 
 Usage:
     import memstep
@@ -27,8 +32,9 @@ Usage:
 """
 
 import functools
-import sys
 import threading
+
+from memstep import _torch_cuda
 
 __all__ = [
     "step", "step_end", "epoch", "stage", "counter", "enabled", "torch_cuda_counters",
@@ -38,6 +44,7 @@ _UNSET = object()
 _api = _UNSET          # _Api once resolved, None when the profiler is not loaded
 _lock = threading.Lock()
 _next_step = 0         # step() without an argument
+_step_open = False     # a step begun by step() and not yet ended by the helper
 # Which kinds of markers the program set itself (read by _torch_hooks).
 explicit = {"step": False, "stage": False, "epoch": False}
 # Called with the kind on the first explicit marker of that kind (set by _torch_hooks).
@@ -64,6 +71,12 @@ class _Api:
         if self.counter is not None:
             self.counter.argtypes = [ctypes.c_char_p, ctypes.c_int64]
             self.counter.restype = None
+        # Non-zero once an NVTX range marked a step (python/memstep/_torch_hooks
+        # then stops marking steps); absent from older libraries.
+        self.nvtx_steps_seen = getattr(lib, "memstep_nvtx_steps_seen", None)
+        if self.nvtx_steps_seen is not None:
+            self.nvtx_steps_seen.argtypes = []
+            self.nvtx_steps_seen.restype = ctypes.c_int
 
 
 def _resolve():
@@ -108,7 +121,7 @@ def enabled():
 
 def step(n=None):
     """Ends the open step (if any) and begins step `n` (default: previous + 1)."""
-    global _next_step
+    global _next_step, _step_open
     if n is None:
         n = _next_step
     n = int(n)
@@ -118,11 +131,15 @@ def step(n=None):
         return
     if not explicit["step"]:
         _mark_explicit("step")
+    if _step_open:  # this call ends the open step: its statistics first
+        _torch_cuda.push(api.counter)
     api.step_begin(n)
+    _step_open = True
 
 
 def step_end(n=None):
     """Ends step `n` (default: the step begun last)."""
+    global _step_open
     if n is None:
         n = _next_step - 1 if _next_step > 0 else 0
     api = _api if _api is not _UNSET else _resolve()
@@ -130,7 +147,9 @@ def step_end(n=None):
         return
     if not explicit["step"]:
         _mark_explicit("step")
+    _torch_cuda.push(api.counter)
     api.step_end(int(n))
+    _step_open = False
 
 
 def epoch(n):
@@ -188,32 +207,13 @@ class stage:
         return "memstep.stage(%r)" % self.name
 
 
-_CUDA_KEYS = (
-    "allocated_bytes.all.current", "allocated_bytes.all.peak",
-    "reserved_bytes.all.current", "reserved_bytes.all.peak",
-    "active_bytes.all.current", "inactive_split_bytes.all.current",
-    "num_alloc_retries", "num_ooms",
-)
-
 def torch_cuda_counters(device=None):
-    """Pushes torch.cuda.memory_stats() values as counters `torch.cuda.<key>`
-    (device index appended when not 0). No-op without the profiler, without
-    torch imported, or without CUDA. Never imports torch itself."""
+    """Records PyTorch's CUDA caching-allocator statistics now, as at a step
+    end: counters `torch.cuda:<dev>.<stat>` for `device` (default: every device
+    the program uses), then resets the peak statistics. For steps memstep does
+    not see from Python (C++ or NVTX markers without the zero-code hooks):
+    call it right before the step ends. No-op without the profiler, without
+    torch imported or CUDA initialised; never imports torch."""
     api = _api if _api is not _UNSET else _resolve()
-    torch = sys.modules.get("torch")
-    if api is None or api.counter is None or torch is None:
-        return
-    try:
-        if not torch.cuda.is_available():
-            return
-        stats = torch.cuda.memory_stats(device)
-        if device is None:
-            idx = torch.cuda.current_device()
-        else:
-            idx = int(getattr(device, "index", device) or 0)
-    except Exception:
-        return
-    suffix = "" if idx == 0 else ".%d" % idx
-    for key in _CUDA_KEYS:
-        if key in stats:
-            api.counter(("torch.cuda." + key + suffix).encode(), int(stats[key]))
+    if api is not None:
+        _torch_cuda.push(api.counter, device)

@@ -29,6 +29,15 @@ Contract:
   * Explicit markers win: an explicit memstep.step()/stage()/epoch() call
     turns the matching automatic markers off (the open automatic step and
     stage are ended first).
+  * NVTX step ranges win too: once libmemstep.so reports that an NVTX range
+    marked a step (memstep_nvtx_steps_seen()), the automatic steps stop for
+    good, without a marker of their own (the first NVTX step already ended the
+    open automatic step); stages and epochs go on. Checked when an automatic
+    step would begin or end: one C call per step.
+  * PyTorch CUDA statistics (memstep/_torch_cuda.py) are recorded right
+    before each automatic step END; when NVTX marks the steps, at the end of
+    each outermost optimizer step instead; when the program marks steps
+    itself, by memstep.step()/step_end().
   * Behaviour is unchanged: wrapped functions return what the originals
     return and raise what they raise; hook failures are swallowed.
 """
@@ -39,6 +48,7 @@ import threading
 import weakref
 
 import memstep as _ms
+from memstep import _torch_cuda
 
 _get_ident = threading.get_ident
 
@@ -62,6 +72,8 @@ class _State:
         self.steps_on = not _ms.explicit["step"]
         self.stages_on = not _ms.explicit["stage"]
         self.epochs_on = not _ms.explicit["epoch"]
+        self.nvtx_steps = False   # NVTX step ranges took the steps over
+        self.nvtx_query = getattr(api, "nvtx_steps_seen", None)
         self.lock = threading.RLock()
 
     # -- primitives (lock held) ------------------------------------------
@@ -75,8 +87,21 @@ class _State:
         if name is not None:
             self.api.stage_begin(name)
 
+    def nvtx_took_steps(self):
+        """True (and the automatic steps off) once NVTX ranges mark steps."""
+        query = self.nvtx_query
+        if query is None or not query():
+            return False
+        self.nvtx_steps = True
+        self.steps_on = False
+        self.step = None  # NVTX's first step ended it in libmemstep.so
+        return True
+
+    def push_cuda_stats(self):
+        _torch_cuda.push(self.api.counter)
+
     def open_step(self):
-        if not self.steps_on or self.step is not None:
+        if not self.steps_on or self.step is not None or self.nvtx_took_steps():
             return
         self.set_stage(None)  # a stage opened between steps ends outside them
         self.step = self.next_step
@@ -88,6 +113,9 @@ class _State:
         if self.step is None:
             return
         self.set_stage(None)
+        if self.nvtx_took_steps():
+            return
+        self.push_cuda_stats()
         self.api.step_end(self.step)
         self.step = None
 
@@ -115,10 +143,16 @@ class _State:
                 self.train_iter = self.last_iter
             if self.steps_on and self.step is not None:
                 self.close_step()
-                if not self.train_iter_exhausted():
-                    self.open_step()
-            else:
-                self.set_stage(b"data")
+                if self.steps_on:
+                    if not self.train_iter_exhausted():
+                        self.open_step()
+                    return
+            if self.nvtx_steps and not _ms.explicit["step"]:
+                # NVTX ends the step soon after: the statistics go between
+                # stages, as before an automatic step END.
+                self.set_stage(None)
+                self.push_cuda_stats()
+            self.set_stage(b"data")
 
     def on_loader_iter(self, loader):
         with self.lock:

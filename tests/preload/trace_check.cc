@@ -132,6 +132,22 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
         if (!Fields(d, 10, f)) return Fail("bad MREMAP");
         ++s->mremaps;
         break;
+      case fmt::kTagDevAlloc:
+        if (!Fields(d, 12, f)) return Fail("bad DEV_ALLOC");
+        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("DEV_ALLOC stack before its STACK");
+        if (!StringDefined(f[11])) return Fail("DEV_ALLOC stage before its STRING");
+        break;
+      case fmt::kTagDevFree:
+        if (!Fields(d, 8, f)) return Fail("bad DEV_FREE");
+        break;
+      case fmt::kTagDevFail:
+        if (!Fields(d, 11, f)) return Fail("bad DEV_FAIL");
+        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("DEV_FAIL stack before its STACK");
+        if (!StringDefined(f[10])) return Fail("DEV_FAIL stage before its STRING");
+        break;
+      case fmt::kTagDevInfo:
+        if (!Fields(d, 8, f)) return Fail("bad DEV_INFO");
+        break;
       case fmt::kTagStep: {
         fmt::Counters c;
         if (!Fields(d, 5, f) || !d.GetCounters(&c)) return Fail("bad STEP");
@@ -168,6 +184,7 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
         int64_t v;
         if (!Fields(d, 4, f) || !d.S(&v)) return Fail("bad COUNTER");
         if (!StringDefined(f[3])) return Fail("COUNTER name before its STRING");
+        if (g_dump) std::printf("COUNTER %s=%lld\n", StringText(f[3]).c_str(), (long long)v);
         ++s->counters;
         break;
       }

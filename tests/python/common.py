@@ -4,9 +4,11 @@ Environment (set by tests/python/CMakeLists.txt):
   MEMSTEP_TEST_PYDIR  the build-tree copy of python/ (<build>/python)
   MEMSTEP_TEST_LIB    libmemstep.so
   MEMSTEP_TEST_CLI    the memstep executable
+  MEMSTEP_TEST_CHECK  memstep_trace_check (tests/preload), for trace dumps
 Exit code 77 (ctest SKIP_RETURN_CODE) when something a test needs is missing.
 """
 
+import glob
 import json
 import os
 import subprocess
@@ -55,15 +57,18 @@ def cli_has_python_hooks():
     return "--no-python-hooks" in (r.stdout + r.stderr)
 
 
-def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None):
+def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None, window=None):
     """Runs `argv` under libmemstep.so as `memstep run` does; returns the
-    CompletedProcess. Uses `memstep run` itself once it sets up Python."""
+    CompletedProcess. Uses `memstep run` itself once it sets up Python.
+    window=0: no time-window steps, even when torch is slow to import."""
     if cli_has_python_hooks():
         cmd = [CLI, "run", "--out", out_dir]
         if not hooks:
             cmd.append("--no-python-hooks")
         if sample_interval is not None:
             cmd += ["--sample-interval", str(sample_interval)]
+        if window is not None:
+            cmd += ["--window", str(window)]
         cmd += ["--"] + list(argv)
         env = clean_env()
     else:
@@ -71,9 +76,30 @@ def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None):
         env = hook_env(hooks)
         env["LD_PRELOAD"] = LIB
         env["MEMSTEP_DIR"] = out_dir
+        env["NVTX_INJECTION64_PATH"] = LIB
         if sample_interval is not None:
             env["MEMSTEP_SAMPLE_INTERVAL"] = str(sample_interval)
+        if window is not None:
+            env["MEMSTEP_WINDOW"] = str(window)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def trace_markers(test, run_dir, counters="torch.cuda"):
+    """The STEP, STAGE and EPOCH lines of `memstep_trace_check --dump` of the
+    one trace in run_dir, and its COUNTER lines whose name starts with
+    `counters`, in trace order. The rest is left out: peak-composition
+    snapshots and alerts come wherever sampling puts them, and the periodic
+    counters (rss_bytes, mallinfo2.*) wherever the writer thread does."""
+    check = os.environ.get("MEMSTEP_TEST_CHECK", "")
+    if not check:
+        test.skipTest("MEMSTEP_TEST_CHECK not set")
+    traces = glob.glob(os.path.join(run_dir, "*.trace"))
+    test.assertEqual(len(traces), 1, traces)
+    r = subprocess.run([check, traces[0], "--dump"], capture_output=True, text=True, timeout=60)
+    test.assertEqual(r.returncode, 0, r.stderr)
+    return [line for line in r.stdout.splitlines()
+            if line.split(" ", 1)[0] in ("STEP", "STAGE", "EPOCH")
+            or line.startswith("COUNTER " + counters)]
 
 
 def report_json(run_dir):

@@ -21,23 +21,31 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 sys.path.insert(0, common.PYDIR)
 import memstep  # noqa: E402
-from memstep import _torch_hooks  # noqa: E402
+from memstep import _torch_cuda, _torch_hooks  # noqa: E402
+import fake_torch_cuda as fake_cuda  # noqa: E402
 
 TRAIN = os.path.join(common.HERE, "train_mlp.py")
 
 
 class FakeApi:
     """Records the C API calls as short strings: E<n> epoch, S<n>/s<n> step
-    begin/end, +name/-name stage begin/end."""
+    begin/end, +name/-name stage begin/end, C:name=value counter. `nvtx`
+    is what memstep_nvtx_steps_seen() returns."""
 
     def __init__(self):
         self.calls = []
+        self.nvtx = False
         self.step_begin = lambda n: self.calls.append("S%d" % n)
         self.step_end = lambda n: self.calls.append("s%d" % n)
         self.stage_begin = lambda b: self.calls.append("+" + b.decode())
         self.stage_end = lambda b: self.calls.append("-" + b.decode())
         self.epoch_begin = lambda n: self.calls.append("E%d" % n)
-        self.counter = lambda name, v: None
+        self.counter = lambda name, v: self.calls.append("C:%s=%d" % (name.decode(), v))
+        self.nvtx_steps_seen = lambda: int(self.nvtx)
+
+
+def counters(dev, k):
+    return ["C:%s=%d" % pair for pair in fake_cuda.expected(dev, k)]
 
 
 class MarkerSequenceTest(unittest.TestCase):
@@ -50,14 +58,16 @@ class MarkerSequenceTest(unittest.TestCase):
     def setUp(self):
         for k in memstep.explicit:
             memstep.explicit[k] = False
+        memstep._step_open = False
         self.api = FakeApi()
         memstep._api = self.api
         _torch_hooks._state = _torch_hooks._State(self.api, torch)
+        _torch_cuda.collector = _torch_cuda.Collector(_torch_cuda.ON)
         torch.manual_seed(0)
         self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
         self.data = TensorDataset(torch.randn(12, 8), torch.randn(12, 1))
 
-    def train(self, opt, epochs=2, batch=4, evaluate=False, explicit=False):
+    def train(self, opt, epochs=2, batch=4, evaluate=False, explicit=False, each=None):
         loader = DataLoader(self.data, batch_size=batch)
         n = 0
         for _ in range(epochs):
@@ -67,6 +77,8 @@ class MarkerSequenceTest(unittest.TestCase):
                 opt.zero_grad()
                 loss = nn.functional.mse_loss(self.model(x), y)
                 loss.backward()
+                if each is not None:
+                    each(n)  # before the optimizer step: the step's end
                 opt.step()
                 n += 1
             if evaluate:
@@ -117,6 +129,76 @@ class MarkerSequenceTest(unittest.TestCase):
         self.assertEqual(calls.count("+forward"), 6)
         self.assertEqual(calls.count("+optimizer"), 6)
         self.assertEqual(calls.count("E1"), 1)
+
+    def fake_cuda(self):
+        fake = fake_cuda.FakeCuda().install()
+        self.addCleanup(fake.uninstall)
+        return fake
+
+    def test_cuda_stats_before_each_step_end(self):
+        fake = self.fake_cuda()
+
+        def each(n):
+            fake.round = n
+
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), each=each)
+        exp = []
+        for c in self.expected():
+            if c[0] == "s":
+                exp += counters(0, int(c[1:]))
+            exp.append(c)
+        self.assertEqual(calls, exp)
+
+    def test_cuda_stats_with_explicit_steps(self):
+        # The helper records them before each step END it emits; the
+        # automatic step 0 ended by the first explicit step gets them too.
+        fake = self.fake_cuda()
+
+        def each(n):
+            fake.round = n
+
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), explicit=True,
+                           each=each)
+        memstep.step_end()
+        marks = [(i, c) for i, c in enumerate(calls) if c[0] in "Ss"]
+        self.assertEqual([c for _, c in marks],
+                         ["S0", "s0"] + ["S%d" % i for i in range(6)] + ["s5"])
+        # (marker index in `marks`, round of the step it ends)
+        ends = [(1, 0)] + [(2 + k, k - 1) for k in range(1, 6)] + [(8, 5)]
+        for m, k in ends:
+            i = marks[m][0]
+            self.assertEqual(calls[i - 8:i], counters(0, k), marks[m])
+        self.assertEqual(sum(1 for c in calls if c[0] == "C"), 8 * len(ends))
+
+    def test_nvtx_steps_take_over(self):
+        # NVTX step ranges start during step 1: from then on no automatic step
+        # marker (the first NVTX step ended step 1 in libmemstep.so); stages and
+        # epochs go on, and the statistics come at each optimizer step's end.
+        fake = self.fake_cuda()
+
+        def each(n):
+            fake.round = n
+            self.api.nvtx = n >= 1
+
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), each=each)
+        body = ["-data", "+forward", "-forward", "+backward", "-backward", "+optimizer",
+                "-optimizer"]
+        exp = ["E0", "S0", "+data"] + body + counters(0, 0) + ["s0", "S1", "+data"]
+        for n in (1, 2):
+            exp += body + counters(0, n) + ["+data"]
+        exp += ["-data", "E1"] + body[1:] + counters(0, 3) + ["+data"]
+        for n in (4, 5):
+            exp += body + counters(0, n) + ["+data"]
+        exp += ["-data"]  # at exit
+        self.assertEqual(calls, exp)
+        self.assertFalse(_torch_hooks._state.steps_on)
+
+    def test_nvtx_query_absent(self):
+        # An older libmemstep.so without memstep_nvtx_steps_seen: steps as before.
+        del self.api.nvtx_steps_seen
+        _torch_hooks._state = _torch_hooks._State(self.api, torch)
+        calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1))
+        self.assertEqual(calls, self.expected())
 
     def test_behaviour_unchanged(self):
         opt = torch.optim.SGD(self.model.parameters(), lr=0.1)

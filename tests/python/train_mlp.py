@@ -7,10 +7,16 @@ each step's loss tensor (after backward() its graph nodes stay alive, a few
 KiB per step); `--leak features` appends the hidden features (batch x hidden
 float32 plus their graph). Without --leak only Python floats are kept.
 
-Prints one line `RESULT steps=N epochs=E` at the end.
+`--fake-cuda-stats` replaces torch.cuda, for memstep's statistics collector
+only, with tests/python/fake_torch_cuda.py (round = step number), since CI
+has no GPU; `--nvtx-steps` wraps each iteration in an NVTX range
+"train_step N" (tests/python/nvtx_client.py).
+
+Prints one line `RESULT steps=N epochs=E kept=K cuda_init=0|1` at the end.
 """
 
 import argparse
+import os
 import sys
 
 import torch
@@ -49,7 +55,15 @@ def main():
     p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
     p.add_argument("--eval", action="store_true", help="a no_grad evaluation pass per epoch")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--fake-cuda-stats", action="store_true",
+                   help="planted torch.cuda statistics (tests/python/fake_torch_cuda.py)")
+    p.add_argument("--nvtx-steps", action="store_true", help='NVTX range "train_step N" per step')
     args = p.parse_args()
+    if args.fake_cuda_stats or args.nvtx_steps:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    fake = nvtx = None
+    if args.nvtx_steps:
+        import nvtx_client as nvtx
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -66,17 +80,26 @@ def main():
         opt = torch.optim.Adam(params, lr=1e-3)
     if args.explicit:
         import memstep
+    if args.fake_cuda_stats:
+        from fake_torch_cuda import FakeCuda
+        fake = FakeCuda().install()
     kept = []
     steps = 0
     for _ in range(args.epochs):
         for x, y in loader:
+            if nvtx is not None:
+                nvtx.range_push("train_step %d" % steps)
             if args.explicit:
                 memstep.step(steps)
             opt.zero_grad()
             pred, features = model(x)
             loss = nn.functional.mse_loss(pred, y)
             loss.backward()
+            if fake is not None:
+                fake.round = steps
             opt.step()
+            if nvtx is not None:
+                nvtx.range_pop()
             if args.leak == "loss":
                 kept.append(loss)
             elif args.leak == "features":
@@ -90,7 +113,14 @@ def main():
                     model(x)
     if args.explicit:
         memstep.step_end(steps - 1)
-    print("RESULT steps=%d epochs=%d kept=%d" % (steps, args.epochs, len(kept)))
+    if fake is not None:
+        fake.uninstall()
+        resets = [c for c in fake.calls if c[0] == "reset_peak_memory_stats"]
+        print("FAKE resets=%s" % ",".join(str(c[1]) for c in resets))
+    if nvtx is not None:
+        print("NVTX attached=%d" % nvtx.attached())
+    print("RESULT steps=%d epochs=%d kept=%d cuda_init=%d"
+          % (steps, args.epochs, len(kept), torch.cuda.is_initialized()))
     sys.stdout.flush()
 
 
