@@ -31,6 +31,7 @@
 #include "src/analysis/calibrate.h"
 #include "src/analysis/device_analysis.h"
 #include "src/analysis/frame_resolver.h"
+#include "src/analysis/renumber.h"
 #include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
@@ -585,6 +586,11 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     absl::StatusOr<Trace> trace = reader::ReadTraceFile(file);
     if (!trace.ok()) return trace.status();
     for (const std::string& w : trace->warnings) report.warnings.push_back(absl::StrCat(file, ": ", w));
+    if (RenumberRepeatedSteps(&*trace)) {
+      report.warnings.push_back(absl::StrCat(
+          file, ": step numbers repeat (numbered per epoch, or time windows before the "
+          "program's own steps): steps are numbered 0, 1, 2, ... in the order they ran"));
+    }
     results.push_back(AnalyzeTrace(*trace, file, options, report.memory_limit_bytes));
     const ProcessSummary& p = results.back().summary;
     if (p.lost_records > 0) {

@@ -36,7 +36,10 @@ format::Counters C(uint64_t live, uint64_t peak, uint64_t rss) {
 // peaks at step 33 and its SITE_SNAPSHOT names stack 2. 100 MiB of model
 // from stack 4 before the first step. Epochs of 20 steps. RSS grows twice
 // as fast as live. One growth alert at step 40.
-std::vector<uint8_t> PlantedTrace() {
+// `restart`: the program numbers steps within each epoch (0..19 four times);
+// the analysis renumbers them 0..79, so every expectation stays the same.
+std::vector<uint8_t> PlantedTrace(bool restart) {
+  const auto label = [restart](uint64_t step) { return restart ? step % kStepsPerEpoch : step; };
   reader::TraceHeaderInfo info;
   info.pid = 7;
   TraceBuilder b(info);
@@ -51,37 +54,37 @@ std::vector<uint8_t> PlantedTrace() {
     if (step % kStepsPerEpoch == 0) b.Epoch(ts++, step / kStepsPerEpoch);
     const uint64_t live0 = model + step * 256 * kKiB;
     const uint64_t rss = 2 * live0;
-    b.Step(ts, step, 0, C(live0, live0, rss));
+    b.Step(ts, label(step), 0, C(live0, live0, rss));
     ts += 1000000;  // 1 ms per phase
-    b.Stage(ts++, 1, step, 0, C(live0, live0, rss));
-    b.Alloc(ts++, 1, addr++, 256 * kKiB, 0, 0, step, 1);  // leaked
+    b.Stage(ts++, 1, label(step), 0, C(live0, live0, rss));
+    b.Alloc(ts++, 1, addr++, 256 * kKiB, 0, 0, label(step), 1);  // leaked
     const uint64_t churn = addr++;
-    b.Alloc(ts++, 2, churn, 4 * kMiB, 0, 0, step, 1);
+    b.Alloc(ts++, 2, churn, 4 * kMiB, 0, 0, label(step), 1);
     uint64_t fwd_peak = live0 + 256 * kKiB + 4 * kMiB;
     if (step == 57) {
       const uint64_t spike = addr++;
-      b.Alloc(ts++, 3, spike, 64 * kMiB, 0, 0, step, 1);
+      b.Alloc(ts++, 3, spike, 64 * kMiB, 0, 0, label(step), 1);
       b.Free(ts++, spike);
       fwd_peak += 64 * kMiB;
     }
     const uint64_t live1 = live0 + 256 * kKiB;
-    b.Stage(ts++, 1, step, 1, C(live1 + 4 * kMiB, fwd_peak, rss));
-    b.Stage(ts++, 2, step, 0, C(live1 + 4 * kMiB, fwd_peak, rss));
+    b.Stage(ts++, 1, label(step), 1, C(live1 + 4 * kMiB, fwd_peak, rss));
+    b.Stage(ts++, 2, label(step), 0, C(live1 + 4 * kMiB, fwd_peak, rss));
     const uint64_t bwd_peak = live1 + 4 * kMiB + (step == 33 ? 32 * kMiB : kMiB);
     b.Free(ts++, churn);
-    b.Stage(ts++, 2, step, 1, C(live1, bwd_peak, rss));
-    if (step == 33) b.SiteSnapshot(ts++, 33, format::kSnapshotStagePeak, 2, {{2, 36 * kMiB, 9}});
+    b.Stage(ts++, 2, label(step), 1, C(live1, bwd_peak, rss));
+    if (step == 33) b.SiteSnapshot(ts++, label(33), format::kSnapshotStagePeak, 2, {{2, 36 * kMiB, 9}});
     ts += 1000000;
-    b.Step(ts++, step, 1, C(live1, std::max(fwd_peak, bwd_peak), 2 * live1 + step * kMiB));
-    if (step == 40) b.Alert(ts++, 40, format::kAlertGrowth, 300 * kKiB, 200 * kKiB, 0, 1);
+    b.Step(ts++, label(step), 1, C(live1, std::max(fwd_peak, bwd_peak), 2 * live1 + step * kMiB));
+    if (step == 40) b.Alert(ts++, label(40), format::kAlertGrowth, 300 * kKiB, 200 * kKiB, 0, 1);
   }
   return b.Finish();
 }
 
-class StepAnalysisTest : public ::testing::Test {
+class StepAnalysisTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::WriteFile(dir_.File("p.trace"), PlantedTrace()));
+    ASSERT_TRUE(testing::WriteFile(dir_.File("p.trace"), PlantedTrace(GetParam())));
     options_.symbolize = false;
     options_.memory_limit = 1024 * kMiB;
   }
@@ -96,7 +99,7 @@ const Site* SiteWithStack(const Report& r, uint64_t stack) {
   return nullptr;
 }
 
-TEST_F(StepAnalysisTest, Epochs) {
+TEST_P(StepAnalysisTest, Epochs) {
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->steps.size(), static_cast<size_t>(kSteps));
@@ -114,7 +117,7 @@ TEST_F(StepAnalysisTest, Epochs) {
   EXPECT_EQ(r->epochs[0].growth_bytes, static_cast<int64_t>(19 * 256 * kKiB));
 }
 
-TEST_F(StepAnalysisTest, StagePeaksFromSnapshotAndReplay) {
+TEST_P(StepAnalysisTest, StagePeaksFromSnapshotAndReplay) {
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->stage_peaks.size(), 2u);
@@ -145,7 +148,7 @@ TEST_F(StepAnalysisTest, StagePeaksFromSnapshotAndReplay) {
   EXPECT_EQ(r->steps[57].stage_peaks.at("forward"), fwd.peak_bytes_max);
 }
 
-TEST_F(StepAnalysisTest, GrowthClassesAndProjection) {
+TEST_P(StepAnalysisTest, GrowthClassesAndProjection) {
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   const Site* leak = SiteWithStack(*r, 1);
@@ -169,7 +172,7 @@ TEST_F(StepAnalysisTest, GrowthClassesAndProjection) {
   EXPECT_NEAR(leak->seconds_to_limit, leak->steps_to_limit * p.median_step_s, 1e-3);
 }
 
-TEST_F(StepAnalysisTest, ConfiguredWarmupMakesModelWarmupOnly) {
+TEST_P(StepAnalysisTest, ConfiguredWarmupMakesModelWarmupOnly) {
   options_.warmup_steps = 10;
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -182,7 +185,7 @@ TEST_F(StepAnalysisTest, ConfiguredWarmupMakesModelWarmupOnly) {
   EXPECT_EQ(SiteWithStack(*r, 1)->growth.cls, GrowthClass::kInsufficient);
 }
 
-TEST_F(StepAnalysisTest, Alerts) {
+TEST_P(StepAnalysisTest, Alerts) {
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->alerts.size(), 1u);
@@ -192,6 +195,20 @@ TEST_F(StepAnalysisTest, Alerts) {
   EXPECT_EQ(r->alerts[0].threshold, 200 * kKiB);
   EXPECT_EQ(r->alerts[0].site_id, SiteWithStack(*r, 1)->id);
 }
+
+TEST_P(StepAnalysisTest, RepeatedStepNumbersAreWarnedAbout) {
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  bool warned = false;
+  for (const std::string& w : r->warnings) warned |= w.find("step numbers repeat") != std::string::npos;
+  EXPECT_EQ(warned, GetParam());
+  for (size_t k = 0; k < r->steps.size(); ++k) EXPECT_EQ(r->steps[k].step, k);
+}
+
+INSTANTIATE_TEST_SUITE_P(Numbering, StepAnalysisTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "RestartingEveryEpoch" : "Monotonic";
+                         });
 
 }  // namespace
 }  // namespace memstep::analysis

@@ -1,0 +1,89 @@
+#include "src/analysis/renumber.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "src/format/format.h"
+
+namespace memstep::analysis {
+
+namespace {
+
+bool StepsRepeat(const reader::Trace& t) {
+  absl::flat_hash_set<uint64_t> ended, open;
+  for (const reader::Event& e : t.events) {
+    if (e.tag != format::kTagStep) continue;
+    if (e.phase == 0) {
+      if (ended.contains(e.step)) return true;
+      open.insert(e.step);
+    } else {
+      if (!open.erase(e.step) && ended.contains(e.step)) return true;
+      ended.insert(e.step);
+    }
+  }
+  return false;
+}
+
+bool NamesStep(uint8_t tag) {
+  switch (tag) {
+    case format::kTagAlloc:
+    case format::kTagMmap:
+    case format::kTagMremap:
+    case format::kTagStage:
+    case format::kTagDevAlloc:
+    case format::kTagDevFail:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool RenumberRepeatedSteps(reader::Trace* t) {
+  if (!StepsRepeat(*t)) return false;
+  // program's number -> (seq from which it meant, new number), in seq order.
+  absl::flat_hash_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> history;
+  absl::flat_hash_map<uint64_t, uint64_t> current;
+  absl::flat_hash_set<uint64_t> open;
+  uint64_t next = 0;
+  auto assign = [&](uint64_t raw, uint64_t seq) {
+    const uint64_t g = next++;
+    current[raw] = g;
+    history[raw].emplace_back(seq, g);
+    return g;
+  };
+  for (reader::Event& e : t->events) {
+    if (e.tag == format::kTagStep) {
+      const uint64_t raw = e.step;
+      if (e.phase == 0) {
+        e.step = assign(raw, e.seq);
+        open.insert(raw);
+      } else {
+        // An end whose begin was never recorded (or ended already) is a step
+        // of its own.
+        e.step = open.erase(raw) ? current[raw] : assign(raw, e.seq);
+      }
+    } else if (NamesStep(e.tag)) {
+      auto it = current.find(e.step);
+      if (it != current.end()) e.step = it->second;
+    }
+  }
+  auto at = [&](uint64_t raw, uint64_t seq) {
+    auto h = history.find(raw);
+    if (h == history.end()) return raw;
+    const auto& v = h->second;
+    auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(seq, UINT64_MAX));
+    return it == v.begin() ? raw : std::prev(it)->second;
+  };
+  for (reader::Alert& a : t->alerts) a.step = at(a.step, a.seq);
+  for (reader::SiteSnapshot& s : t->snapshots) s.step = at(s.step, s.seq);
+  for (reader::DeviceInfo& i : t->device_info) i.step = at(i.step, i.seq);
+  return true;
+}
+
+}  // namespace memstep::analysis

@@ -1,0 +1,30 @@
+// Step renumbering for programs whose step numbers repeat.
+//
+// The analysis keys a step's row, its stage peaks, snapshots, alerts and
+// device counters by the step number the program gave. Programs often number
+// steps within each epoch (`for step, batch in enumerate(loader)`), and time
+// windows (no markers yet) are numbered from 0 before the program's own steps
+// take over, also from 0. Without renumbering, a repeated number would merge
+// or overwrite rows of different steps.
+//
+// When some STEP record reuses the number of a step that already ended,
+// every step is renumbered 0, 1, 2, ... in the order the steps began, and
+// every record that names a step (ALLOC, MMAP, MREMAP, STAGE, DEV_ALLOC,
+// DEV_FAIL, ALERT, SITE_SNAPSHOT, DEV_INFO) is moved to the new number of the
+// step with that number that was current when the record was written.
+// Epochs (EPOCH records) keep the program's numbers. Traces whose numbers
+// never repeat are left exactly as they are.
+
+#ifndef MEMSTEP_SRC_ANALYSIS_RENUMBER_H_
+#define MEMSTEP_SRC_ANALYSIS_RENUMBER_H_
+
+#include "src/reader/reader.h"
+
+namespace memstep::analysis {
+
+// Returns true when `t` was renumbered.
+bool RenumberRepeatedSteps(reader::Trace* t);
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_RENUMBER_H_
