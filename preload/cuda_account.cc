@@ -66,19 +66,26 @@ bool EnsureTables() {
 // ---- exact counters ----
 std::atomic<uint64_t> g_live[fmt::kDevKindMax + 1];
 std::atomic<uint64_t> g_peak[fmt::kDevKindMax + 1];  // run peaks per kind
-std::atomic<uint64_t> g_resident{0};                 // device + managed + VMM + pool
-std::atomic<uint64_t> g_resident_step_peak{0};
+// Resident bytes (device + managed + VMM + pool) per device ordinal, so the
+// alert sees each GPU's own peak, as the report's device_peak does; the last
+// slot takes unknown (-1) and out-of-range ordinals.
+constexpr int kMaxDevices = 32;
+std::atomic<uint64_t> g_resident[kMaxDevices + 1];
+std::atomic<uint64_t> g_resident_step_peak[kMaxDevices + 1];
+int DeviceSlot(int device) { return device >= 0 && device < kMaxDevices ? device : kMaxDevices; }
 std::atomic<bool> g_seen{false};       // a device allocation succeeded: CUDA is initialised
 std::atomic<bool> g_pool_seen{false};  // ... a stream-ordered one
 std::atomic<bool> g_table_full{false};
 
 bool Resident(uint8_t kind) { return kind != fmt::kDevPinnedHost; }
 
-void CountAlloc(uint8_t kind, uint64_t size) {
+void CountAlloc(uint8_t kind, int device, uint64_t size) {
   if (kind > fmt::kDevKindMax) return;
   AtomicMax(&g_peak[kind], g_live[kind].fetch_add(size, std::memory_order_relaxed) + size);
   if (Resident(kind)) {
-    AtomicMax(&g_resident_step_peak, g_resident.fetch_add(size, std::memory_order_relaxed) + size);
+    const int d = DeviceSlot(device);
+    AtomicMax(&g_resident_step_peak[d],
+              g_resident[d].fetch_add(size, std::memory_order_relaxed) + size);
   }
 }
 
@@ -88,10 +95,10 @@ void Sub(std::atomic<uint64_t>* a, uint64_t v) {
   while (!a->compare_exchange_weak(cur, cur > v ? cur - v : 0, std::memory_order_relaxed)) {
   }
 }
-void CountFree(uint8_t kind, uint64_t size) {
+void CountFree(uint8_t kind, int device, uint64_t size) {
   if (kind > fmt::kDevKindMax) return;
   Sub(&g_live[kind], size);
-  if (Resident(kind)) Sub(&g_resident, size);
+  if (Resident(kind)) Sub(&g_resident[DeviceSlot(device)], size);
 }
 
 uint64_t PackMeta(uint8_t kind, int device) {
@@ -236,10 +243,10 @@ void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t
   }
   if (!stored) TableFull();
   if (old.key != 0) {  // its free went unseen: close it before the new one
-    CountFree(MetaKind(old.b), old.a);
+    CountFree(MetaKind(old.b), MetaDevice(old.b), old.a);
     EmitDevFree(t, NextSeq(), MetaKind(old.b), MetaDevice(old.b), addr, old.a, fmt::kApiUnknown);
   }
-  CountAlloc(kind, size);
+  CountAlloc(kind, device, size);
   EmitDevAlloc(t, stack, kind, device, addr, size, api, aux);
 }
 
@@ -299,7 +306,7 @@ void EndFree(PendingFree* f, bool ok, uint8_t api) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  CountFree(MetaKind(f->meta), f->size);
+  CountFree(MetaKind(f->meta), MetaDevice(f->meta), f->size);
   EmitDevFree(t, f->seq, MetaKind(f->meta), MetaDevice(f->meta), f->addr, f->size, api);
 }
 
@@ -376,7 +383,7 @@ void CommitLog(VmmUndo* u, uint8_t api) {
   for (int i = 0; i < u->n; ++i) {
     const VmmUndo::Op& op = u->ops[i];
     if (op.what != 2) continue;
-    CountFree(fmt::kDevVmm, op.a);
+    CountFree(fmt::kDevVmm, UnpackVmm(op.b).device, op.a);
     EmitDevFree(t, op.seq, fmt::kDevVmm, UnpackVmm(op.b).device, op.key, op.a, api);
   }
 }
@@ -400,11 +407,11 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
   }
   if (!stored) TableFull();
   if (old.key != 0) {  // a release memstep did not see
-    CountFree(fmt::kDevVmm, old.a);
+    CountFree(fmt::kDevVmm, UnpackVmm(old.b).device, old.a);
     EmitDevFree(t, NextSeq(), fmt::kDevVmm, UnpackVmm(old.b).device, handle, old.a,
                 fmt::kApiUnknown);
   }
-  CountAlloc(fmt::kDevVmm, size);
+  CountAlloc(fmt::kDevVmm, device, size);
   EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0);
 }
 
@@ -496,9 +503,14 @@ bool PoolSeen() { return g_pool_seen.load(std::memory_order_relaxed); }
 int ThreadRuntimeMajor() { return t_rt_major; }
 
 uint64_t CloseStepPeak() {
-  uint64_t live = g_resident.load(std::memory_order_relaxed);
-  uint64_t peak = g_resident_step_peak.exchange(live, std::memory_order_relaxed);
-  return peak > live ? peak : live;
+  uint64_t most = 0;  // the largest per-device peak of the step
+  for (int d = 0; d <= kMaxDevices; ++d) {
+    uint64_t live = g_resident[d].load(std::memory_order_relaxed);
+    uint64_t peak = g_resident_step_peak[d].exchange(live, std::memory_order_relaxed);
+    if (live > peak) peak = live;
+    if (peak > most) most = peak;
+  }
+  return most;
 }
 
 }  // namespace cuda
@@ -531,8 +543,10 @@ void ForkChild() {
     g_live[k].store(0, std::memory_order_relaxed);
     g_peak[k].store(0, std::memory_order_relaxed);
   }
-  g_resident.store(0, std::memory_order_relaxed);
-  g_resident_step_peak.store(0, std::memory_order_relaxed);
+  for (int d = 0; d <= kMaxDevices; ++d) {
+    g_resident[d].store(0, std::memory_order_relaxed);
+    g_resident_step_peak[d].store(0, std::memory_order_relaxed);
+  }
   g_seen.store(false, std::memory_order_relaxed);
   g_pool_seen.store(false, std::memory_order_relaxed);
   t_rt_pending = nullptr;

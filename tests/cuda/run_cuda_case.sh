@@ -9,6 +9,8 @@
 #                             result (it checks they are all 35)
 #            nodriver-memstep the same under memstep: results identical to a
 #                             plain run, no device records in the trace
+#            report-gate      under memstep, then `memstep report --fail-on
+#                             'device_peak > X'` at and below the planted peak
 #            mutate           like memstep with app_dyn, then each mutation of
 #                             its facts or of the log must make cuda_check fail
 #                             with the matching message (the checker can fail)
@@ -79,6 +81,26 @@ case "$MODE" in
     cmp "$WORK/plain.txt" "$WORK/memstep.txt" \
       || { diff "$WORK/plain.txt" "$WORK/memstep.txt"; fail "results differ under memstep"; }
     "$CHECK" --no-device --run-dir "$WORK/run" || fail "device records without a driver"
+    ;;
+  report-gate)
+    # memstep report on a real trace (app_pool: one device, one kind): the
+    # device_peak gate at the planted
+    # peak (one device, one kind: its `total` line) passes, one byte below
+    # fails with exit 3, and the JSON names the kind.
+    run "$CLI" run --out "$WORK/run" -- "$APP" "$WORK/facts"
+    [ $rc -eq 0 ] || fail "the program failed under memstep (exit $rc)"
+    peak=$(sed -n 's/^total kind=device_pool .* peak=\([0-9]*\)$/\1/p' "$WORK"/facts/facts.*)
+    [ -n "$peak" ] || fail "no device_pool peak in the facts"
+    "$CLI" report "$WORK/run" --fail-on "device_peak > $peak" >"$WORK/pass.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { tail -20 "$WORK/pass.txt"; fail "gate at the peak: exit $rc, want 0"; }
+    "$CLI" report "$WORK/run" --fail-on "device_peak > $((peak - 1))" >"$WORK/fail.txt" 2>&1
+    rc=$?
+    [ $rc -eq 3 ] || { tail -20 "$WORK/fail.txt"; fail "gate below the peak: exit $rc, want 3"; }
+    grep -q "device_peak" "$WORK/fail.txt" || fail "the failing gate is not listed"
+    "$CLI" report "$WORK/run" --format json >"$WORK/report.json" 2>"$WORK/json.err" \
+      || fail "report --format json failed"
+    grep -q '"device_pool"' "$WORK/report.json" || fail "no device_pool in the JSON report"
     ;;
   mutate)
     run "$CLI" run --out "$WORK/run" -- "$APP" "$WORK/facts"
