@@ -90,6 +90,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   bool rec = Recording();
   uint64_t rss = rec ? ReadRssBytes() : 0;
   bool notice = false;
+  bool first_user_step = false;
   bool ended = false;
   uint64_t ended_step = 0, ended_live = 0, ended_peak = 0;
   {
@@ -98,6 +99,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
       if (!g_user_steps.load(std::memory_order_relaxed)) {
         g_user_steps.store(true, std::memory_order_release);
         notice = g_window_active;
+        first_user_step = true;
       }
       g_window_active = false;
     } else {
@@ -135,6 +137,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   if (notice && rec) {
     EmitNoticeRecord(t, "time windows stopped: the program marks its own steps");
   }
+  if (first_user_step && rec) ProgressiveStepsBegin(t);
   if (ended && rec) {
     CudaStepEnd(t, ended_step);  // device counters and the step's device peak (alerts use it)
     AlertsStepEnd(t, ended_step, ended_live, ended_peak);

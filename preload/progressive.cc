@@ -1,8 +1,11 @@
 // Progressive sampling (design.md "Progressive sampling"; sampling-and-format.md
 // 1.6 and 6.2): the mean sampling interval T changes at step boundaries.
 //
-//  - warm-up: T_warm for the first kWarmSteps steps (or 120 s when the
-//    program marks no steps of its own and time windows stand in);
+//  - warm-up: T_warm from the program's first step marker for its first
+//    kWarmSteps steps. Time windows (no markers) have no warm-up: T starts at
+//    T_steady, since nothing tells where a warm-up would end, and a program
+//    that allocates fast without markers (a benchmark) would pay the dense
+//    rate for as long as any time limit chosen here;
 //  - then T doubles every kDecaySteps steps up to T_steady;
 //  - a boost sets T_warm again for kBoostSteps steps, at most once every
 //    kBoostGap steps, when the step's exact heap peak exceeds the run's
@@ -25,7 +28,6 @@ namespace fmt = ::memstep::format;
 namespace {
 
 constexpr uint64_t kWarmSteps = 20;
-constexpr uint64_t kWarmNsWithoutMarkers = uint64_t{120} * 1000000000;
 constexpr uint64_t kDecaySteps = 10;
 constexpr uint32_t kBoostSteps = 3;
 constexpr uint64_t kBoostGap = 50;
@@ -34,6 +36,7 @@ constexpr uint32_t kAlarmRises = 15;    // of the kHist - 1 step-to-step changes
 
 struct State {
   uint64_t steps = 0;        // steps ended
+  uint64_t warm_until = 0;   // `steps` value that ends the warm-up (0: none)
   uint64_t run_max = 0;      // max step peak so far
   uint64_t last_boost = 0;   // `steps` when the last boost began; 0 = never
   uint32_t boost_left = 0;   // steps of the current boost still to run
@@ -83,8 +86,19 @@ void ProgressiveInit() {
   if (g_config.warm_interval == 0 || g_config.warm_interval > steady) {
     g_config.warm_interval = steady / 4 > 1 ? steady / 4 : steady;
   }
-  g_interval.store(g_config.progressive ? g_config.warm_interval : steady,
-                   std::memory_order_relaxed);
+  g_interval.store(steady, std::memory_order_relaxed);
+}
+
+void ProgressiveStepsBegin(ThreadState& t) {
+  if (!g_config.progressive) return;
+  bool changed;
+  {
+    SpinLockHolder lock(&g_prog_lock);
+    g_prog.warm_until = g_prog.steps + kWarmSteps;
+    g_prog.since_change = 0;
+    changed = SetInterval(g_config.warm_interval);
+  }
+  if (changed && Recording()) EmitRate(t, g_config.warm_interval);
 }
 
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps) {
@@ -99,8 +113,7 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     ++s.steps;
     if (s.nlive < kHist) ++s.nlive;
     ++s.since_change;
-    bool warming = s.steps < kWarmSteps &&
-                   (user_steps || NowRel() < kWarmNsWithoutMarkers);
+    bool warming = user_steps && s.steps < s.warm_until;
     bool new_peak = !warming && s.run_max > 0 && peak > s.run_max + s.run_max / 20;
     if (peak > s.run_max) s.run_max = peak;
     uint64_t T = g_interval.load(std::memory_order_relaxed);

@@ -60,6 +60,8 @@ void ThreadExit(void*);
 void ProgressiveInit();  // after ReadConfig: sets g_interval
 // At every step end (not under g_api_lock): may change T and write a RATE record.
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps);
+// The program marked its first step: its warm-up steps are sampled densely.
+void ProgressiveStepsBegin(ThreadState& t);
 // memstep_boost(): T_warm for the next `steps` steps.
 void ProgressiveBoost(ThreadState& t, uint32_t steps);
 void ProgressiveForkChild();
