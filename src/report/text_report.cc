@@ -363,7 +363,12 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
     absl::StrAppend(&out, device ? internal::DeviceProjection(*s)
                                  : Projection(s->steps_to_limit, s->seconds_to_limit));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
-    absl::StrAppend(&out, "\n        (", g.reason, ")\n");
+    absl::StrAppend(&out, "\n        (", g.reason);
+    if (g.calibrated) {
+      absl::StrAppend(&out, "; rate calibrated to the exact heap growth, sampled ",
+                      HumanBytes(g.sampled_slope), "/step");
+    }
+    absl::StrAppend(&out, ")\n");
     AppendFrames(s->frames, o, out);
   }
   if (!others.empty()) {

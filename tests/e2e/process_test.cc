@@ -236,6 +236,13 @@ TEST(Example, TrainingLoopLeakIsTheTopLiveSite) {
   EXPECT_TRUE(absl::StrContains(top.frames.front().function, "RecordMetricsHistory"))
       << DescribeSites(run);
   EXPECT_EQ(run.steps.front().stage_peaks.size(), 4u);
+  // The leak is the only growing heap site, so when it is classified LEAK
+  // (its ~18 window samples usually suffice) its rate is calibrated to the
+  // exact heap growth: 64 KiB/step, whatever the sampled estimate.
+  if (top.growth.cls == analysis::GrowthClass::kLeak) {
+    EXPECT_TRUE(top.growth.calibrated);
+    EXPECT_NEAR(top.growth.slope, 64.0 * 1024, 64.0 * 1024 * 0.02) << top.growth.sampled_slope;
+  }
 }
 
 }  // namespace
