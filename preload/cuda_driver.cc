@@ -253,15 +253,8 @@ bool SameName(const char* a, const char* b) {
   X(kDrGetProcAddressV2, GetProcAddressV2,                                                       \
     (const char* sym, void** pfn, int v, cuuint64_t f, int* st), (sym, pfn, v, f, st))
 
-#define MEMSTEP_DR_SLOT(abi, impl, params, args)                                            \
-  template <int S>                                                                          \
-  CUresult Slot_##abi params {                                                              \
-    return impl(SlotTarget(abi, S), MEMSTEP_UNPAREN args);                                  \
-  }                                                                                         \
-  using Fn_##abi = CUresult(*) params;                                                      \
-  constexpr Fn_##abi kSlot_##abi[kSlots] = {&Slot_##abi<0>, &Slot_##abi<1>, &Slot_##abi<2>, \
-                                            &Slot_##abi<3>, &Slot_##abi<4>, &Slot_##abi<5>, \
-                                            &Slot_##abi<6>, &Slot_##abi<7>};
+#define MEMSTEP_DR_SLOT(abi, impl, params, args) \
+  MEMSTEP_CUDA_SLOTS(CUresult, abi, impl, params, args)
 MEMSTEP_DR_ABIS(MEMSTEP_DR_SLOT)
 #undef MEMSTEP_DR_SLOT
 static_assert(kSlots == 8, "the slot tables above list 8 wrappers");
@@ -270,11 +263,7 @@ static_assert(kSlots == 8, "the slot tables above list 8 wrappers");
 
 void* DriverSlotWrapper(int abi, int s) {
   switch (abi) {
-#define MEMSTEP_DR_CASE(abi, impl, params, args) \
-  case abi:                                      \
-    return reinterpret_cast<void*>(kSlot_##abi[s]);
-    MEMSTEP_DR_ABIS(MEMSTEP_DR_CASE)
-#undef MEMSTEP_DR_CASE
+    MEMSTEP_DR_ABIS(MEMSTEP_CUDA_SLOT_CASE)
     default:
       return nullptr;
   }

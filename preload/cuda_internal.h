@@ -213,6 +213,23 @@ struct Target {
 // Wrapper of slot s of abi (tables in cuda_runtime.cc / cuda_driver.cc).
 void* RuntimeSlotWrapper(int abi, int s);
 void* DriverSlotWrapper(int abi, int s);
+
+// The kSlots wrappers of one ABI returning `ret`: Slot_<abi><S> calls
+// impl(SlotTarget(abi, S), args...) (SlotTarget is the including file's), and
+// kSlot_<abi> lists them. Expanded once per ABI by the X-macro tables.
+#define MEMSTEP_CUDA_SLOTS(ret, abi, impl, params, args)                                    \
+  template <int S>                                                                          \
+  ret Slot_##abi params {                                                                   \
+    return impl(SlotTarget(abi, S), MEMSTEP_UNPAREN args);                                  \
+  }                                                                                         \
+  using Fn_##abi = ret(*) params;                                                           \
+  constexpr Fn_##abi kSlot_##abi[kSlots] = {&Slot_##abi<0>, &Slot_##abi<1>, &Slot_##abi<2>, \
+                                            &Slot_##abi<3>, &Slot_##abi<4>, &Slot_##abi<5>, \
+                                            &Slot_##abi<6>, &Slot_##abi<7>};
+// A `case abi:` returning slot s's wrapper (in a switch over the ABIs).
+#define MEMSTEP_CUDA_SLOT_CASE(abi, impl, params, args) \
+  case abi:                                             \
+    return reinterpret_cast<void*>(kSlot_##abi[s]);
 inline void* SlotWrapper(int abi, int s) {
   return IsRuntimeAbi(abi) ? RuntimeSlotWrapper(abi, s) : DriverSlotWrapper(abi, s);
 }

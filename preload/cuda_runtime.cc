@@ -181,15 +181,8 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
   X(kRtGetDriverEntryPointByVersion, GetDriverEntryPointByVersion,                                \
     (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st), (sym, fn, v, f, st))
 
-#define MEMSTEP_RT_SLOT(abi, impl, params, args)                                            \
-  template <int S>                                                                          \
-  cudaError_t Slot_##abi params {                                                           \
-    return impl(SlotTarget(abi, S), MEMSTEP_UNPAREN args);                                  \
-  }                                                                                         \
-  using Fn_##abi = cudaError_t(*) params;                                                   \
-  constexpr Fn_##abi kSlot_##abi[kSlots] = {&Slot_##abi<0>, &Slot_##abi<1>, &Slot_##abi<2>, \
-                                            &Slot_##abi<3>, &Slot_##abi<4>, &Slot_##abi<5>, \
-                                            &Slot_##abi<6>, &Slot_##abi<7>};
+#define MEMSTEP_RT_SLOT(abi, impl, params, args) \
+  MEMSTEP_CUDA_SLOTS(cudaError_t, abi, impl, params, args)
 MEMSTEP_RT_ABIS(MEMSTEP_RT_SLOT)
 #undef MEMSTEP_RT_SLOT
 static_assert(kSlots == 8, "the slot tables above list 8 wrappers");
@@ -198,11 +191,7 @@ static_assert(kSlots == 8, "the slot tables above list 8 wrappers");
 
 void* RuntimeSlotWrapper(int abi, int s) {
   switch (abi) {
-#define MEMSTEP_RT_CASE(abi, impl, params, args) \
-  case abi:                                      \
-    return reinterpret_cast<void*>(kSlot_##abi[s]);
-    MEMSTEP_RT_ABIS(MEMSTEP_RT_CASE)
-#undef MEMSTEP_RT_CASE
+    MEMSTEP_RT_ABIS(MEMSTEP_CUDA_SLOT_CASE)
     default:
       return nullptr;
   }

@@ -32,6 +32,7 @@
 #include "src/analysis/device_analysis.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/renumber.h"
+#include "src/analysis/series_util.h"
 #include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
@@ -222,21 +223,8 @@ std::vector<EpochRow> BuildEpochs(const std::vector<StepRow>& steps) {
   return out;
 }
 
-uint64_t MedianOf(std::vector<uint64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-// Steps (and seconds) until `limit` at `rate` bytes/step from `used`; -1 n/a.
-void Project(double rate, double used, double limit, double step_s, double* steps,
-             double* seconds) {
-  *steps = *seconds = -1;
-  if (rate <= 0 || limit <= 0) return;
-  *steps = std::max(0.0, (limit - used) / rate);
-  if (step_s > 0) *seconds = *steps * step_s;
-}
+using internal::MedianOf;
+using internal::Project;
 
 ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options,
                            uint64_t memory_limit) {

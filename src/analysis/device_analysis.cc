@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "src/analysis/device_replay.h"
+#include "src/analysis/series_util.h"
 #include "src/analysis/trend.h"
 #include "src/format/format.h"
 
@@ -42,21 +43,8 @@ struct StageRun {
   std::map<int32_t, IndexedPeak> peak;
 };
 
-uint64_t MedianOf(std::vector<uint64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-// Steps (and seconds) until `limit` at `rate` bytes/step from `used`; -1 n/a.
-void Project(double rate, double used, double limit, double step_s, double* steps,
-             double* seconds) {
-  *steps = *seconds = -1;
-  if (rate <= 0 || limit <= 0) return;
-  *steps = std::max(0.0, (limit - used) / rate);
-  if (step_s > 0) *seconds = *steps * step_s;
-}
+using internal::MedianOf;
+using internal::Project;
 
 void SetTorchStat(const std::string& stat, int64_t v, TorchCudaStats& s) {
   if (stat == "allocated_bytes") s.allocated_bytes = v;
