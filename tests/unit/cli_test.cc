@@ -159,6 +159,21 @@ TEST_F(CliRunTest, SetsTheEnvironment) {
   r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_DIR"},
               Env({"MEMSTEP_OUT=" + out, "MEMSTEP_SAMPLE_INTERVAL=4K"}));
   EXPECT_EQ(r.out, "4096 " + out + "\n");
+
+  // Progressive sampling: on unless --fixed-interval (or MEMSTEP_PROGRESSIVE=0).
+  r = Memstep({"run", "--sample-warm", "64K", "--", "sh", "-c",
+               "echo $MEMSTEP_SAMPLE_WARM $MEMSTEP_PROGRESSIVE"},
+              Env({"MEMSTEP_OUT=" + out}));
+  EXPECT_EQ(r.out, "65536 1\n");
+  r = Memstep({"run", "--fixed-interval", "--", "sh", "-c", "echo $MEMSTEP_PROGRESSIVE"},
+              Env({"MEMSTEP_OUT=" + out}));
+  EXPECT_EQ(r.out, "0\n");
+  r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_PROGRESSIVE"},
+              Env({"MEMSTEP_OUT=" + out, "MEMSTEP_PROGRESSIVE=0"}));
+  EXPECT_EQ(r.out, "0\n");
+  EXPECT_EQ(Memstep({"run", "--sample-warm", "0", "--", "true"}, Env({"MEMSTEP_OUT=" + out}))
+                .exit_code,
+            1);
 }
 
 TEST_F(CliRunTest, DefaultRunDirectoryIsCreatedInCwd) {

@@ -244,6 +244,9 @@ std::string Absolute(const std::string& path) {
 int RunMain(const std::vector<std::string>& args) {
   std::string out_dir;
   std::string interval_text;
+  std::string warm_text = Env("MEMSTEP_SAMPLE_WARM");
+  const std::string progressive_env = Env("MEMSTEP_PROGRESSIVE");
+  bool fixed_interval = !progressive_env.empty() && progressive_env == "0";
   std::string flush_text;
   if (const char* e = getenv("MEMSTEP_OUT")) out_dir = e;
   if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
@@ -289,6 +292,10 @@ int RunMain(const std::vector<std::string>& args) {
       python_hooks = false;
       continue;
     }
+    if (a == "--fixed-interval") {
+      fixed_interval = true;
+      continue;
+    }
     if (name == "--out") {
       target = &out_dir;
     } else if (name == "--warmup") {
@@ -309,6 +316,8 @@ int RunMain(const std::vector<std::string>& args) {
       target = &step_range;
     } else if (name == "--sample-interval") {
       target = &interval_text;
+    } else if (name == "--sample-warm") {
+      target = &warm_text;
     } else if (name == "--flush-ms") {
       target = &flush_text;
     } else if (absl::StartsWith(a, "-")) {
@@ -338,6 +347,15 @@ int RunMain(const std::vector<std::string>& args) {
                                      v.ok() ? "must be at least 1" : v.status().message()));
     }
     interval = absl::StrCat(*v);
+  }
+  std::string warm;
+  if (!warm_text.empty()) {
+    absl::StatusOr<uint64_t> v = ParseBytes(warm_text);
+    if (!v.ok() || *v == 0) {
+      return UsageError(absl::StrCat("--sample-warm / MEMSTEP_SAMPLE_WARM: ",
+                                     v.ok() ? "must be at least 1" : v.status().message()));
+    }
+    warm = absl::StrCat(*v);
   }
   std::string flush;
   if (!flush_text.empty()) {
@@ -406,6 +424,8 @@ int RunMain(const std::vector<std::string>& args) {
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv("MEMSTEP_DIR", run_dir.c_str(), 1);
     if (!interval.empty()) setenv("MEMSTEP_SAMPLE_INTERVAL", interval.c_str(), 1);
+    if (!warm.empty()) setenv("MEMSTEP_SAMPLE_WARM", warm.c_str(), 1);
+    setenv("MEMSTEP_PROGRESSIVE", fixed_interval ? "0" : "1", 1);
     if (!flush.empty()) setenv("MEMSTEP_FLUSH_MS", flush.c_str(), 1);
     for (const auto& [name, value] : step_env.set) setenv(name.c_str(), value.c_str(), 1);
     // The library is also the NVTX injection library; never replace the user's.
