@@ -37,6 +37,10 @@ std::vector<uint8_t> Seed(uint8_t codec, std::vector<size_t>* chunks) {
   b.Stage(33, 2, 0, 1, c);
   b.Step(34, 0, 1, c);
   b.Counter(35, 2, -7);
+  b.DevAlloc(35, 1, format::kDevVmm, 0, 0xabc, 2 << 20, format::kApiCuMemCreate, 0, 0, 2);
+  b.DevFail(35, 2, format::kDevDevice, -1, 1ull << 36, format::kApiCudaMalloc, 2, 0, 2);
+  b.DevInfo(35, 0, 0, 1000, 2000, 30, 20);
+  b.DevFree(35, format::kDevVmm, 0, 0xabc, 2 << 20, format::kApiCuMemRelease);
   b.Lost(36, 1, 2, 3);
   b.Notice(37, 1, 2);
   b.Trailer(38, c, true);
