@@ -95,6 +95,13 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   uint64_t ended_step = 0, ended_live = 0, ended_peak = 0;
   {
     SpinLockHolder lock(&g_api_lock);
+    // Beginning the step the program already has open (the same number, say
+    // an explicit memstep.step(0) just after the PyTorch hooks opened step 0)
+    // continues it: a second step of the same number would be an artifact.
+    if (user && begin && g_step_open && !g_window_active &&
+        g_cur_step.load(std::memory_order_relaxed) == step) {
+      return;
+    }
     if (user) {
       if (!g_user_steps.load(std::memory_order_relaxed)) {
         g_user_steps.store(true, std::memory_order_release);

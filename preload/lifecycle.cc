@@ -186,6 +186,9 @@ __attribute__((constructor(101))) static void MemstepInit() {
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   g_state.store(kRecording);
   InitFeatures();
+  // A python executable has CPython linked in: its frames are usable from
+  // the first allocation after Py_Initialize (later loads: the writer polls).
+  PyFramesPoll();
   WriterStartThread();
 }
 

@@ -119,12 +119,23 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n) {
 // held while calling into the loader (modules.cc collects before interning).
 uint32_t CaptureStack(ThreadState& t) {
   if (g_unw_backtrace == nullptr || !Recording()) return 0;
-  void* buf[fmt::kMaxFrames + 16];
-  int n = g_unw_backtrace(buf, static_cast<int>(fmt::kMaxFrames + 16));
+  // With Python frames the native stack is unwound deeper, down to the
+  // interpreter loop where the Python frames take over (pyframes.cc).
+  constexpr int kDeep = 192;
+  const bool py = PyFramesActive();
+  void* buf[kDeep];
+  int n = g_unw_backtrace(buf, py ? kDeep : static_cast<int>(fmt::kMaxFrames + 16));
   int i = 0;
   while (i < n && reinterpret_cast<uintptr_t>(buf[i]) - g_self_lo < g_self_hi - g_self_lo) ++i;
   uint64_t ips[fmt::kMaxFrames];
   uint32_t m = 0;
+  if (py) {
+    uint64_t native[kDeep];
+    uint32_t k = 0;
+    for (; i < n; ++i) native[k++] = reinterpret_cast<uintptr_t>(buf[i]);
+    m = PyFramesMerge(native, k, ips, fmt::kMaxFrames);
+    return g_dict.InternStack(ips, m);
+  }
   for (; i < n && m < fmt::kMaxFrames; ++i) ips[m++] = reinterpret_cast<uintptr_t>(buf[i]);
   return g_dict.InternStack(ips, m);
 }
@@ -576,6 +587,7 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
 
 void AfterDl(bool closed) {
   g_maps_dirty.store(1, std::memory_order_release);
+  if (!closed) PyFramesRecheck();
   ThreadState& t = t_state;
   if (t.guard) return;
   GuardScope guard(t);

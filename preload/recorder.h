@@ -56,6 +56,14 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n);
 uint32_t CaptureStack(ThreadState& t);
 void ThreadExit(void*);
 
+// Python frames in stacks (pyframes.cc).
+void PyFramesPoll();     // writer thread: finds CPython 3.11 (once, again after dlopen)
+void PyFramesRecheck();  // after a dlopen while Python was not found
+bool PyFramesActive();
+// native[0..n) innermost first -> out: native frames up to the interpreter
+// loop, then the thread's Python frames; returns the count (<= cap).
+uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap);
+
 // Progressive sampling (progressive.cc).
 void ProgressiveInit();  // after ReadConfig: sets g_interval
 // At every step end (not under g_api_lock): may change T and write a RATE record.

@@ -31,6 +31,7 @@
 
 #include "preload/features.h"
 #include "preload/modules.h"
+#include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
 
@@ -253,6 +254,7 @@ void CollectCounters(int64_t values[kNumCounterNames]) {
 void RunCycle(bool final) {
   // Outside flush_mu: loader lock and malloc locks.
   RefreshMappings();
+  PyFramesPoll();
   PrepareCounterNames();
   int64_t values[kNumCounterNames];
   CollectCounters(values);

@@ -14,7 +14,8 @@
  *  - Calling them inside a signal handler is not supported.
  *
  * Semantics:
- *  - memstep_step_begin(n) opens step n (ending the open step, if any);
+ *  - memstep_step_begin(n) opens step n (ending the open step, if any; when
+ *    step n itself is open, it just continues);
  *    memstep_step_end(n) closes it. Each boundary writes a STEP record with
  *    exact heap counters; the end record's peak is the step's peak live bytes.
  *  - memstep_stage_begin(name) / memstep_stage_end(name) bracket a stage

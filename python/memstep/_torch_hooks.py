@@ -180,7 +180,11 @@ class _State:
     def on_explicit(self, kind):
         with self.lock:
             if kind == "step":
-                self.close_step()
+                # The program's step_begin() that called us ends the open
+                # automatic step, or continues it when it has the same
+                # number: ending it here would leave a short extra step.
+                self.set_stage(None)
+                self.step = None
                 self.steps_on = False
             elif kind == "stage":
                 self.set_stage(None)

@@ -18,7 +18,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "src/format/format.h"
 #include "src/analysis/analysis.h"
 #include "src/reader/reader.h"
 #ifdef MEMSTEP_HAVE_SYMBOLIZER
@@ -121,6 +124,7 @@ class FrameResolver {
   }
 
   const std::vector<Frame>& FramesOf(uint64_t ip, uint64_t ts) {
+    if (format::IsPyFrame(ip)) return PyFrameOf(ip);
     const int64_t mi = MappingOf(ip, ts);
     auto [it, inserted] = cache_.try_emplace(std::make_pair(mi, ip));
     if (!inserted) return it->second;
@@ -159,6 +163,23 @@ class FrameResolver {
       frames.push_back(std::move(f));
     }
     return frames;
+  }
+
+  // A Python frame (format.h kPyFrameTag): its STRING is
+  // "qualname\0filename\0line"; module "<python>".
+  const std::vector<Frame>& PyFrameOf(uint64_t ip) {
+    auto [it, inserted] = cache_.try_emplace(std::make_pair(int64_t{-2}, ip));
+    if (!inserted) return it->second;
+    Frame f;
+    f.ip = ip;
+    f.module = "<python>";
+    const std::string& s = trace_.String(format::PyFrameString(ip));
+    std::vector<std::string> parts = absl::StrSplit(s, '\0');
+    f.function = parts.size() > 0 && !parts[0].empty() ? parts[0] : "??";
+    if (parts.size() > 1) f.file = parts[1];
+    if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &f.line)) f.line = 0;
+    it->second.push_back(std::move(f));
+    return it->second;
   }
 
   const reader::Trace& trace_;

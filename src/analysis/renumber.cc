@@ -13,6 +13,43 @@ namespace memstep::analysis {
 
 namespace {
 
+// The NOTICE the profiler writes when the program's first step marker ends
+// the time windows (preload/api.cc).
+constexpr char kWindowsStopped[] = "time windows stopped";
+
+// Time windows stand in for steps until the program marks its own. Their rows
+// cover start-up (imports, model build), not training steps, and they are
+// numbered from 0 like the program's own: they are dropped, so the program's
+// step numbers stay as it gave them. The program's first step is the last
+// STEP begin at or before the notice (the same boundary ends the window,
+// begins the step, then writes the notice).
+void DropWindowsBeforeProgramSteps(reader::Trace* t) {
+  uint64_t stop_ts = 0;
+  bool stopped = false;
+  for (const reader::Notice& n : t->notices) {
+    if (n.message.rfind(kWindowsStopped, 0) == 0) {
+      stop_ts = n.ts;
+      stopped = true;
+      break;
+    }
+  }
+  if (!stopped) return;
+  uint64_t first_seq = 0;
+  bool found = false;
+  for (const reader::Event& e : t->events) {
+    if (e.tag == format::kTagStep && e.phase == 0 && e.ts <= stop_ts) {
+      first_seq = e.seq;
+      found = true;
+    }
+  }
+  if (!found) return;
+  t->events.erase(std::remove_if(t->events.begin(), t->events.end(),
+                                 [&](const reader::Event& e) {
+                                   return e.tag == format::kTagStep && e.seq < first_seq;
+                                 }),
+                  t->events.end());
+}
+
 bool StepsRepeat(const reader::Trace& t) {
   absl::flat_hash_set<uint64_t> ended, open;
   for (const reader::Event& e : t.events) {
@@ -45,6 +82,7 @@ bool NamesStep(uint8_t tag) {
 }  // namespace
 
 bool RenumberRepeatedSteps(reader::Trace* t) {
+  DropWindowsBeforeProgramSteps(t);
   if (!StepsRepeat(*t)) return false;
   // program's number -> (seq from which it meant, new number), in seq order.
   absl::flat_hash_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> history;

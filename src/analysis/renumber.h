@@ -7,7 +7,10 @@
 // take over, also from 0. Without renumbering, a repeated number would merge
 // or overwrite rows of different steps.
 //
-// When some STEP record reuses the number of a step that already ended,
+// Time-window steps that ran before the program's first step marker (they
+// cover start-up: imports, model build) are dropped first, so the program's
+// own numbers stay as it gave them. Then, when some STEP record reuses the
+// number of a step that already ended,
 // every step is renumbered 0, 1, 2, ... in the order the steps began, and
 // every record that names a step (ALLOC, MMAP, MREMAP, STAGE, DEV_ALLOC,
 // DEV_FAIL, ALERT, SITE_SNAPSHOT, DEV_INFO) is moved to the new number of the

@@ -274,6 +274,14 @@ inline const char* DeviceApiName(uint8_t api) {
   }
 }
 
+// A Python frame in a STACK record: kPyFrameTag | string id, where the
+// STRING is "qualname\0filename\0line" (CPython frames the profiler read in
+// place of the interpreter loop's native frames). Native return addresses
+// are canonical user-space addresses and never have these bits set.
+inline constexpr uint64_t kPyFrameTag = 0xFFFFFF0000000000ull;
+inline bool IsPyFrame(uint64_t ip) { return (ip & kPyFrameTag) == kPyFrameTag; }
+inline uint64_t PyFrameString(uint64_t ip) { return ip & ~kPyFrameTag; }
+
 // Exact counters carried by STEP, STAGE and TRAILER records, in this order,
 // each a u varint. Host heap (malloc family) only; bytes are usable sizes.
 struct Counters {

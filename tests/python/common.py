@@ -57,10 +57,12 @@ def cli_has_python_hooks():
     return "--no-python-hooks" in (r.stdout + r.stderr)
 
 
-def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None, window=None):
+def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None, window=None,
+                 extra_env=None):
     """Runs `argv` under libmemstep.so as `memstep run` does; returns the
     CompletedProcess. Uses `memstep run` itself once it sets up Python.
-    window=0: no time-window steps, even when torch is slow to import."""
+    window=0: no time-window steps, even when torch is slow to import.
+    extra_env: more variables for the command (e.g. MEMSTEP_PYTHON_FRAMES)."""
     if cli_has_python_hooks():
         cmd = [CLI, "run", "--out", out_dir]
         if not hooks:
@@ -81,6 +83,7 @@ def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None, w
             env["MEMSTEP_SAMPLE_INTERVAL"] = str(sample_interval)
         if window is not None:
             env["MEMSTEP_WINDOW"] = str(window)
+    env.update(extra_env or {})
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

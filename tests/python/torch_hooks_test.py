@@ -122,10 +122,11 @@ class MarkerSequenceTest(unittest.TestCase):
 
     def test_explicit_steps_win(self):
         calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), explicit=True)
-        # The automatic step 0 (opened by the loader) is ended at the first
-        # explicit step; every other step marker is the program's own.
+        # The automatic step 0 (opened by the loader) is left open for the
+        # first explicit step, which continues it (the same number) in
+        # libmemstep.so; every other step marker is the program's own.
         self.assertEqual([c for c in calls if c[0] in "Ss"],
-                         ["S0", "s0"] + ["S%d" % i for i in range(6)])
+                         ["S0"] + ["S%d" % i for i in range(6)])
         self.assertEqual(calls.count("+forward"), 6)
         self.assertEqual(calls.count("+optimizer"), 6)
         self.assertEqual(calls.count("E1"), 1)
@@ -150,8 +151,8 @@ class MarkerSequenceTest(unittest.TestCase):
         self.assertEqual(calls, exp)
 
     def test_cuda_stats_with_explicit_steps(self):
-        # The helper records them before each step END it emits; the
-        # automatic step 0 ended by the first explicit step gets them too.
+        # The helper records them before each step END it emits (the
+        # automatic step 0 is continued by the explicit one: no END of its own).
         fake = self.fake_cuda()
 
         def each(n):
@@ -162,9 +163,9 @@ class MarkerSequenceTest(unittest.TestCase):
         memstep.step_end()
         marks = [(i, c) for i, c in enumerate(calls) if c[0] in "Ss"]
         self.assertEqual([c for _, c in marks],
-                         ["S0", "s0"] + ["S%d" % i for i in range(6)] + ["s5"])
+                         ["S0"] + ["S%d" % i for i in range(6)] + ["s5"])
         # (marker index in `marks`, round of the step it ends)
-        ends = [(1, 0)] + [(2 + k, k - 1) for k in range(1, 6)] + [(8, 5)]
+        ends = [(1 + k, k - 1) for k in range(1, 6)] + [(7, 5)]
         for m, k in ends:
             i = marks[m][0]
             self.assertEqual(calls[i - 8:i], counters(0, k), marks[m])

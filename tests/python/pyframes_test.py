@@ -1,0 +1,74 @@
+"""Python frames in sampled stacks (preload/pyframes.cc, CPython 3.11).
+
+A plain Python program (no torch) keeps 40 bytearrays of 2 MiB, each always
+recorded (>= S_always), from a function at a known line; the report's site for
+them must name that function, file and line, and its Python callers, in place
+of the interpreter's native frames. MEMSTEP_PYTHON_FRAMES=0 turns it off.
+"""
+
+import os
+import sys
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+SCRIPT = textwrap.dedent("""\
+    import os
+    kept = []
+
+    def planted_py_leak(step):
+        kept.append(bytearray(2 * 1024 * 1024 + step))
+
+    def train(steps):
+        for s in range(steps):
+            planted_py_leak(s)
+
+    train(40)
+    os._exit(0)  # what is kept stays live at the end of the trace
+    """)
+LEAK_LINE, TRAIN_LINE, MODULE_LINE = 5, 9, 11
+
+
+class PythonFramesTest(unittest.TestCase):
+    def run_script(self, extra_env=None):
+        if sys.version_info[:2] != (3, 11):
+            self.skipTest("Python frames are read for CPython 3.11 only")
+        d = common.temp_dir(self)
+        script = os.path.join(d, "planted_leak.py")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        out = os.path.join(d, "run")
+        r = common.run_profiled([sys.executable, script], out, hooks=False, window=0,
+                                extra_env=extra_env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        report = common.report_json(out)
+        sites = [s for s in report["sites"]
+                 if any(f["function"] == "planted_py_leak" for f in s["frames"])]
+        return script, report, sites
+
+    def test_frames_name_the_planted_lines(self):
+        script, report, sites = self.run_script()
+        self.assertEqual(len(sites), 1, [s["frames"][:6] for s in report["sites"][:5]])
+        site = sites[0]
+        self.assertAlmostEqual(site["live_bytes_end"], 40 * 2 * 1024 * 1024 + 780, delta=4096)
+        py = [(f["function"], f["file"], f["line"]) for f in site["frames"]
+              if f["module"] == "<python>"]
+        self.assertEqual(py, [("planted_py_leak", script, LEAK_LINE),
+                              ("train", script, TRAIN_LINE),
+                              ("<module>", script, MODULE_LINE)])
+        # The Python frames replace the interpreter loop: none of its native
+        # frames follow them.
+        last_py = max(i for i, f in enumerate(site["frames"]) if f["module"] == "<python>")
+        self.assertEqual(last_py, len(site["frames"]) - 1)
+
+    def test_off_switch(self):
+        _, report, sites = self.run_script({"MEMSTEP_PYTHON_FRAMES": "0"})
+        self.assertEqual(sites, [])
+        self.assertFalse(any(f["module"] == "<python>"
+                             for s in report["sites"] for f in s["frames"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
