@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages memstep needs to build, test and benchmark.
+# Installs the Debian 12 packages memstep needs to build, test and benchmark
+# (python3-dev: the CPython 3.11 headers the Python-frames layout test checks).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config binutils
   libunwind-dev libabsl-dev libzstd-dev libdw-dev libelf-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
-  heaptrack python3 python3-torch
+  heaptrack python3 python3-torch python3-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do
