@@ -6,9 +6,12 @@
 #include <set>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "src/report/report.h"
 #include "src/report/text_internal.h"
 
@@ -105,6 +108,7 @@ using internal::ExactBytes;
 using internal::IsHostKind;
 using internal::Rate;
 using internal::Seconds;
+using analysis::GrowthClass;
 
 // One line: control characters shown as spaces, long command lines cut.
 std::string OneLine(const std::string& text, size_t max_len = 160) {
@@ -157,6 +161,70 @@ void AppendProcesses(const Report& r, std::string& out) {
   absl::StrAppend(&out, "\n");
   for (const ProcessSummary* p : shown) AppendProcess(*p, out);
   for (const std::string& w : r.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
+}
+
+// Multi-rank runs (RANK set in two or more processes): one row per rank,
+// ordered by rank, and the ranks that stand out: a LEAK of the exact heap,
+// or a heap (device) peak more than 10 % above the ranks' median. Ranks of a
+// data-parallel job should look alike; the odd one out is the lead.
+void AppendRanks(const Report& r, std::string& out) {
+  std::vector<const ProcessSummary*> ranked;
+  for (const ProcessSummary& p : r.processes) {
+    int64_t n;
+    if (!p.rank.empty() && absl::SimpleAtoi(p.rank, &n)) ranked.push_back(&p);
+  }
+  if (ranked.size() < 2) return;
+  std::stable_sort(ranked.begin(), ranked.end(), [](const ProcessSummary* a, const ProcessSummary* b) {
+    int64_t x = 0, y = 0;
+    (void)absl::SimpleAtoi(a->rank, &x);
+    (void)absl::SimpleAtoi(b->rank, &y);
+    return x < y;
+  });
+  auto median = [&](auto field) {
+    std::vector<uint64_t> v;
+    for (const ProcessSummary* p : ranked) v.push_back(field(*p));
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const uint64_t heap_median = median([](const ProcessSummary& p) { return p.peak_bytes; });
+  const uint64_t device_median =
+      median([](const ProcessSummary& p) { return p.device_peak_bytes; });
+  absl::flat_hash_map<uint32_t, size_t> steps;
+  for (const StepRow& s : r.steps) ++steps[s.pid];
+  absl::StrAppend(&out, "\nRanks (", ranked.size(), " processes with RANK; heap growth from the exact series)\n");
+  absl::StrAppend(&out, absl::StrFormat("  %5s %8s %-12s %6s %10s %10s  %s\n", "rank", "pid", "host",
+                                        "steps", "heap peak", "dev peak", "heap growth"));
+  for (const ProcessSummary* p : ranked) {
+    const analysis::Growth& g = p->live_growth;
+    std::string growth = analysis::GrowthClassName(g.cls);
+    if (g.cls == GrowthClass::kLeak || g.cls == GrowthClass::kBoundedGrowth) {
+      absl::StrAppend(&growth, " ", Rate(g));
+    }
+    std::vector<std::string> notes;
+    if (g.cls == GrowthClass::kLeak) notes.push_back("leaks");
+    const auto above = [](uint64_t v, uint64_t m) { return m > 0 && v > m + m / 10; };
+    if (above(p->peak_bytes, heap_median)) {
+      notes.push_back(absl::StrFormat("heap peak +%.0f%% over the median",
+                                      100.0 * (static_cast<double>(p->peak_bytes) /
+                                                   static_cast<double>(heap_median) - 1)));
+    }
+    if (above(p->device_peak_bytes, device_median)) {
+      notes.push_back(absl::StrFormat("device peak +%.0f%% over the median",
+                                      100.0 * (static_cast<double>(p->device_peak_bytes) /
+                                                   static_cast<double>(device_median) - 1)));
+    }
+    const auto st = steps.find(p->pid);
+    absl::StrAppend(
+        &out, absl::StrFormat("  %5s %8u %-12s %6u %10s %10s  %s", p->rank, p->pid,
+                              OneLine(p->hostname, 12), st == steps.end() ? 0 : st->second,
+                              HumanBytes(static_cast<double>(p->peak_bytes)),
+                              p->has_device_data()
+                                  ? HumanBytes(static_cast<double>(p->device_peak_bytes))
+                                  : std::string("-"),
+                              growth));
+    if (!notes.empty()) absl::StrAppend(&out, "  <- ", absl::StrJoin(notes, "; "));
+    absl::StrAppend(&out, "\n");
+  }
 }
 
 void AppendTotals(const Report& r, std::string& out) {
@@ -494,6 +562,7 @@ std::string Thousands(uint64_t n) {
 std::string FormatText(const Report& report, const ReportOptions& options) {
   std::string out;
   AppendProcesses(report, out);
+  AppendRanks(report, out);
   AppendGrowth(report, options, out);
   AppendGates(report, out);
   AppendAlerts(report, out);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
@@ -98,6 +99,42 @@ TEST(TextReportTest, Sections) {
   EXPECT_THAT(text, HasSubstr("main  /src/leak.cc:7  (train)"));
   EXPECT_THAT(text, HasSubstr("call sites at the peak"));
   EXPECT_THAT(text, Not(HasSubstr("...")));
+}
+
+TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
+  Report r;
+  r.path = "/runs/ddp";
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    analysis::ProcessSummary p;
+    p.pid = 100 + rank;
+    p.rank = absl::StrCat(rank);
+    p.hostname = "node1";
+    p.clean_exit = true;
+    p.peak_bytes = (rank == 2 ? 200 : 100) << 20;
+    if (rank == 2) {
+      p.live_growth.cls = analysis::GrowthClass::kLeak;
+      p.live_growth.slope = 2 << 20;
+      p.live_growth.slope_low = p.live_growth.slope_high = 2 << 20;
+    } else {
+      p.live_growth.cls = analysis::GrowthClass::kNoTrend;
+    }
+    r.processes.push_back(p);
+    for (uint64_t k = 0; k < 4; ++k) {
+      StepRow s;
+      s.pid = p.pid;
+      s.step = k;
+      r.steps.push_back(s);
+    }
+  }
+  std::string text = FormatText(r);
+  EXPECT_THAT(text, HasSubstr("Ranks (3 processes with RANK"));
+  EXPECT_THAT(text, HasSubstr("leaks; heap peak +100% over the median"));
+  // The two alike ranks carry no note.
+  size_t notes = 0;
+  for (size_t at = text.find("<- "); at != std::string::npos; at = text.find("<- ", at + 1)) ++notes;
+  EXPECT_EQ(notes, 1u) << text;
+  r.processes.resize(1);
+  EXPECT_THAT(FormatText(r), Not(HasSubstr("Ranks (")));
 }
 
 TEST(TextReportTest, LongStepTablesAreShortened) {
