@@ -15,6 +15,8 @@
 //    current_frame, then ->previous). Only the thread itself changes that
 //    chain, and it is inside malloc now, so the chain is consistent (a frame
 //    being pushed is linked only after its memory exists);
+//  - nothing is read once the interpreter is finalizing (_Py_IsFinalizing):
+//    daemon threads can outlive their freed thread states then;
 //  - the line comes from PyCode_Addr2Line (reads the line table only);
 //  - names are read from compact unicode objects in place (ASCII data, or an
 //    already computed UTF-8 form), never converted; anything else is "?".
@@ -50,10 +52,12 @@ constexpr uint32_t kNativeBeforePython = 40;  // native frames kept before Pytho
 
 using GetTstateFn = void* (*)();
 using Addr2LineFn = int (*)(void*, int);
+using IsFinalizingFn = int (*)();
 
 std::atomic<int> g_py_state{0};  // 0 unknown, 1 ready, 2 absent (recheck after dlopen)
 std::atomic<bool> g_recheck{false};
 GetTstateFn g_get_tstate = nullptr;
+IsFinalizingFn g_is_finalizing = nullptr;
 Addr2LineFn g_addr2line = nullptr;
 uintptr_t g_eval_lo = 0, g_eval_hi = 0;  // _PyEval_EvalFrameDefault
 
@@ -153,10 +157,11 @@ void PyFramesPoll() {
   void* get = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   void* a2l = dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
   void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  void* fin = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
   Dl_info info;
   void* sym_ptr = nullptr;
   if (version == nullptr || (*version & 0xFFFF0000) != kPy311 || get == nullptr ||
-      a2l == nullptr || eval == nullptr ||
+      a2l == nullptr || eval == nullptr || fin == nullptr ||
       dladdr1(eval, &info, &sym_ptr, RTLD_DL_SYMENT) == 0 || sym_ptr == nullptr ||
       static_cast<const ElfW(Sym)*>(sym_ptr)->st_size == 0) {
     g_py_state.store(2, std::memory_order_release);
@@ -171,6 +176,7 @@ void PyFramesPoll() {
   }
   g_get_tstate = reinterpret_cast<GetTstateFn>(get);
   g_addr2line = reinterpret_cast<Addr2LineFn>(a2l);
+  g_is_finalizing = reinterpret_cast<IsFinalizingFn>(fin);
   g_eval_lo = reinterpret_cast<uintptr_t>(eval);
   g_eval_hi = g_eval_lo + static_cast<const ElfW(Sym)*>(sym_ptr)->st_size;
   g_py_state.store(1, std::memory_order_release);
@@ -189,7 +195,9 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
       break;
     }
   }
-  void* tstate = cut < n ? g_get_tstate() : nullptr;
+  // During finalization other threads' states are freed while those threads
+  // may still run (daemon threads): no Python frames from then on.
+  void* tstate = cut < n && g_is_finalizing() == 0 ? g_get_tstate() : nullptr;
   void* frame = nullptr;
   if (tstate != nullptr) {
     void* cframe = Read<void*>(tstate, kTstateCframe);
