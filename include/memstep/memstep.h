@@ -101,5 +101,9 @@ MEMSTEP_API_ATTR int memstep_nvtx_steps_seen(void);
   do {                                                                    \
     if (&memstep_counter != 0) memstep_counter((name), (int64_t)(value)); \
   } while (0)
+#define MEMSTEP_BOOST(n)                                        \
+  do {                                                          \
+    if (&memstep_boost != 0) memstep_boost((uint32_t)(n));      \
+  } while (0)
 
 #endif /* MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_ */

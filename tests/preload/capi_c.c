@@ -9,6 +9,7 @@ int main(void) {
   MEMSTEP_STEP_BEGIN(1);
   MEMSTEP_STAGE_BEGIN("forward");
   MEMSTEP_COUNTER("c", -5);
+  MEMSTEP_BOOST(3);
   MEMSTEP_STAGE_END("forward");
   MEMSTEP_STEP_END(1);
   puts("capi ok");
