@@ -229,6 +229,15 @@ struct DeviceSummary {
   Growth live_growth;                // exact resident bytes at step ends
   double steps_to_limit = -1;        // live_growth LEAK: steps until total_bytes; -1 n/a
   double seconds_to_limit = -1;
+  // With PyTorch's allocator statistics at every step end: its allocated
+  // bytes (live tensors) classified like the resident series, and what the
+  // device growth is: "leak" (tensors grow), "caching" (segments grow, tensors
+  // do not: cache the allocator keeps), "fragmentation" (the same, with the
+  // free memory trapped in split blocks growing), or "" (no growth, or no
+  // statistics).
+  bool has_torch_growth = false;
+  Growth torch_allocated_growth;
+  std::string growth_verdict;
 };
 
 struct ProcessSummary {

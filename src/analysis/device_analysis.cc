@@ -316,6 +316,41 @@ Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOp
 
 double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }
 
+bool Grows(const Growth& g) {
+  return g.cls == GrowthClass::kLeak || g.cls == GrowthClass::kBoundedGrowth;
+}
+
+// Tensors or cache? PyTorch's caching allocator keeps freed blocks in its
+// segments, so the resident (segment) bytes memstep counts can grow while the
+// tensors do not: that is caching, or fragmentation when the free memory
+// trapped in split blocks grows too, not a leak. Needs the helper's
+// statistics at every step end of this device.
+void ClassifyTorchGrowth(const std::vector<StepRow>& steps, const HostContext& host,
+                         DeviceSummary* ds) {
+  std::vector<double> allocated, inactive;
+  size_t rows = 0;
+  for (const StepRow& row : steps) {
+    for (const DeviceStep& s : row.devices) {
+      if (s.device != ds->device) continue;
+      ++rows;
+      if (s.torch.allocated_bytes >= 0) allocated.push_back(static_cast<double>(s.torch.allocated_bytes));
+      if (s.torch.inactive_split_bytes >= 0) {
+        inactive.push_back(static_cast<double>(s.torch.inactive_split_bytes));
+      }
+    }
+  }
+  if (allocated.empty() || allocated.size() != rows) return;
+  ds->has_torch_growth = true;
+  ds->torch_allocated_growth = ClassifyExact(allocated, ds->warmup_steps, host.exact);
+  if (ds->torch_allocated_growth.cls == GrowthClass::kLeak) {
+    ds->growth_verdict = "leak";
+  } else if (Grows(ds->live_growth)) {
+    const bool split_grows = inactive.size() == rows &&
+                             Grows(ClassifyExact(inactive, ds->warmup_steps, host.exact));
+    ds->growth_verdict = split_grows ? "fragmentation" : "caching";
+  }
+}
+
 void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options& options,
                          const std::set<int32_t>& devices, const DevicePass& pass,
                          const std::vector<StepRow>& steps, ProcessSummary& summary) {
@@ -370,6 +405,7 @@ void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options&
       Project(ds.live_growth.slope, used, static_cast<double>(ds.total_bytes), host.median_step_s,
               &ds.steps_to_limit, &ds.seconds_to_limit);
     }
+    ClassifyTorchGrowth(steps, host, &ds);
     summary.device_peak_bytes = std::max(summary.device_peak_bytes, ds.peak_bytes);
     summary.devices.push_back(std::move(ds));
   }

@@ -152,6 +152,13 @@ void WriteDeviceSummary(JsonWriter& w, const analysis::DeviceSummary& d) {
   WriteGrowth(w, d.live_growth);
   OptionalDouble(w, "steps_to_limit", d.steps_to_limit);
   OptionalDouble(w, "seconds_to_limit", d.seconds_to_limit);
+  w.Key("torch_allocated_growth");
+  if (d.has_torch_growth) {
+    WriteGrowth(w, d.torch_allocated_growth);
+  } else {
+    w.Double(NAN);
+  }
+  w.Field("growth_verdict", d.growth_verdict);
   w.EndObject();
 }
 

@@ -75,6 +75,21 @@ void AppendDeviceGrowth(const ProcessSummary& p, std::string& out) {
     if (d.warmup_steps != p.warmup_steps)
       absl::StrAppend(&out, "  warm-up ", d.warmup_steps, " steps");
     absl::StrAppend(&out, "  (", g.reason, ")\n");
+    if (d.has_torch_growth) {
+      const analysis::Growth& t = d.torch_allocated_growth;
+      absl::StrAppend(&out, "      PyTorch allocated (tensors): ", analysis::GrowthClassName(t.cls));
+      if (t.window > 0) absl::StrAppend(&out, "  ", Rate(t));
+      if (d.growth_verdict == "leak") {
+        absl::StrAppend(&out, "  -> tensors leak");
+      } else if (d.growth_verdict == "caching") {
+        absl::StrAppend(&out, "  -> CACHING: the allocator's segments grow, the tensors do not "
+                              "(not a leak; empty_cache() would return it)");
+      } else if (d.growth_verdict == "fragmentation") {
+        absl::StrAppend(&out, "  -> FRAGMENTATION: segments and the free memory trapped in split "
+                              "blocks grow, the tensors do not (not a leak)");
+      }
+      absl::StrAppend(&out, "\n");
+    }
   }
 }
 

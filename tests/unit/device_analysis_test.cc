@@ -471,6 +471,67 @@ std::vector<uint8_t> HostTrace(bool with_device_frees) {
   return b.Finish();
 }
 
+// 60 steps in which the caching allocator maps one more 20 MiB segment per
+// step (resident bytes grow 20 MiB/step), with PyTorch's statistics at every
+// step end: allocated bytes (tensors) growing 20 MiB/step (a tensor leak) or
+// flat; the free memory trapped in split blocks growing or flat.
+enum class Torch { kTensorsGrow, kCacheGrows, kSplitsGrow };
+std::vector<uint8_t> CachingTrace(Torch mode) {
+  reader::TraceBuilder b;
+  b.String(1, "torch.cuda:0.allocated_bytes");
+  b.String(2, "torch.cuda:0.reserved_bytes");
+  b.String(3, "torch.cuda:0.inactive_split_bytes");
+  b.Stack(1, {0x1000});
+  format::Counters c{};
+  uint64_t ts = 1;
+  for (uint64_t s = 0; s < 60; ++s) {
+    b.Step(ts++, s, 0, c);
+    b.DevAlloc(ts++, 1, format::kDevDevice, 0, 0x7f0000000000 + s * (32 * kMiB), 20 * kMiB,
+               format::kApiCudaMalloc, 0, s);
+    const int64_t reserved = static_cast<int64_t>((s + 1) * 20 * kMiB);
+    const int64_t allocated =
+        mode == Torch::kTensorsGrow ? reserved - static_cast<int64_t>(kMiB)
+                                    : static_cast<int64_t>(15 * kMiB + (s % 3) * kMiB);
+    const int64_t split = mode == Torch::kSplitsGrow ? static_cast<int64_t>(s * 8 * kMiB)
+                                                     : static_cast<int64_t>(2 * kMiB);
+    b.Counter(ts++, 1, allocated);
+    b.Counter(ts++, 2, reserved);
+    b.Counter(ts++, 3, split);
+    b.Step(ts++, s, 1, c);
+  }
+  return b.Finish();
+}
+
+TEST(DeviceCachingTest, TensorsOrCacheOrFragmentation) {
+  const struct {
+    Torch mode;
+    const char* verdict;
+    const char* text;
+  } cases[] = {{Torch::kTensorsGrow, "leak", "-> tensors leak"},
+               {Torch::kCacheGrows, "caching", "-> CACHING"},
+               {Torch::kSplitsGrow, "fragmentation", "-> FRAGMENTATION"}};
+  for (const auto& c : cases) {
+    testing::TempDir dir;
+    ASSERT_TRUE(testing::WriteFile(dir.File("c.trace"), CachingTrace(c.mode)));
+    Options o;
+    o.symbolize = false;
+    absl::StatusOr<Report> r = AnalyzeRun(dir.path(), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->processes[0].devices.size(), 1u);
+    const DeviceSummary& d = r->processes[0].devices[0];
+    EXPECT_EQ(d.live_growth.cls, GrowthClass::kLeak) << d.live_growth.reason;
+    EXPECT_DOUBLE_EQ(d.live_growth.slope, 20.0 * kMiB);
+    ASSERT_TRUE(d.has_torch_growth);
+    EXPECT_EQ(d.growth_verdict, c.verdict);
+    EXPECT_EQ(d.torch_allocated_growth.cls,
+              c.mode == Torch::kTensorsGrow ? GrowthClass::kLeak : GrowthClass::kNoTrend)
+        << d.torch_allocated_growth.reason;
+    EXPECT_THAT(report::FormatText(*r), HasSubstr(c.text));
+    EXPECT_THAT(report::FormatJson(*r),
+                HasSubstr(std::string("\"growth_verdict\":\"") + c.verdict + "\""));
+  }
+}
+
 TEST(DeviceHostOnlyTest, NoDeviceDataNoDeviceOutput) {
   testing::TempDir dir;
   ASSERT_TRUE(testing::WriteFile(dir.File("h.trace"), HostTrace(false)));
