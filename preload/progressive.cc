@@ -7,8 +7,9 @@
 //    that allocates fast without markers (a benchmark) would pay the dense
 //    rate for as long as any time limit chosen here;
 //  - then T doubles every kDecaySteps steps up to T_steady;
-//  - a boost sets T_warm again for kBoostSteps steps, at most once every
-//    kBoostGap steps, when the step's exact heap peak exceeds the run's
+//  - a boost sets T_warm for kBoostSteps steps and then restores the T it
+//    found (the decay goes on), at most once every kBoostGap steps, when the
+//    step's exact heap peak exceeds the run's
 //    maximum by 5 %, when the exact heap live at step end has risen in at
 //    least 15 of the last 19 steps (a growth alarm), or on memstep_boost().
 //
@@ -40,6 +41,7 @@ struct State {
   uint64_t run_max = 0;      // max step peak so far
   uint64_t last_boost = 0;   // `steps` when the last boost began; 0 = never
   uint32_t boost_left = 0;   // steps of the current boost still to run
+  uint64_t resume = 0;       // T to go back to when the boost ends
   uint64_t since_change = 0; // steps since T last changed
   uint64_t live[kHist] = {};
   uint32_t nlive = 0;        // valid entries (<= kHist); newest at (steps - 1) % kHist
@@ -120,13 +122,14 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     if (warming) {
       T = warm;
     } else if (s.boost_left > 0) {
+      // A boost is a short dense window: when it ends, T is what it was.
       --s.boost_left;
-      T = warm;
-      if (s.boost_left == 0) s.since_change = 0;
+      T = s.boost_left > 0 ? warm : s.resume;
     } else if ((new_peak || GrowthAlarm(s)) &&
                (s.last_boost == 0 || s.steps - s.last_boost >= kBoostGap)) {
       s.last_boost = s.steps;
       s.boost_left = kBoostSteps;
+      s.resume = T;
       ++s.boosts;
       T = warm;
     } else if (T < steady && s.since_change >= kDecaySteps) {
@@ -145,6 +148,7 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
   bool changed;
   {
     SpinLockHolder lock(&g_prog_lock);
+    if (g_prog.boost_left == 0) g_prog.resume = g_interval.load(std::memory_order_relaxed);
     if (steps > g_prog.boost_left) g_prog.boost_left = steps;
     ++g_prog.boosts;
     changed = SetInterval(g_config.warm_interval);
