@@ -68,8 +68,10 @@ T Read(const void* base, size_t off) {
   return v;
 }
 
-// (code, line) -> string id, lock-free: key written last (release).
+// (code, line) -> string id, lock-free: a writer claims an empty slot
+// (kBusy), stores the id, then publishes the key (release).
 constexpr uint32_t kCacheSize = 1u << 13;
+constexpr uint64_t kBusy = UINT64_MAX;  // never a key (CacheKey < 2^62)
 struct CacheSlot {
   std::atomic<uint64_t> key;
   std::atomic<uint32_t> id;
@@ -127,12 +129,14 @@ uint32_t FrameId(void* code, int line) {
     uint64_t k = s.key.load(std::memory_order_acquire);
     if (k == key) return s.id.load(std::memory_order_relaxed);
     if (k == 0) {
-      uint32_t id = FrameString(code, line);
       uint64_t expected = 0;
-      // Publish the id before the key; a racing writer of the same key wrote
-      // the same string (interned: the same id).
+      if (!s.key.compare_exchange_strong(expected, kBusy, std::memory_order_acquire)) {
+        if (expected == key) return s.id.load(std::memory_order_relaxed);
+        continue;  // another writer took the slot
+      }
+      const uint32_t id = FrameString(code, line);
       s.id.store(id, std::memory_order_relaxed);
-      s.key.compare_exchange_strong(expected, key, std::memory_order_release);
+      s.key.store(key, std::memory_order_release);
       return id;
     }
   }
