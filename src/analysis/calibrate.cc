@@ -12,23 +12,39 @@ constexpr double kZ3 = 3.0;    // the tolerance
 CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Growth*>& sites) {
   CalibrationResult r;
   if (exact.cls != GrowthClass::kLeak || !(exact.slope > 0)) return r;
+  // A site's sampled rate: the bytes allocated in the window and still live
+  // at the end, over the window (Horvitz-Thompson: unbiased). Its Theil-Sen
+  // slope is not: a leak of a few large objects is a series of rare jumps,
+  // whose median pairwise slope is far below the mean rate.
+  auto rate = [](const Growth* g) {
+    return g->window_bytes > 0 && g->window > 0 ? g->window_bytes / static_cast<double>(g->window)
+                                                : g->slope;
+  };
   std::vector<Growth*> leaks;
-  double var = 0;  // of the sum, from each site's 95 % half-width
+  std::vector<double> rates;
   for (Growth* g : sites) {
     if (g == nullptr || g->cls != GrowthClass::kLeak || !(g->slope > 0)) continue;
     leaks.push_back(g);
-    r.sampled_sum += g->slope;
-    // The Theil-Sen interval assumes independent residuals; a sampled leak is
-    // a random walk (each step's sampled count is Poisson), so its slope is
-    // less certain than that: its relative error is about 1/sqrt(samples)
-    // for the window's samples still live. Use the wider of the two.
+    rates.push_back(rate(g));
+    r.sampled_sum += rates.back();
+  }
+  if (leaks.empty() || !(r.sampled_sum > 0)) return r;
+  // Is the exact slope consistent with the sites' sampled ones? Under that
+  // hypothesis site i's true rate is b_i * G / S, so it expects n_i * G / S
+  // samples and its estimate has a standard deviation of about
+  // b_i * sqrt(G / S) / sqrt(n_i) (a sampled leak is a random walk whose
+  // Theil-Sen interval is too narrow for this). The wider of that and the
+  // Theil-Sen half-width counts.
+  const double scale = std::sqrt(exact.slope / r.sampled_sum);
+  double var = 0;  // of the sum, from each site's 95 % half-width
+  for (size_t i = 0; i < leaks.size(); ++i) {
+    const Growth* g = leaks[i];
     const double ts_half = (g->slope_high - g->slope_low) / 2;
     const double samples = g->window_samples > 1 ? g->window_samples : 1;
-    const double poisson_half = kZ95 * g->slope / std::sqrt(samples);
+    const double poisson_half = kZ95 * rates[i] * scale / std::sqrt(samples);
     const double half = ts_half > poisson_half ? ts_half : poisson_half;
     var += half * half;
   }
-  if (leaks.empty()) return r;
   const double exact_half = (exact.slope_high - exact.slope_low) / 2;
   // Three standard deviations: a sampled sum this far from the exact slope is
   // not sampling noise (growth elsewhere), and inside it rescaling is safe.
@@ -36,17 +52,19 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
   if (std::fabs(exact.slope - r.sampled_sum) > r.tolerance) return r;
   r.factor = exact.slope / r.sampled_sum;
   r.applied = true;
-  for (Growth* g : leaks) {
+  for (size_t i = 0; i < leaks.size(); ++i) {
+    Growth* g = leaks[i];
     g->sampled_slope = g->slope;
     g->calibrated = true;
     if (leaks.size() == 1) {
       g->slope = exact.slope;
       g->slope_low = exact.slope_low;
       g->slope_high = exact.slope_high;
-    } else {
-      g->slope *= r.factor;
-      g->slope_low *= r.factor;
-      g->slope_high *= r.factor;
+    } else {  // its share of the exact slope, with its interval scaled alike
+      const double k = rates[i] * r.factor / g->slope;
+      g->slope *= k;
+      g->slope_low *= k;
+      g->slope_high *= k;
     }
   }
   return r;

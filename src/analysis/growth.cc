@@ -52,7 +52,7 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   for (double v : y) g.capacity = std::max(g.capacity, v);
   const bool cohorts = !in.end_bytes_by_cohort.empty();
   g.warmup_bytes = cohorts ? Sum(in.end_bytes_by_cohort, 0, g.warmup) : 0;
-  g.retained_bytes = g.window_samples = cohorts ? 0 : -1;
+  g.retained_bytes = g.window_samples = g.window_bytes = cohorts ? 0 : -1;
   const size_t after = n - g.warmup;
   if (after < o.min_window || after < 4) {
     g.cls = GrowthClass::kInsufficient;
@@ -77,6 +77,7 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   g.slope_second_half = h2.slope;
   g.retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;
   g.window_samples = cohorts ? Sum(in.end_samples_by_cohort, ws, n) : -1;
+  g.window_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, n) : -1;
 
   if (t.p_increasing < o.p_value && t.slope > 0) {
     const bool rate_ok = t.slope >= o.min_rate;

@@ -82,6 +82,8 @@ struct Growth {
   double slope_second_half = 0;
   double retained_bytes = 0;  // first-half cohorts live at the end (-1: not checked)
   double window_samples = 0;  // window cohorts' samples live at the end (-1: not checked)
+  double window_bytes = 0;    // their estimated bytes (-1: not checked); / window = the
+                              // unbiased (Horvitz-Thompson) rate of what stayed
   double warmup_bytes = 0;    // bytes live at the end allocated before W (site series)
   double capacity = 0;        // max y over the run (BOUNDED_GROWTH: estimated capacity)
   std::string reason;         // one line: which test decided the class
