@@ -45,7 +45,6 @@ struct State {
   uint64_t since_change = 0; // steps since T last changed
   uint64_t live[kHist] = {};
   uint32_t nlive = 0;        // valid entries (<= kHist); newest at (steps - 1) % kHist
-  uint64_t boosts = 0;
 };
 
 SpinLock g_prog_lock;  // after g_api_lock in the lock order; never held while pushing
@@ -130,7 +129,6 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
       s.last_boost = s.steps;
       s.boost_left = kBoostSteps;
       s.resume = T;
-      ++s.boosts;
       T = warm;
     } else if (T < steady && s.since_change >= kDecaySteps) {
       T = T * 2 < steady ? T * 2 : steady;
@@ -150,7 +148,6 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
     SpinLockHolder lock(&g_prog_lock);
     if (g_prog.boost_left == 0) g_prog.resume = g_interval.load(std::memory_order_relaxed);
     if (steps > g_prog.boost_left) g_prog.boost_left = steps;
-    ++g_prog.boosts;
     changed = SetInterval(g_config.warm_interval);
   }
   if (changed && Recording()) EmitRate(t, g_config.warm_interval);

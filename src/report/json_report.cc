@@ -131,6 +131,16 @@ void WriteByName(JsonWriter& w, const std::string& key, const std::map<std::stri
   w.EndObject();
 }
 
+// The allocation traffic of a DeviceSummary or DeviceStep (resident kinds).
+template <typename D>
+void WriteTraffic(JsonWriter& w, const D& d) {
+  w.Field("alloc_bytes", d.alloc_bytes);
+  w.Field("alloc_count", d.alloc_count);
+  w.Field("free_bytes", d.free_bytes);
+  w.Field("free_count", d.free_count);
+  w.Field("failures", d.failures);
+}
+
 void WriteDeviceSummary(JsonWriter& w, const analysis::DeviceSummary& d) {
   w.BeginObject();
   OptionalInt(w, "device", d.device);
@@ -140,11 +150,7 @@ void WriteDeviceSummary(JsonWriter& w, const analysis::DeviceSummary& d) {
   w.Field("live_bytes_end", d.live_bytes_end);
   WriteByName(w, "live_by_kind_end", d.live_by_kind_end);
   WriteByName(w, "peak_by_kind", d.peak_by_kind);
-  w.Field("alloc_bytes", d.alloc_bytes);
-  w.Field("alloc_count", d.alloc_count);
-  w.Field("free_bytes", d.free_bytes);
-  w.Field("free_count", d.free_count);
-  w.Field("failures", d.failures);
+  WriteTraffic(w, d);
   OptionalInt(w, "total_bytes", static_cast<int64_t>(d.total_bytes), true);
   OptionalInt(w, "used_bytes_end", static_cast<int64_t>(d.used_bytes_end), true);
   w.Field("warmup_steps", static_cast<uint64_t>(d.warmup_steps));
@@ -248,11 +254,7 @@ void WriteDeviceStep(JsonWriter& w, const analysis::DeviceStep& d) {
   w.Field("peak_bytes", d.peak_bytes);
   WriteByName(w, "live_by_kind", d.live_by_kind);
   WriteByName(w, "peak_by_kind", d.peak_by_kind);
-  w.Field("alloc_bytes", d.alloc_bytes);
-  w.Field("alloc_count", d.alloc_count);
-  w.Field("free_bytes", d.free_bytes);
-  w.Field("free_count", d.free_count);
-  w.Field("failures", d.failures);
+  WriteTraffic(w, d);
   WriteByName(w, "stage_peaks", d.stage_peaks);
   w.Key("driver");
   if (d.has_info) {
