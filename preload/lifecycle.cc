@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preload/fds.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "preload/modules.h"
 #include "preload/runtime.h"
+#include "preload/unwinder.h"
 #include "src/format/format.h"
 
 namespace memstep::preload {
@@ -122,6 +124,7 @@ void ForkChild() {
   ThreadState& t = t_state;
   t.tid = GetTid();
   t.seeded = 0;  // different random stream from the parent
+  ProcStatForkChild();
   WriterForkChild();
   t.guard = g_fork_saved_guard;
 }
@@ -144,19 +147,6 @@ int FindSelf(struct dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-void LoadUnwinder() {
-  if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return;
-  void* h = g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return;
-  g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Ux86_64_flush_cache"));
-  g_unw_local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
-  auto bt = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
-  if (bt == nullptr) return;
-  void* warm[fmt::kMaxFrames];
-  bt(warm, static_cast<int>(fmt::kMaxFrames));  // first call is slow: pay it now
-  g_unw_backtrace = bt;
-}
-
 }  // namespace
 
 __attribute__((constructor(101))) static void MemstepInit() {
@@ -177,12 +167,12 @@ __attribute__((constructor(101))) static void MemstepInit() {
     g_state.store(kStopped);
     return;
   }
-  LoadUnwinder();
   g_key_ok = pthread_key_create(&g_key, ThreadExit) == 0;
   if (!WriterOpen(false, nullptr)) {
     g_state.store(kStopped);
     return;
   }
+  LoadUnwinder(WriterFd());
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   g_state.store(kRecording);
   InitFeatures();

@@ -228,6 +228,8 @@ void WriterForkChild();
 // Prints one line on stderr, writes a kTagNotice if possible, stops recording.
 void Degrade(const char* what, const char* detail, int err);
 const char* TracePath();
+// The trace file's descriptor (-1 when none).
+int WriterFd();
 uint64_t StartMonoNs();
 uint64_t ReadRssBytes();
 // The RSS of the latest ReadRssBytes (a step boundary or a writer cycle, so at

@@ -13,6 +13,19 @@
 // pushed to a ring, so step 1 before step 2 makes definitions precede use.
 // A chunk is written with one write(2) of header + payload: after kill -9
 // every chunk written before reads back.
+//
+// The trace descriptor is close-on-exec and high (fds.h). Programs close all
+// their descriptors (daemons, subprocess's close_fds between fork and exec)
+// or dup2 their own files over ours: before each write the writer checks
+// that the descriptor is still the trace file (device and inode) and reopens
+// the file by path when it is not, never writing to or closing a number the
+// program now owns.
+//
+// The writer thread must not keep the process alive: glibc ends a process
+// when its last thread exits, counting ours. When the thread-group leader has
+// exited (pthread_exit from main, or a fork child's only thread returning)
+// and no other application thread is left, the writer does what that last
+// thread would have done: exit(0).
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,9 +39,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/fds.h"
 #include "preload/features.h"
 #include "preload/modules.h"
 #include "preload/recorder.h"
@@ -57,6 +72,8 @@ using ZstdIsErrorFn = unsigned (*)(size_t);
 struct Writer {
   pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
   int fd = -1;
+  dev_t dev = 0;  // identity of the trace file behind fd
+  ino_t ino = 0;
   char path[4096] = {};
   uint64_t start_mono = 0;
   uint32_t chunk_seq = 0;
@@ -76,6 +93,28 @@ uint64_t g_heads[kMaxRings];  // flush_mu
 std::atomic<bool> g_degraded{false};
 
 uint64_t NowRel() { return MonoNs() - g_w.start_mono; }
+
+// True when fd is still the trace file we opened.
+bool TraceFdIsOurs() {
+  struct stat st;
+  return g_w.fd >= 0 && fstat(g_w.fd, &st) == 0 && st.st_dev == g_w.dev && st.st_ino == g_w.ino;
+}
+
+// flush_mu held. Makes g_w.fd the trace file again if the program closed it
+// or reused its number; false (errno set) when the file cannot be reopened.
+bool EnsureTraceFd() {
+  if (TraceFdIsOurs()) return true;
+  int fd = open(g_w.path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != g_w.dev || st.st_ino != g_w.ino) {
+    close(fd);
+    errno = ESTALE;  // a different file now has the trace's name
+    return false;
+  }
+  g_w.fd = MoveFdHigh(fd);  // the old number is the program's now: not closed
+  return true;
+}
 
 bool WriteAll(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -113,6 +152,12 @@ void EmitChunk(uint8_t kind) {
                        static_cast<uint32_t>(plen), static_cast<uint32_t>(g_w.raw_len));
   memcpy(g_w.out, &h, sizeof(h));
   g_w.raw_len = 0;
+  if (!EnsureTraceFd()) {
+    int err = errno;
+    g_w.fd = -1;  // not ours any more: Degrade must not write to or close it
+    Degrade("cannot reopen", g_w.path, err);
+    return;
+  }
   if (!WriteAll(g_w.fd, g_w.out, sizeof(h) + plen)) {
     Degrade("cannot write", g_w.path, errno);
   }
@@ -361,17 +406,34 @@ void RunCycle(bool final) {
   pthread_mutex_unlock(&g_w.flush_mu);
 }
 
+// The leader has exited and every thread left is ours (the writer).
+bool ApplicationThreadsGone() {
+  ProcStat st;
+  return ReadProcStat(&st) && st.state == 'Z' && st.num_threads <= 2;
+}
+
 void* WriterMain(void*) {
   ThreadState& t = t_state;
   t.guard = 1;  // permanently: this thread only forwards
   t.tid = GetTid();
-  uint64_t ms = g_config.flush_ms;
+  const uint64_t period_ns = g_config.flush_ms * 1000000;
+  // Liveness is checked at least this often, whatever the flush period.
+  constexpr uint64_t kLivenessNs = 100000000;
+  uint64_t next_flush = MonoNs() + period_ns;
   for (;;) {
-    struct timespec ts = {static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1000000)};
-    // Sleeps for the period unless a producer wakes us (ring half full).
-    syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    uint64_t now = MonoNs();
+    uint64_t wait = next_flush > now ? next_flush - now : 0;
+    if (wait > kLivenessNs) wait = kLivenessNs;
+    struct timespec ts = {static_cast<time_t>(wait / 1000000000),
+                          static_cast<long>(wait % 1000000000)};
+    // Sleeps unless a producer wakes us (ring half full).
+    long r = syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    bool woken = r == 0 || g_wake.load(std::memory_order_relaxed) != 0;
     g_wake.store(0, std::memory_order_relaxed);
     if (g_state.load() != kRecording) break;
+    if (ApplicationThreadsGone()) exit(0);  // as glibc's last thread would; flushes in our destructor
+    if (!woken && MonoNs() < next_flush) continue;
+    next_flush = MonoNs() + period_ns;
     RunCycle(false);
     AlertsWriterPoll();
     WindowsWriterPoll();
@@ -434,6 +496,14 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
     Degrade("cannot create", g_w.path, errno);
     return false;
   }
+  g_w.fd = MoveFdHigh(g_w.fd);
+  struct stat st;
+  if (fstat(g_w.fd, &st) != 0) {
+    Degrade("cannot stat", g_w.path, errno);
+    return false;
+  }
+  g_w.dev = st.st_dev;
+  g_w.ino = st.st_ino;
   if (!WriteHeader(fork_child, parent_path, host)) {
     Degrade("cannot write", g_w.path, errno);
     return false;
@@ -536,7 +606,9 @@ void Degrade(const char* what, const char* detail, int err) {
     size_t len = static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n) : sizeof(line) - 1;
     (void)!write(2, line, len);
   }
-  // Best effort: a notice in the trace (a data chunk defining its own string).
+  // Best effort: a notice in the trace (a data chunk defining its own string),
+  // only through a descriptor that is still ours.
+  if (g_w.fd >= 0 && !TraceFdIsOurs()) g_w.fd = -1;
   if (g_w.fd >= 0 && g_w.raw != nullptr && g_w.out != nullptr) {
     int fd = g_w.fd;
     g_w.fd = -1;
@@ -565,6 +637,7 @@ void Degrade(const char* what, const char* detail, int err) {
 }
 
 const char* TracePath() { return g_w.path; }
+int WriterFd() { return g_w.fd; }
 uint64_t StartMonoNs() { return g_w.start_mono; }
 
 std::atomic<uint64_t> g_last_rss{0};
@@ -572,15 +645,8 @@ std::atomic<uint64_t> g_last_rss{0};
 uint64_t LastRssBytes() { return g_last_rss.load(std::memory_order_relaxed); }
 
 uint64_t ReadRssBytes() {
-  char buf[128];
-  size_t n = ReadFile("/proc/self/statm", buf, sizeof(buf) - 1);
-  buf[n] = '\0';
-  size_t i = 0;
-  while (i < n && buf[i] != ' ') ++i;  // skip size
-  ++i;
-  uint64_t pages = 0;
-  while (i < n && buf[i] >= '0' && buf[i] <= '9') pages = pages * 10 + (buf[i++] - '0');
-  uint64_t rss = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  ProcStat st;
+  uint64_t rss = ReadProcStat(&st) ? st.rss_bytes : 0;
   g_last_rss.store(rss, std::memory_order_relaxed);
   return rss;
 }

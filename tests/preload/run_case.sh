@@ -9,13 +9,32 @@ export MEMSTEP_DIR="$OUT"
 export MEMSTEP_FLUSH_MS=20
 fail() { echo "FAIL: $*"; exit 1; }
 run() {  # run with a deadlock timeout; stdout to $WORK/stdout, stderr to $WORK/stderr
-  timeout 120 env LD_PRELOAD="$LIB" ${EXTRA_ENV:-} "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+  timeout -k 5 "${TIMEOUT:-120}" env LD_PRELOAD="$LIB" ${EXTRA_ENV:-} "$@" >"$WORK/stdout" 2>"$WORK/stderr"
   rc=$?
   cat "$WORK/stdout"; tail -c 4000 "$WORK/stderr" >&2
-  [ $rc -eq 124 ] && fail "timeout (deadlock?)"
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && fail "timeout (deadlock?), status $rc"
   [ $rc -eq 0 ] || fail "exit status $rc"
 }
 one_trace() { ls "$OUT"/memstep.*.trace 2>/dev/null | head -1; }
+bare() {  # the same program without memstep must pass first (the case is sound)
+  timeout -k 5 "${TIMEOUT:-120}" "$@" >"$WORK/bare.stdout" 2>"$WORK/bare.stderr" \
+    || { cat "$WORK/bare.stderr" >&2; fail "fails without memstep too"; }
+}
+quiet() {  # memstep said nothing: it never stopped recording
+  ! grep '^memstep: ' "$WORK/stderr" || fail "memstep wrote to stderr"
+}
+all_traces() {  # every trace reads back; $1 of them in all, $2 with a clean trailer
+  n=0
+  complete=0
+  for t in "$OUT"/memstep.*.trace; do
+    [ -e "$t" ] || break
+    "$CHECK" "$t" >/dev/null || fail "check $t"
+    n=$((n + 1))
+    "$CHECK" "$t" --expect-trailer >/dev/null 2>&1 && complete=$((complete + 1))
+  done
+  [ "$n" -eq "$1" ] || fail "expected $1 traces, got $n"
+  [ "$complete" -eq "${2:-$1}" ] || fail "expected ${2:-$1} complete traces, got $complete"
+}
 case "$CASE" in
   basic)
     run "$BIN" basic
@@ -230,6 +249,49 @@ case "$CASE" in
       "$P" alert-peak >/dev/null 2>"$WORK/stderr" || fail "alert-peak under memstep run"
     n=$(grep -c '^memstep: ALERT' "$WORK/stderr")
     [ "$n" -eq 4 ] || fail "expected 4 alerts under memstep run, got $n"
+    ;;
+  # Issue 12, items 1-3: programs memstep must not harm (BIN is harm_cases).
+  pthread-exit)  # main calls pthread_exit: the process ends when its worker does
+    TIMEOUT=30 bare "$BIN" pthread-exit
+    TIMEOUT=30 run "$BIN" pthread-exit
+    grep -q '^ok$' "$WORK/stdout" || fail "the worker did not finish"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 || fail "trace check"
+    ;;
+  fork-thread)  # a thread forks, the child's thread returns: the child ends
+    TIMEOUT=60 bare "$BIN" fork-thread
+    TIMEOUT=60 run "$BIN" fork-thread
+    quiet
+    all_traces 2
+    ;;
+  fds)  # no memstep descriptor in the low numbers, none inherited across exec
+    lim=$(ulimit -n)
+    floor=256
+    [ "$lim" != unlimited ] && [ $((lim / 2)) -lt $floor ] && floor=$((lim / 2))
+    bare "$BIN" fds $floor
+    MEMSTEP_SAMPLE_INTERVAL=4096 run "$BIN" fds $floor
+    grep -q '^child ok$' "$WORK/stdout" || fail "exec'd child check"
+    quiet
+    all_traces 4 2  # the two images before exec (no trailer), parent and child
+    ;;
+  closeall)  # close every descriptor, then open a file on the freed numbers
+    bare "$BIN" closeall "$WORK/file"
+    MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" closeall "$WORK/file"
+    quiet
+    # 5,000 allocations before the close, 50,000 after: recording went on.
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 50000 || fail "trace check"
+    ;;
+  closeall-exec)  # subprocess's close_fds: fork, close everything, exec
+    bare "$BIN" closeall-exec
+    MEMSTEP_SAMPLE_INTERVAL=4096 run "$BIN" closeall-exec
+    quiet
+    all_traces 3 2  # the parent, /bin/true, and the fork child (exec'd: no trailer)
+    ;;
+  dup2over)  # the program's file dup2'd over every memstep descriptor
+    bare "$BIN" dup2over "$WORK/file"
+    MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" dup2over "$WORK/file"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 50000 || fail "trace check"
     ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -1,0 +1,305 @@
+// Programs that a profiler must not harm (issue 12, items 1-3), run by
+// run_case.sh with and without libmemstep.so. Each prints "ok" and exits 0
+// when the program behaved as it does without memstep.
+//
+//   pthread-exit          main ends with pthread_exit; a worker allocates and
+//                         returns: the process must end (status 0).
+//   fork-thread           a thread forks; in the child that thread returns
+//                         (CPython's pattern in test_threading): the child
+//                         must end with status 0 within 20 s.
+//   fds FLOOR             closes what the environment passed in and re-execs
+//                         itself; then no descriptor in [3, FLOOR) but the
+//                         program's own, and an exec'd child that is passed
+//                         one pipe end holds only 0-2, that end, and none of
+//                         the parent's memstep descriptors.
+//   closeall FILE         closes every descriptor >= 3, opens FILE (it gets a
+//                         low number), allocates across several flush periods:
+//                         FILE must stay empty.
+//   closeall-exec         fork, close every descriptor >= 3 in the child, exec
+//                         /bin/true (subprocess's close_fds).
+//   dup2over FILE         dup2s FILE over every descriptor the program did not
+//                         open, allocates across several flush periods: FILE
+//                         must stay empty.
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void Fail(const char* what) {
+  fprintf(stderr, "FAIL: %s (errno %d)\n", what, errno);
+  exit(1);
+}
+
+static void* volatile g_sink;
+
+// Allocates and frees `n` blocks; keeps every 16th.
+static void Churn(int n) {
+  for (int i = 0; i < n; ++i) {
+    void* p = malloc((size_t)(64 + (i % 64) * 32));
+    if (p == NULL) Fail("malloc");
+    memset(p, 1, 64);
+    g_sink = p;
+    if (i % 16 != 0) free(p);
+  }
+}
+
+static void SleepMs(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// ---- pthread-exit ----
+
+static void* Worker(void* arg) {
+  (void)arg;
+  Churn(20000);
+  SleepMs(100);
+  Churn(20000);
+  printf("ok\n");
+  fflush(stdout);
+  return NULL;
+}
+
+static int PthreadExit(void) {
+  Churn(1000);
+  pthread_t t;
+  if (pthread_create(&t, NULL, Worker, NULL) != 0) Fail("pthread_create");
+  pthread_exit(NULL);
+}
+
+// ---- fork-thread ----
+
+static void* Forker(void* arg) {
+  int* status = (int*)arg;
+  Churn(1000);
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) {
+    Churn(1000);
+    return NULL;  // the child's only thread returns: the child must end, status 0
+  }
+  for (int waited = 0; waited < 2000; ++waited) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return NULL;
+    if (r < 0) Fail("waitpid");
+    SleepMs(10);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, status, 0);
+  fprintf(stderr, "FAIL: the forked child did not end within 20 s\n");
+  exit(1);
+}
+
+static int ForkThread(void) {
+  int status = -1;
+  pthread_t t;
+  if (pthread_create(&t, NULL, Forker, &status) != 0) Fail("pthread_create");
+  pthread_join(t, NULL);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "FAIL: child status %#x\n", status);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}
+
+// ---- fds ----
+
+static void CloseFrom(int lowest);
+
+// Calls fn(fd, link target) for every open descriptor but the listing's own.
+static void ForEachFd(void (*fn)(int, const char*, void*), void* ctx) {
+  DIR* d = opendir("/proc/self/fd");
+  if (d == NULL) Fail("opendir /proc/self/fd");
+  int self = dirfd(d);
+  int fds[4096];
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL && n < 4096) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = atoi(e->d_name);
+    if (fd != self) fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; ++i) {
+    char path[64], target[4096];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[i]);
+    ssize_t len = readlink(path, target, sizeof(target) - 1);
+    if (len < 0) continue;  // closed meanwhile
+    target[len] = '\0';
+    fn(fds[i], target, ctx);
+  }
+}
+
+struct FdCheck {
+  int floor;
+  int allowed;       // one more descriptor the program owns (-1: none)
+  const char* bad;   // a substring no descriptor may name (NULL: none)
+  int errors;
+};
+
+static void CheckFd(int fd, const char* target, void* ctx) {
+  struct FdCheck* c = (struct FdCheck*)ctx;
+  if (fd <= 2 || fd == c->allowed) return;
+  if (fd < c->floor) {
+    fprintf(stderr, "FAIL: unexpected descriptor %d -> %s\n", fd, target);
+    c->errors++;
+  }
+  if (c->bad != NULL && strstr(target, c->bad) != NULL) {
+    fprintf(stderr, "FAIL: inherited descriptor %d -> %s\n", fd, target);
+    c->errors++;
+  }
+}
+
+static int FdsChild(int floor, int passed, const char* bad) {
+  Churn(1000);
+  struct FdCheck c = {floor, passed, bad, 0};
+  ForEachFd(CheckFd, &c);
+  if (fcntl(passed, F_GETFD) < 0) Fail("the passed descriptor is not open");
+  if (c.errors == 0) printf("child ok\n");
+  return c.errors == 0 ? 0 : 1;
+}
+
+static int Fds(const char* self, int floor) {
+  Churn(1000);
+  SleepMs(50);  // a writer cycle or two
+  struct FdCheck c = {floor, -1, NULL, 0};
+  ForEachFd(CheckFd, &c);
+  if (c.errors != 0) return 1;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) Fail("pipe2");
+  if (fcntl(p[1], F_SETFD, 0) != 0) Fail("F_SETFD");  // passed, as pass_fds does
+  char floor_s[16], fd_s[16], bad[32];
+  snprintf(floor_s, sizeof(floor_s), "%d", floor);
+  snprintf(fd_s, sizeof(fd_s), "%d", p[1]);
+  snprintf(bad, sizeof(bad), ".%d.trace", (int)getpid());
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) {
+    execl(self, self, "fds-child", floor_s, fd_s, bad, (char*)NULL);
+    _exit(127);
+  }
+  int status;
+  if (waitpid(pid, &status, 0) != pid) Fail("waitpid");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  printf("ok\n");
+  return 0;
+}
+
+// ---- closeall, closeall-exec, dup2over ----
+
+static void CloseFrom(int lowest) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)lowest, ~0u, 0) == 0) return;
+#endif
+  for (int fd = lowest; fd < 65536; ++fd) close(fd);
+}
+
+static int ExpectEmpty(const char* file) {
+  struct stat st;
+  if (stat(file, &st) != 0) Fail("stat FILE");
+  if (st.st_size != 0) {
+    fprintf(stderr, "FAIL: %s received %lld bytes it was never sent\n", file,
+            (long long)st.st_size);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}
+
+static int CloseAll(const char* file) {
+  Churn(5000);
+  SleepMs(50);
+  CloseFrom(3);
+  int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);  // takes 3
+  if (fd < 0) Fail("open FILE");
+  for (int i = 0; i < 10; ++i) {
+    Churn(5000);
+    SleepMs(20);
+  }
+  close(fd);
+  return ExpectEmpty(file);
+}
+
+static int CloseAllExec(void) {
+  Churn(5000);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) {
+    Churn(1000);
+    CloseFrom(3);
+    Churn(1000);
+    execl("/bin/true", "true", (char*)NULL);
+    _exit(127);
+  }
+  int status;
+  if (waitpid(pid, &status, 0) != pid) Fail("waitpid");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  printf("ok\n");
+  return 0;
+}
+
+struct Dup2Ctx {
+  int file_fd;
+  int count;
+};
+
+static void Dup2Over(int fd, const char* target, void* ctx) {
+  struct Dup2Ctx* c = (struct Dup2Ctx*)ctx;
+  (void)target;
+  if (fd <= 2 || fd == c->file_fd) return;
+  if (dup2(c->file_fd, fd) != fd) Fail("dup2");
+  c->count++;
+}
+
+static int Dup2OverAll(const char* file) {
+  Churn(5000);
+  SleepMs(50);
+  int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) Fail("open FILE");
+  struct Dup2Ctx c = {fd, 0};
+  ForEachFd(Dup2Over, &c);
+  for (int i = 0; i < 10; ++i) {
+    Churn(5000);
+    SleepMs(20);
+  }
+  fprintf(stderr, "dup2 over %d descriptors\n", c.count);
+  return ExpectEmpty(file);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s CASE [ARGS]\n", argv[0]);
+    return 2;
+  }
+  const char* c = argv[1];
+  if (strcmp(c, "pthread-exit") == 0) return PthreadExit();
+  if (strcmp(c, "fork-thread") == 0) return ForkThread();
+  if (strcmp(c, "fds") == 0 && argc > 2) {  // start from 0-2 only
+    CloseFrom(3);
+    execl(argv[0], argv[0], "fds-clean", argv[2], (char*)NULL);
+    Fail("execl");
+  }
+  if (strcmp(c, "fds-clean") == 0 && argc > 2) return Fds(argv[0], atoi(argv[2]));
+  if (strcmp(c, "fds-child") == 0 && argc > 4) {
+    return FdsChild(atoi(argv[2]), atoi(argv[3]), argv[4]);
+  }
+  if (strcmp(c, "closeall") == 0 && argc > 2) return CloseAll(argv[2]);
+  if (strcmp(c, "closeall-exec") == 0) return CloseAllExec();
+  if (strcmp(c, "dup2over") == 0 && argc > 2) return Dup2OverAll(argv[2]);
+  fprintf(stderr, "unknown case %s\n", c);
+  return 2;
+}
