@@ -2,20 +2,29 @@
 //
 // dlsym and dlvsym are small assembly trampolines: they ask a C function
 // whether the lookup is one memstep wraps; if not (every name but ~40, and
-// every RTLD_DEFAULT/RTLD_NEXT lookup) they JUMP to the real function, so the
-// loader still sees the original caller's return address and RTLD_NEXT keeps
-// its meaning for other interposers (a plain call would make RTLD_NEXT
+// every RTLD_DEFAULT/RTLD_NEXT lookup) they JUMP to the next definition, so
+// the loader still sees the original caller's return address and RTLD_NEXT
+// keeps its meaning for other interposers (a plain call would make RTLD_NEXT
 // relative to libmemstep: a second interposer would get its own function
 // back, research/cuda-interception.md section 2.4). gcc 12 has no musttail,
 // hence the assembly.
 //
 // The real dlsym/dlvsym: libmemstep exports both, so a normal reference from
-// this library would bind to itself. glibc's are found by reading libc.so.6's
-// (or, before glibc 2.34, libdl.so.2's) dynamic symbol table through
-// dl_iterate_phdr, which neither allocates nor calls dlsym; then
-// dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34" or "GLIBC_2.2.5") gives the next
-// definition after libmemstep (another interposer's, usually glibc's), which
-// the trampolines forward to.
+// this library would bind to itself (or to an interposer preloaded before
+// memstep). glibc's are found by reading libc.so.6's (or, before glibc 2.34,
+// libdl.so.2's) dynamic symbol table through dl_iterate_phdr, which neither
+// allocates nor calls dlsym. The hooks resolve the real allocator functions
+// with them (OwnDlsym): RTLD_NEXT then means "after libmemstep" whatever else
+// interposes dlsym, before or after memstep.
+//
+// The trampolines forward to the NEXT definition after libmemstep, so that
+// every interposer in the chain is honoured: another interposer's (a
+// GPU-sharing layer such as HAMi's libvgpu.so, preloaded after memstep), or
+// else glibc's. It is found with an UNVERSIONED dlsym(RTLD_NEXT, "dlsym")
+// called from libmemstep: a versioned lookup (dlvsym(RTLD_NEXT, "dlsym",
+// "GLIBC_2.34")) never returns an interposer's unversioned definition, since
+// glibc's dlvsym marks the version it asks for hidden, and that interposer
+// would be bypassed. The versioned lookups remain as the fallback.
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -265,6 +274,17 @@ void Fatal(const char* msg) {
   _exit(127);
 }
 
+// The next definition of dlsym or dlvsym after libmemstep (g_libc_dlsym is
+// called from here), never memstep's own: an interposer's, else glibc's
+// default version (@@GLIBC_2.34, or libdl.so.2's @@GLIBC_2.2.5 before 2.34).
+// Unversioned first, see the top of this file.
+void* NextDefinition(const char* name) {
+  void* p = g_libc_dlsym(RTLD_NEXT, name);
+  if (p == nullptr || IsOurs(p)) p = g_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+  if (p == nullptr || IsOurs(p)) p = g_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
+  return p != nullptr && !IsOurs(p) ? p : nullptr;
+}
+
 // Never allocates before glibc's functions are known; safe before
 // constructors, inside the loader, and concurrently (idempotent).
 void EnsureDl() {
@@ -289,14 +309,10 @@ void EnsureDl() {
   // The next definitions after libmemstep (a lookup failure may allocate
   // and come back here: the flag makes that use glibc's meanwhile).
   t_dl_bootstrapping = true;
-  void* s = g_libc_dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (s == nullptr) s = g_libc_dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  void* v = g_libc_dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.34");
-  if (v == nullptr) v = g_libc_dlvsym(RTLD_NEXT, "dlvsym", "GLIBC_2.2.5");
-  if (s != nullptr && !IsOurs(s)) {
+  if (void* s = NextDefinition("dlsym")) {
     __atomic_store_n(&ms_next_dlsym, reinterpret_cast<DlsymFn>(s), __ATOMIC_RELEASE);
   }
-  if (v != nullptr && !IsOurs(v)) {
+  if (void* v = NextDefinition("dlvsym")) {
     __atomic_store_n(&ms_next_dlvsym, reinterpret_cast<DlvsymFn>(v), __ATOMIC_RELEASE);
   }
   t_dl_bootstrapping = false;
@@ -510,6 +526,15 @@ void* WrapPointer(int abi, void* real, void* get_device, int major) {
 }
 
 }  // namespace memstep::preload::cuda
+
+namespace memstep::preload {
+
+void* OwnDlsym(void* handle, const char* name) {
+  cuda::EnsureDl();
+  return cuda::g_libc_dlsym(handle, name);
+}
+
+}  // namespace memstep::preload
 
 using namespace memstep::preload::cuda;  // NOLINT: the C entry points of the trampolines
 

@@ -217,7 +217,7 @@ void ResolveReal() {
 
   RealFns r;
 #define MEMSTEP_RESOLVE(name, ret, params, args) \
-  r.name = reinterpret_cast<ret(*) params>(dlsym(RTLD_NEXT, #name));
+  r.name = reinterpret_cast<ret(*) params>(OwnDlsym(RTLD_NEXT, #name));
   MEMSTEP_HOOKED_FUNCTIONS(MEMSTEP_RESOLVE)
 #undef MEMSTEP_RESOLVE
   if (r.pvalloc == nullptr) r.pvalloc = EmulatedPvalloc;
@@ -243,7 +243,7 @@ void ResolveReal() {
   // The real malloc is glibc's if it is libc.so.6's own malloc.
   void* libc = g_real.dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   if (libc != nullptr) {
-    g_hot.glibc = dlsym(libc, "malloc") == reinterpret_cast<void*>(r.malloc);
+    g_hot.glibc = OwnDlsym(libc, "malloc") == reinterpret_cast<void*>(r.malloc);
     g_real.dlclose(libc);
   }
   g_resolved.store(true, std::memory_order_release);
@@ -413,21 +413,73 @@ MEMSTEP_EXPORT void* mremap(void* o, size_t ol, size_t nl, int fl, ...) noexcept
   return g_real.mremap(o, ol, nl, fl, na);
 }
 
-MEMSTEP_EXPORT void* dlopen(const char* f, int m) noexcept {
-  ThreadState& t = t_state;
-  ++t.in_dl;
-  void* h = g_real.dlopen(f, m);
-  --t.in_dl;
-  AfterDl(false);
-  return h;
+// ---- dlopen and dlclose ------------------------------------------------------
+//
+// glibc's dlopen takes the calling object from its own return address: a bare
+// name (no '/') is searched in that object's DT_RPATH/DT_RUNPATH ($ORIGIN is
+// the caller's directory), and the library joins the caller's namespace. A
+// wrapper that calls the real dlopen makes libmemstep the caller, and the
+// libraries that open their siblings through their own $ORIGIN RUNPATH
+// (cuDNN 9, the pip-installed NVIDIA libraries) fail to load. So dlopen is an
+// assembly trampoline, like dlsym (cuda_dl.cc; gcc 12 has no musttail): it
+// saves the arguments, calls ms_dlopen_enter (stack aligned to 16), restores
+// them and JUMPS to the real dlopen, which returns straight to the caller.
+// Nothing of memstep runs after the load: ms_dlopen_enter marks the thread as
+// inside the loader (InLoader, runtime.h) and the maps as dirty; the writer
+// thread and the next dlclose record the new mappings.
+//
+// dlclose stays a C++ wrapper: the caller of dlclose does not matter.
+
+extern "C" {
+// Called by the trampoline; returns the real dlopen, which it jumps to.
+__attribute__((visibility("hidden"))) void* ms_dlopen_enter(const char* file, int mode,
+                                                            uintptr_t entry_sp) {
+  // Resolved first: the target must be the real dlopen, never StubDlopen
+  // (which would call it from here).
+  ResolveReal();
+  EnterDlopen(entry_sp);
+  return reinterpret_cast<void*>(g_real.dlopen);
 }
+}
+
+#if defined(__x86_64__)
+// %rdx = %rsp at entry: the slot that holds the caller's return address.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl dlopen\n"
+    ".type dlopen, @function\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  endbr64\n"
+    "  pushq %rdi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  pushq %rsi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  leaq 16(%rsp), %rdx\n"
+    "  subq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  call ms_dlopen_enter\n"
+    "  addq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rsi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rdi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  jmp *%rax\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
+#else
+#error "the dlopen trampoline is written for x86-64 only"
+#endif
 
 MEMSTEP_EXPORT int dlclose(void* h) noexcept {
   ThreadState& t = t_state;
+  BeforeDlclose();
   ++t.in_dl;
   int rc = g_real.dlclose(h);
   --t.in_dl;
-  AfterDl(true);
+  AfterDlclose();
   return rc;
 }
 
@@ -448,13 +500,13 @@ using NewFn = void* (*)(size_t);
 using NewAlignedFn = void* (*)(size_t, size_t);
 
 MEMSTEP_NOINLINE void* NewFailed(const char* name, size_t n) {
-  auto next = reinterpret_cast<NewFn>(dlsym(RTLD_NEXT, name));
+  auto next = reinterpret_cast<NewFn>(OwnDlsym(RTLD_NEXT, name));
   if (next == nullptr) abort();
   return next(n);
 }
 
 MEMSTEP_NOINLINE void* NewAlignedFailed(const char* name, size_t n, size_t al) {
-  auto next = reinterpret_cast<NewAlignedFn>(dlsym(RTLD_NEXT, name));
+  auto next = reinterpret_cast<NewAlignedFn>(OwnDlsym(RTLD_NEXT, name));
   if (next == nullptr) abort();
   return next(n, al);
 }

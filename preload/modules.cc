@@ -1,10 +1,12 @@
 // Module maps for the trace: which ELF objects are loaded where.
 //
 // RefreshMappings runs in the writer thread (or the final flush), and in a
-// thread returning from its outermost dlopen/dlclose (so that a library loaded
-// and unloaded between two writer cycles still gets its MAPPING record). It
+// thread around its outermost dlclose (so that a library loaded and unloaded
+// between two writer cycles still gets its MAPPING record). It
 // holds only g_maps_mu, and takes it while holding no other memstep lock and
-// not the loader lock (lock order: g_maps_mu -> loader lock -> dictionary). It compares
+// not the loader lock (lock order: g_maps_mu -> loader lock -> dictionary). It
+// also runs when the loader's count of loads and unloads has changed since
+// the last refresh, so no dlopen can slip between two of them. It compares
 // what dl_iterate_phdr reports with what it reported before and appends
 // kTagMapping (new object: absolute path, [start, end) of its PT_LOAD
 // segments, load bias, GNU build-id) and kTagMappingGone records to the
@@ -14,6 +16,7 @@
 
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +53,7 @@ struct SeenMap {
 };
 SeenMap g_seen[kMaxMappings];  // writer-owned scratch
 int g_nseen = 0;
+uint64_t g_seen_generation = 0;  // LoaderGeneration of the list in g_seen
 char g_path_pool[kMaxMappings * 128];
 size_t g_path_used = 0;
 
@@ -78,9 +82,32 @@ void ReadBuildId(const struct dl_phdr_info* info, SeenMap* m) {
   }
 }
 
-int CollectMap(struct dl_phdr_info* info, size_t, void* data) {
+// The loader's count of objects added plus removed, as dl_iterate_phdr
+// reports it with the list (0 from a loader too old to report it).
+uint64_t GenerationOf(const struct dl_phdr_info* info, size_t size) {
+  if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) return 0;
+  return info->dlpi_adds + info->dlpi_subs;
+}
+
+int GenerationCb(struct dl_phdr_info* info, size_t size, void* data) {
+  *static_cast<uint64_t*>(data) = GenerationOf(info, size);
+  return 1;
+}
+
+// Changes whenever an object is loaded or unloaded (one lock, one callback).
+uint64_t LoaderGeneration() {
+  uint64_t gen = 0;
+  dl_iterate_phdr(GenerationCb, &gen);
+  return gen;
+}
+
+// The generation g_maps reflects.
+std::atomic<uint64_t> g_maps_generation{0};
+
+int CollectMap(struct dl_phdr_info* info, size_t size, void* data) {
   int* index = static_cast<int*>(data);
   int my_index = (*index)++;
+  if (my_index == 0) g_seen_generation = GenerationOf(info, size);
   if (g_nseen >= kMaxMappings) return 1;
   SeenMap& m = g_seen[g_nseen];
   uintptr_t lo = UINTPTR_MAX, hi = 0;
@@ -124,6 +151,13 @@ int CollectMap(struct dl_phdr_info* info, size_t, void* data) {
 }  // namespace
 
 void RefreshMappings() {
+  // dlopen marks the maps dirty when it starts (nothing of memstep runs after
+  // it, hooks.cc): a refresh that runs before the new library is on the
+  // loader's list clears the flag without seeing it. The loader's own count
+  // of loads and unloads catches that library at the next refresh.
+  if (LoaderGeneration() != g_maps_generation.load(std::memory_order_relaxed)) {
+    g_maps_dirty.store(1, std::memory_order_release);
+  }
   if (g_maps_dirty.load(std::memory_order_acquire) == 0) return;
   pthread_mutex_lock(&g_maps_mu);
   RefreshMappingsLocked();
@@ -140,6 +174,7 @@ void RefreshMappingsLocked() {
   g_path_used = 0;
   int index = 0;
   dl_iterate_phdr(CollectMap, &index);
+  g_maps_generation.store(g_seen_generation, std::memory_order_relaxed);
   for (int i = 0; i < g_nmaps; ++i) g_maps[i].seen = false;
   uint8_t rec[512];
   for (int s = 0; s < g_nseen; ++s) {

@@ -13,7 +13,9 @@
 //    handler interrupted our slow path): our locks may be held;
 //  - the caller is a vfork child (its pid is not the trace's): it shares the
 //    parent's memory, and flushing would consume the parent's rings.
-// Real functions are found with dlsym(RTLD_NEXT) on first use.
+// Real functions are found with glibc's own dlsym(RTLD_NEXT) on first use
+// (OwnDlsym: a dlsym interposer preloaded before memstep would answer
+// relative to itself and hand back our own hook).
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,7 +44,7 @@ template <typename Fn>
 Fn Next(const char* name) {
   ThreadState& t = t_state;
   GuardScope guard(t);
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+  return reinterpret_cast<Fn>(OwnDlsym(RTLD_NEXT, name));
 }
 
 using ExitFn = void (*)(int);

@@ -22,6 +22,7 @@
 #include "preload/features.h"
 #include "preload/modules.h"
 #include "preload/runtime.h"
+#include "preload/unwinder.h"
 #include "src/format/format.h"
 
 namespace memstep::preload {
@@ -75,12 +76,12 @@ uint64_t MonoNs() {
 }
 
 // Lossless mode: waits for the writer to drain the ring, at most kMaxWaitNs per
-// record, then drops and counts as usual. Never waits inside our dlopen/dlclose
-// wrappers: the writer may need the loader lock that this thread holds.
+// record, then drops and counts as usual. Never waits inside dlopen/dlclose
+// (InLoader): the writer may need the loader lock that this thread holds.
 constexpr uint64_t kMaxWaitNs = 2000000000u;
 
 MEMSTEP_NOINLINE void PushWaiting(ThreadState& t, const uint8_t* rec, size_t n) {
-  if (t.in_dl == 0) {
+  if (!InLoader(t)) {
     uint64_t deadline = MonoNs() + kMaxWaitNs;
     do {
       WakeWriter();
@@ -585,19 +586,42 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
   return q;
 }
 
-void AfterDl(bool closed) {
+void EnterDlopen(uintptr_t entry_sp) {
   g_maps_dirty.store(1, std::memory_order_release);
-  if (!closed) PyFramesRecheck();
+  PyFramesRecheck();
+  ThreadState& t = t_state;
+  // A dlopen from a library constructor runs inside the outer one, which
+  // spans it: keep the outer record.
+  if (InLoader(t)) return;
+  t.dl_ret = *reinterpret_cast<const uintptr_t*>(entry_sp);
+  t.dl_sp = entry_sp;
+}
+
+// So that a library loaded and unloaded between two writer cycles still gets
+// its MAPPING record (the dlopen has nothing after it to record it). Outermost
+// dlclose only: a nested one (from a library constructor or destructor) may
+// still be inside the loader lock, which RefreshMappings takes.
+void BeforeDlclose() {
+  ThreadState& t = t_state;
+  if (t.guard || InLoader(t) || !Recording()) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  RefreshMappings();
+}
+
+void AfterDlclose() {
+  g_maps_dirty.store(1, std::memory_order_release);
+  UnwinderForgetPages();  // some were the unloaded library's
   ThreadState& t = t_state;
   if (t.guard) return;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
-  if (closed && g_unw_flush_cache != nullptr && g_unw_local_as != nullptr) {
+  if (g_unw_flush_cache != nullptr && g_unw_local_as != nullptr) {
     g_unw_flush_cache(*g_unw_local_as, 0, 0);
   }
-  // Outermost dlopen/dlclose only: a nested one (from a library constructor)
-  // may still be inside the loader lock, which RefreshMappings takes.
-  if (t.in_dl == 0 && Recording()) RefreshMappings();
+  // The MAPPING_GONE record at once, before another library can be mapped
+  // at the same addresses (outermost only, as above).
+  if (!InLoader(t) && Recording()) RefreshMappings();
 }
 
 }  // namespace memstep::preload

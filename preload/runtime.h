@@ -80,15 +80,38 @@ struct ThreadState {
   uint64_t free_bytes;
   uint64_t free_count;
   uint8_t guard;  // reentrancy guard
-  uint8_t in_dl;  // inside our dlopen/dlclose wrapper: no module refresh, no lossless waits
+  uint8_t in_dl;  // inside our dlclose wrapper (dlopen: dl_sp); see InLoader
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
   uint32_t tid;
   Ring* ring;
   Sampler sampler;
   uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
+  uintptr_t dl_sp;        // %rsp at the entry of the outermost dlopen running (0: none)
+  uintptr_t dl_ret;       // the return address its caller left at dl_sp
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+// Whether this thread is inside the loader, where it may hold the loader
+// lock: no lossless waits (the writer may need that lock), no module refresh
+// (it takes it). dlclose has a C++ wrapper that counts itself in in_dl. dlopen
+// has none: it jumps to the real dlopen, which returns straight to its caller
+// (hooks.cc), so ms_dlopen_enter only records the stack slot that holds the
+// caller's return address (dl_sp) and that address (dl_ret). While the dlopen
+// runs, every frame is deeper than dl_sp and the slot is untouched; once it has
+// returned, the caller's next call overwrites the slot with another return
+// address, and any deeper code was reached through such a call. A stale record
+// is cleared. A wrong "inside" needs the caller to call from the same site
+// again (a call through one function pointer); it only drops a record in
+// lossless mode or leaves a module refresh to the writer thread.
+MEMSTEP_ALWAYS_INLINE bool InLoader(ThreadState& t) {
+  if (t.in_dl > 0) return true;
+  if (t.dl_sp == 0) return false;
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (sp < t.dl_sp && *reinterpret_cast<const uintptr_t*>(t.dl_sp) == t.dl_ret) return true;
+  t.dl_sp = 0;
+  return false;
+}
 
 enum RunState : int { kNotYet = 0, kRecording = 1, kStopped = 2, kDisabled = 3 };
 extern std::atomic<int> g_state;
@@ -160,7 +183,17 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit);
 void RecordMmap(void* p, size_t len, int prot, int flags);
 int MunmapSlow(void* p, size_t len);
 void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr);
-void AfterDl(bool closed);
+// dlopen's entry (hooks.cc: nothing runs after the real one): marks the
+// module maps dirty and the thread inside the loader (InLoader). entry_sp is
+// %rsp at dlopen's entry, the slot holding the caller's return address.
+void EnterDlopen(uintptr_t entry_sp);
+// Around the real dlclose: the library's mappings are recorded before it is
+// unmapped; afterwards the unwinder's cache is flushed.
+void BeforeDlclose();
+void AfterDlclose();
+// glibc's dlsym for memstep's own lookups (cuda_dl.cc): RTLD_NEXT is relative
+// to libmemstep, and no other interposer of dlsym answers in glibc's place.
+void* OwnDlsym(void* handle, const char* name);
 
 // The real allocation call of a request (constant-folded in the fast paths).
 MEMSTEP_ALWAYS_INLINE void* RealAlloc(AllocReq& r) {

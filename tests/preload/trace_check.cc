@@ -89,6 +89,9 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
         if (f[2] <= f[1] && f[2] != 0) {
         }
         if (f[3] <= f[2]) return Fail("MAPPING end <= start");
+        if (g_dump) {
+          std::printf("MAPPING id=%llu %s\n", (unsigned long long)f[0], StringText(f[5]).c_str());
+        }
         g_maps.insert(f[0]);
         ++s->mappings;
         break;
