@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "src/format/records.h"
 
 namespace memstep::reader {
 namespace {
@@ -19,7 +20,6 @@ namespace {
 using format::RecordDecoder;
 
 constexpr size_t kMaxHeaderLen = 1 << 20;
-constexpr uint64_t kMaxBuildIdLen = 256;
 
 uint32_t LoadU32(const uint8_t* p) {
   uint32_t v;
@@ -51,233 +51,300 @@ struct ChunkRecords {
   uint64_t max_ts = 0;
 };
 
-bool U32(RecordDecoder& d, uint32_t* out) {
-  uint64_t v;
-  if (!d.U(&v) || v > UINT32_MAX) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
+// ---- records: one Take per kind files a decoded record (records.h) ----
+
+std::string Text(const format::ByteView& v) {
+  return std::string(reinterpret_cast<const char*>(v.data), static_cast<size_t>(v.size));
 }
 
-bool U8(RecordDecoder& d, uint8_t* out) {
-  uint64_t v;
-  if (!d.U(&v) || v > UINT8_MAX) return false;
-  *out = static_cast<uint8_t>(v);
-  return true;
-}
-
-bool I32(RecordDecoder& d, int32_t* out) {
-  int64_t v;
-  if (!d.S(&v) || v < INT32_MIN || v > INT32_MAX) return false;
-  *out = static_cast<int32_t>(v);
-  return true;
-}
-
-bool Str(RecordDecoder& d, uint64_t len, std::string* out) {
-  const uint8_t* p;
-  if (len > d.remaining() || !d.Bytes(static_cast<size_t>(len), &p)) return false;
-  out->assign(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
-  return true;
-}
-
-bool Counters(RecordDecoder& d, ChunkRecords& c, Event& e) {
-  format::Counters k;
-  if (!d.GetCounters(&k)) return false;
-  e.counters = static_cast<uint32_t>(c.counters.size());
-  c.counters.push_back(k);
-  return true;
-}
-
-// Decodes one record (tag already read). Returns false on malformed input.
-bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
-  using namespace format;
-  Event e;
-  e.tag = tag;
-  switch (tag) {
-    case kTagString: {
-      uint64_t id, len;
-      std::string s;
-      if (!d.U(&id) || !d.U(&len) || !Str(d, len, &s)) return false;
-      c.strings.emplace_back(id, std::move(s));
-      return true;
-    }
-    case kTagMapping: {
-      Mapping m;
-      uint64_t path_str, bid_len;
-      if (!d.U(&m.id) || !d.U(&m.ts) || !d.U(&m.start) || !d.U(&m.end) ||
-          !d.U(&m.load_bias) || !d.U(&path_str) || !d.U(&bid_len) ||
-          bid_len > kMaxBuildIdLen || !Str(d, bid_len, &m.build_id)) {
-        return false;
-      }
-      c.max_ts = std::max(c.max_ts, m.ts);
-      c.mappings.emplace_back(std::move(m), path_str);
-      return true;
-    }
-    case kTagMappingGone: {
-      uint64_t id, ts;
-      if (!d.U(&id) || !d.U(&ts)) return false;
-      c.mappings_gone.emplace_back(id, ts);
-      c.max_ts = std::max(c.max_ts, ts);
-      return true;
-    }
-    case kTagStack: {
-      uint64_t id, n;
-      if (!d.U(&id) || !d.U(&n) || n > kMaxFrames) return false;
-      std::vector<uint64_t> ips(static_cast<size_t>(n));
-      for (auto& ip : ips) {
-        if (!d.U(&ip)) return false;
-      }
-      c.stacks.emplace_back(id, std::move(ips));
-      return true;
-    }
-    case kTagAlloc:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
-          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.interval) || !U8(d, &e.kind) ||
-          !d.U(&e.step) || !d.U(&e.str)) {
-        return false;
-      }
-      break;
-    case kTagFree:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.addr)) return false;
-      break;
-    case kTagMmap:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
-          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.new_addr) || !d.U(&e.new_len) ||
-          !d.U(&e.step) || !d.U(&e.str)) {
-        return false;
-      }
-      break;
-    case kTagMunmap:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.addr) ||
-          !d.U(&e.size)) {
-        return false;
-      }
-      break;
-    case kTagMremap:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
-          !d.U(&e.addr) || !d.U(&e.size) || !d.U(&e.new_addr) || !d.U(&e.new_len) ||
-          !d.U(&e.step) || !d.U(&e.str)) {
-        return false;
-      }
-      break;
-    case kTagDevAlloc:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
-          !U8(d, &e.kind) || !I32(d, &e.device) || !d.U(&e.addr) || !d.U(&e.size) ||
-          !U8(d, &e.api) || !d.U(&e.aux) || !d.U(&e.step) || !d.U(&e.str)) {
-        return false;
-      }
-      break;
-    case kTagDevFree:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !U8(d, &e.kind) ||
-          !I32(d, &e.device) || !d.U(&e.addr) || !d.U(&e.size) || !U8(d, &e.api)) {
-        return false;
-      }
-      break;
-    case kTagDevFail: {
-      uint64_t err;
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.stack) ||
-          !U8(d, &e.kind) || !I32(d, &e.device) || !d.U(&e.size) || !U8(d, &e.api) ||
-          !d.U(&err) || err > INT64_MAX || !d.U(&e.step) || !d.U(&e.str)) {
-        return false;
-      }
-      e.value = static_cast<int64_t>(err);
-      break;
-    }
-    case kTagDevInfo: {
-      DeviceInfo i;
-      if (!d.U(&i.ts) || !d.U(&i.seq) || !d.U(&i.step) || !I32(d, &i.device) ||
-          !d.U(&i.free_bytes) || !d.U(&i.total_bytes) || !d.U(&i.pool_reserved) ||
-          !d.U(&i.pool_used)) {
-        return false;
-      }
-      c.max_ts = std::max(c.max_ts, i.ts);
-      c.device_info.push_back(i);
-      return true;
-    }
-    case kTagStep:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.step) ||
-          !U8(d, &e.phase) || e.phase > 1 || !Counters(d, c, e)) {
-        return false;
-      }
-      break;
-    case kTagStage:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.str) ||
-          !d.U(&e.step) || !U8(d, &e.phase) || e.phase > 1 || !Counters(d, c, e)) {
-        return false;
-      }
-      break;
-    case kTagCounter:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.str) ||
-          !d.S(&e.value)) {
-        return false;
-      }
-      break;
-    case kTagEpoch:
-      if (!d.U(&e.ts) || !d.U(&e.seq) || !U32(d, &e.tid) || !d.U(&e.step)) return false;
-      break;
-    case kTagAlert: {
-      Alert a;
-      uint64_t stage;
-      if (!d.U(&a.ts) || !d.U(&a.seq) || !d.U(&a.step) || !U8(d, &a.rule) || !d.U(&a.value) ||
-          !d.U(&a.threshold) || !d.U(&stage) || !d.U(&a.site_stack)) {
-        return false;
-      }
-      c.max_ts = std::max(c.max_ts, a.ts);
-      c.alerts.emplace_back(std::move(a), stage);
-      return true;
-    }
-    case kTagSiteSnapshot: {
-      SiteSnapshot s;
-      uint64_t stage, n;
-      if (!d.U(&s.ts) || !d.U(&s.seq) || !d.U(&s.step) || !U8(d, &s.cause) || !d.U(&stage) ||
-          !d.U(&n) || n > d.remaining() / 3) {  // each site takes at least 3 bytes
-        return false;
-      }
-      s.sites.resize(static_cast<size_t>(n));
-      for (auto& site : s.sites) {
-        if (!d.U(&site.stack) || !d.U(&site.live_bytes) || !d.U(&site.live_count)) return false;
-      }
-      c.max_ts = std::max(c.max_ts, s.ts);
-      c.snapshots.emplace_back(std::move(s), stage);
-      return true;
-    }
-    case kTagRate: {
-      Rate r;
-      if (!d.U(&r.ts) || !d.U(&r.interval)) return false;
-      c.max_ts = std::max(c.max_ts, r.ts);
-      c.rates.push_back(r);
-      return true;
-    }
-    case kTagLost: {
-      Lost l;
-      if (!d.U(&l.ts) || !d.U(&l.records) || !d.U(&l.bytes) || !d.U(&l.cause)) return false;
-      c.max_ts = std::max(c.max_ts, l.ts);
-      c.lost.push_back(l);
-      return true;
-    }
-    case kTagNotice: {
-      Notice n;
-      uint64_t msg;
-      if (!d.U(&n.ts) || !d.U(&n.code) || !d.U(&msg)) return false;
-      c.max_ts = std::max(c.max_ts, n.ts);
-      c.notices.emplace_back(std::move(n), msg);
-      return true;
-    }
-    case kTagTrailer: {
-      uint64_t clean;
-      if (!d.U(&c.trailer.ts) || !d.GetCounters(&c.trailer.counters) || !d.U(&clean)) {
-        return false;
-      }
-      c.trailer.clean_exit = clean != 0;
-      c.has_trailer = true;
-      c.max_ts = std::max(c.max_ts, c.trailer.ts);
-      return true;
-    }
-    default:
-      return false;  // unknown tags cannot be skipped: records carry no length
-  }
+void Push(ChunkRecords& c, const Event& e) {
   c.max_ts = std::max(c.max_ts, e.ts);
   c.events.push_back(e);
+}
+
+uint32_t KeepCounters(ChunkRecords& c, const format::Counters& k) {
+  c.counters.push_back(k);
+  return static_cast<uint32_t>(c.counters.size() - 1);
+}
+
+// Fields every event-carrying record has.
+template <typename R>
+Event Common(uint8_t tag, const R& r) {
+  Event e;
+  e.tag = tag;
+  e.ts = r.ts;
+  e.seq = r.seq;
+  e.tid = r.tid;
+  return e;
+}
+
+bool Take(const format::StringRecord& r, ChunkRecords& c) {
+  c.strings.emplace_back(r.id, Text(r.text));
   return true;
+}
+
+bool Take(const format::MappingRecord& r, ChunkRecords& c) {
+  Mapping m;
+  m.id = r.id;
+  m.ts = r.ts;
+  m.start = r.start;
+  m.end = r.end;
+  m.load_bias = r.load_bias;
+  m.build_id = Text(r.build_id);
+  c.max_ts = std::max(c.max_ts, m.ts);
+  c.mappings.emplace_back(std::move(m), r.path_str);
+  return true;
+}
+
+bool Take(const format::MappingGoneRecord& r, ChunkRecords& c) {
+  c.mappings_gone.emplace_back(r.id, r.ts);
+  c.max_ts = std::max(c.max_ts, r.ts);
+  return true;
+}
+
+bool Take(const format::StackRecord& r, ChunkRecords& c) {
+  std::vector<uint64_t> ips;
+  ips.reserve(static_cast<size_t>(r.ips.count));
+  format::ListReader list(r.ips, 1);
+  for (uint64_t ip; list.Next(&ip);) ips.push_back(ip);
+  c.stacks.emplace_back(r.id, std::move(ips));
+  return true;
+}
+
+bool Take(const format::AllocRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagAlloc, r);
+  e.stack = r.stack;
+  e.addr = r.addr;
+  e.size = r.size;
+  e.interval = r.interval;
+  e.kind = r.kind;
+  e.step = r.step;
+  e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::FreeRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagFree, r);
+  e.addr = r.addr;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::MmapRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagMmap, r);
+  e.stack = r.stack;
+  e.addr = r.addr;
+  e.size = r.len;
+  e.new_addr = r.prot;
+  e.new_len = r.flags;
+  e.step = r.step;
+  e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::MunmapRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagMunmap, r);
+  e.addr = r.addr;
+  e.size = r.len;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::MremapRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagMremap, r);
+  e.stack = r.stack;
+  e.addr = r.old_addr;
+  e.size = r.old_len;
+  e.new_addr = r.new_addr;
+  e.new_len = r.new_len;
+  e.step = r.step;
+  e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::DevAllocRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagDevAlloc, r);
+  e.stack = r.stack;
+  e.kind = r.kind;
+  e.device = r.device;
+  e.addr = r.addr;
+  e.size = r.size;
+  e.api = r.api;
+  e.aux = r.aux;
+  e.step = r.step;
+  e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::DevFreeRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagDevFree, r);
+  e.kind = r.kind;
+  e.device = r.device;
+  e.addr = r.addr;
+  e.size = r.size;
+  e.api = r.api;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::DevFailRecord& r, ChunkRecords& c) {
+  if (r.error > INT64_MAX) return false;
+  Event e = Common(format::kTagDevFail, r);
+  e.stack = r.stack;
+  e.kind = r.kind;
+  e.device = r.device;
+  e.size = r.size;
+  e.api = r.api;
+  e.value = static_cast<int64_t>(r.error);
+  e.step = r.step;
+  e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::DevInfoRecord& r, ChunkRecords& c) {
+  DeviceInfo i;
+  i.ts = r.ts;
+  i.seq = r.seq;
+  i.step = r.step;
+  i.device = r.device;
+  i.free_bytes = r.free;
+  i.total_bytes = r.total;
+  i.pool_reserved = r.pool_reserved;
+  i.pool_used = r.pool_used;
+  c.max_ts = std::max(c.max_ts, i.ts);
+  c.device_info.push_back(i);
+  return true;
+}
+
+bool Take(const format::StepRecord& r, ChunkRecords& c) {
+  if (r.phase > 1) return false;
+  Event e = Common(format::kTagStep, r);
+  e.step = r.step;
+  e.phase = r.phase;
+  e.counters = KeepCounters(c, r.counters);
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::StageRecord& r, ChunkRecords& c) {
+  if (r.phase > 1) return false;
+  Event e = Common(format::kTagStage, r);
+  e.str = r.stage_str;
+  e.step = r.step;
+  e.phase = r.phase;
+  e.counters = KeepCounters(c, r.counters);
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::CounterRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagCounter, r);
+  e.str = r.name_str;
+  e.value = r.value;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::EpochRecord& r, ChunkRecords& c) {
+  Event e = Common(format::kTagEpoch, r);
+  e.step = r.epoch;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::AlertRecord& r, ChunkRecords& c) {
+  Alert a;
+  a.ts = r.ts;
+  a.seq = r.seq;
+  a.step = r.step;
+  a.rule = r.rule;
+  a.value = r.value;
+  a.threshold = r.threshold;
+  a.site_stack = r.site_stack;
+  c.max_ts = std::max(c.max_ts, a.ts);
+  c.alerts.emplace_back(std::move(a), r.stage_str);
+  return true;
+}
+
+bool Take(const format::SiteSnapshotRecord& r, ChunkRecords& c) {
+  SiteSnapshot s;
+  s.ts = r.ts;
+  s.seq = r.seq;
+  s.step = r.step;
+  s.cause = r.cause;
+  s.sites.resize(static_cast<size_t>(r.sites.count));
+  format::ListReader list(r.sites, 3);
+  for (auto& site : s.sites) {
+    list.Next(&site.stack);
+    list.Next(&site.live_bytes);
+    list.Next(&site.live_count);
+  }
+  c.max_ts = std::max(c.max_ts, s.ts);
+  c.snapshots.emplace_back(std::move(s), r.stage_str);
+  return true;
+}
+
+bool Take(const format::RateRecord& r, ChunkRecords& c) {
+  Rate rate;
+  rate.ts = r.ts;
+  rate.interval = r.interval;
+  c.max_ts = std::max(c.max_ts, rate.ts);
+  c.rates.push_back(rate);
+  return true;
+}
+
+bool Take(const format::LostRecord& r, ChunkRecords& c) {
+  Lost l;
+  l.ts = r.ts;
+  l.records = r.records;
+  l.bytes = r.bytes;
+  l.cause = r.cause;
+  c.max_ts = std::max(c.max_ts, l.ts);
+  c.lost.push_back(l);
+  return true;
+}
+
+bool Take(const format::NoticeRecord& r, ChunkRecords& c) {
+  Notice n;
+  n.ts = r.ts;
+  n.code = r.code;
+  c.max_ts = std::max(c.max_ts, n.ts);
+  c.notices.emplace_back(std::move(n), r.message_str);
+  return true;
+}
+
+bool Take(const format::TrailerRecord& r, ChunkRecords& c) {
+  c.trailer.ts = r.ts;
+  c.trailer.counters = r.counters;
+  c.trailer.clean_exit = r.clean_exit != 0;
+  c.has_trailer = true;
+  c.max_ts = std::max(c.max_ts, c.trailer.ts);
+  return true;
+}
+
+template <typename R>
+bool DecodeAs(RecordDecoder& d, ChunkRecords& c) {
+  R r;
+  return format::Decode(d, &r) && Take(r, c);
+}
+
+// Decodes one record (tag already read). Returns false on malformed input;
+// unknown tags cannot be skipped (records carry no length).
+bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
+  switch (tag) {
+#define MEMSTEP_DECODE_CASE(Name, t, doc, fields) \
+  case format::t:                                \
+    return DecodeAs<format::Name##Record>(d, c);
+    MEMSTEP_RECORDS(MEMSTEP_DECODE_CASE)
+#undef MEMSTEP_DECODE_CASE
+    default:
+      return false;
+  }
 }
 
 bool DecodeRecords(const uint8_t* p, size_t n, ChunkRecords& c, uint64_t budget) {

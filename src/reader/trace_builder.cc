@@ -46,188 +46,286 @@ TraceBuilder::TraceBuilder(const TraceHeaderInfo& info, uint8_t codec)
   header_len_ = out_.size();
 }
 
-RecordEncoder& TraceBuilder::Begin(uint8_t tag) {
-  // Worst-case record: 64 frames of 10 bytes plus a few fields.
-  if (enc_.size() + 2048 > buf_.size()) Flush();
-  enc_.Begin(tag);
-  return enc_;
+void TraceBuilder::Reserve(size_t bytes) {
+  if (enc_.size() + bytes > buf_.size()) Flush();
 }
 
-void TraceBuilder::End() { enc_.End(); }
+namespace {
+
+format::ByteView View(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
 
 void TraceBuilder::String(uint64_t id, const std::string& s) {
-  auto& e = Begin(format::kTagString);
-  e.U(id);
-  e.U(s.size());
-  e.Bytes(s.data(), s.size());
-  End();
+  format::StringRecord r;
+  r.id = id;
+  r.text = View(s);
+  Put(r, s.size() + 32);
 }
 
 void TraceBuilder::Mapping(uint64_t id, uint64_t ts, uint64_t start, uint64_t end,
                            uint64_t load_bias, uint64_t path_str, const std::string& build_id) {
-  auto& e = Begin(format::kTagMapping);
-  e.U(id); e.U(ts); e.U(start); e.U(end); e.U(load_bias); e.U(path_str);
-  e.U(build_id.size());
-  e.Bytes(build_id.data(), build_id.size());
-  End();
+  format::MappingRecord r;
+  r.id = id;
+  r.ts = ts;
+  r.start = start;
+  r.end = end;
+  r.load_bias = load_bias;
+  r.path_str = path_str;
+  r.build_id = View(build_id);
+  Put(r, build_id.size() + 128);
 }
 
 void TraceBuilder::MappingGone(uint64_t id, uint64_t ts) {
-  auto& e = Begin(format::kTagMappingGone);
-  e.U(id); e.U(ts);
-  End();
+  format::MappingGoneRecord r;
+  r.id = id;
+  r.ts = ts;
+  Put(r);
 }
 
 void TraceBuilder::Stack(uint64_t id, const std::vector<uint64_t>& ips) {
-  auto& e = Begin(format::kTagStack);
-  e.U(id);
-  e.U(ips.size());
-  for (uint64_t ip : ips) e.U(ip);
-  End();
+  format::StackRecord r;
+  r.id = id;
+  r.ips.values = ips.data();
+  r.ips.count = ips.size();
+  Put(r, ips.size() * format::kMaxVarint + 32);
 }
 
 void TraceBuilder::Alloc(uint64_t ts, uint64_t stack, uint64_t addr, uint64_t size,
                          uint64_t interval, uint64_t kind, uint64_t step, uint64_t stage_str,
                          uint64_t tid) {
-  auto& e = Begin(format::kTagAlloc);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(addr); e.U(size); e.U(interval);
-  e.U(kind); e.U(step); e.U(stage_str);
-  End();
+  format::AllocRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stack = stack;
+  r.addr = addr;
+  r.size = size;
+  r.interval = interval;
+  r.kind = static_cast<uint8_t>(kind);
+  r.step = step;
+  r.stage_str = stage_str;
+  Put(r);
 }
 
 void TraceBuilder::Free(uint64_t ts, uint64_t addr, uint64_t tid) {
-  auto& e = Begin(format::kTagFree);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(addr);
-  End();
+  format::FreeRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.addr = addr;
+  Put(r);
 }
 
 void TraceBuilder::Mmap(uint64_t ts, uint64_t stack, uint64_t addr, uint64_t len, uint64_t step,
                         uint64_t stage_str, uint64_t tid) {
-  auto& e = Begin(format::kTagMmap);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(addr); e.U(len);
-  e.U(3);     // PROT_READ | PROT_WRITE
-  e.U(0x22);  // MAP_PRIVATE | MAP_ANONYMOUS
-  e.U(step); e.U(stage_str);
-  End();
+  format::MmapRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stack = stack;
+  r.addr = addr;
+  r.len = len;
+  r.prot = 3;     // PROT_READ | PROT_WRITE
+  r.flags = 0x22;  // MAP_PRIVATE | MAP_ANONYMOUS
+  r.step = step;
+  r.stage_str = stage_str;
+  Put(r);
 }
 
 void TraceBuilder::Munmap(uint64_t ts, uint64_t addr, uint64_t len, uint64_t tid) {
-  auto& e = Begin(format::kTagMunmap);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(addr); e.U(len);
-  End();
+  format::MunmapRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.addr = addr;
+  r.len = len;
+  Put(r);
 }
 
 void TraceBuilder::Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64_t old_len,
                           uint64_t new_addr, uint64_t new_len, uint64_t tid) {
-  auto& e = Begin(format::kTagMremap);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(old_addr); e.U(old_len);
-  e.U(new_addr); e.U(new_len); e.U(0); e.U(0);
-  End();
+  format::MremapRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stack = stack;
+  r.old_addr = old_addr;
+  r.old_len = old_len;
+  r.new_addr = new_addr;
+  r.new_len = new_len;
+  Put(r);
 }
 
 void TraceBuilder::DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
                             uint64_t addr, uint64_t size, uint8_t api, uint64_t aux,
                             uint64_t step, uint64_t stage_str, uint64_t tid) {
-  auto& e = Begin(format::kTagDevAlloc);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(kind); e.S(device); e.U(addr);
-  e.U(size); e.U(api); e.U(aux); e.U(step); e.U(stage_str);
-  End();
+  format::DevAllocRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stack = stack;
+  r.kind = kind;
+  r.device = device;
+  r.addr = addr;
+  r.size = size;
+  r.api = api;
+  r.aux = aux;
+  r.step = step;
+  r.stage_str = stage_str;
+  Put(r);
 }
 
 void TraceBuilder::DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr,
                            uint64_t size, uint8_t api, uint64_t tid) {
-  auto& e = Begin(format::kTagDevFree);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(kind); e.S(device); e.U(addr); e.U(size); e.U(api);
-  End();
+  format::DevFreeRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.kind = kind;
+  r.device = device;
+  r.addr = addr;
+  r.size = size;
+  r.api = api;
+  Put(r);
 }
 
 void TraceBuilder::DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
                            uint64_t size, uint8_t api, uint64_t error, uint64_t step,
                            uint64_t stage_str, uint64_t tid) {
-  auto& e = Begin(format::kTagDevFail);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stack); e.U(kind); e.S(device); e.U(size);
-  e.U(api); e.U(error); e.U(step); e.U(stage_str);
-  End();
+  format::DevFailRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stack = stack;
+  r.kind = kind;
+  r.device = device;
+  r.size = size;
+  r.api = api;
+  r.error = error;
+  r.step = step;
+  r.stage_str = stage_str;
+  Put(r);
 }
 
 void TraceBuilder::DevInfo(uint64_t ts, uint64_t step, int32_t device, uint64_t free_bytes,
                            uint64_t total_bytes, uint64_t pool_reserved, uint64_t pool_used) {
-  auto& e = Begin(format::kTagDevInfo);
-  e.U(ts); e.U(NextSeq()); e.U(step); e.S(device); e.U(free_bytes); e.U(total_bytes);
-  e.U(pool_reserved); e.U(pool_used);
-  End();
+  format::DevInfoRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.step = step;
+  r.device = device;
+  r.free = free_bytes;
+  r.total = total_bytes;
+  r.pool_reserved = pool_reserved;
+  r.pool_used = pool_used;
+  Put(r);
 }
 
 void TraceBuilder::Step(uint64_t ts, uint64_t step, int phase, const format::Counters& c,
                         uint64_t tid) {
-  auto& e = Begin(format::kTagStep);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(step); e.U(phase);
-  e.PutCounters(c);
-  End();
+  format::StepRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.step = step;
+  r.phase = static_cast<uint8_t>(phase);
+  r.counters = c;
+  Put(r);
 }
 
 void TraceBuilder::Stage(uint64_t ts, uint64_t stage_str, uint64_t step, int phase,
                          const format::Counters& c, uint64_t tid) {
-  auto& e = Begin(format::kTagStage);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(stage_str); e.U(step); e.U(phase);
-  e.PutCounters(c);
-  End();
+  format::StageRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.stage_str = stage_str;
+  r.step = step;
+  r.phase = static_cast<uint8_t>(phase);
+  r.counters = c;
+  Put(r);
 }
 
 void TraceBuilder::Counter(uint64_t ts, uint64_t name_str, int64_t value, uint64_t tid) {
-  auto& e = Begin(format::kTagCounter);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(name_str); e.S(value);
-  End();
+  format::CounterRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.name_str = name_str;
+  r.value = value;
+  Put(r);
 }
 
 void TraceBuilder::Rate(uint64_t ts, uint64_t interval) {
-  auto& e = Begin(format::kTagRate);
-  e.U(ts); e.U(interval);
-  End();
+  format::RateRecord r;
+  r.ts = ts;
+  r.interval = interval;
+  Put(r);
 }
 
 void TraceBuilder::Epoch(uint64_t ts, uint64_t epoch, uint64_t tid) {
-  auto& e = Begin(format::kTagEpoch);
-  e.U(ts); e.U(NextSeq()); e.U(tid); e.U(epoch);
-  End();
+  format::EpochRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = static_cast<uint32_t>(tid);
+  r.epoch = epoch;
+  Put(r);
 }
 
 void TraceBuilder::Alert(uint64_t ts, uint64_t step, uint8_t rule, uint64_t value,
                          uint64_t threshold, uint64_t stage_str, uint64_t site_stack) {
-  auto& e = Begin(format::kTagAlert);
-  e.U(ts); e.U(NextSeq()); e.U(step); e.U(rule); e.U(value); e.U(threshold);
-  e.U(stage_str); e.U(site_stack);
-  End();
+  format::AlertRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.step = step;
+  r.rule = rule;
+  r.value = value;
+  r.threshold = threshold;
+  r.stage_str = stage_str;
+  r.site_stack = site_stack;
+  Put(r);
 }
 
 void TraceBuilder::SiteSnapshot(uint64_t ts, uint64_t step, uint8_t cause, uint64_t stage_str,
                                 const std::vector<std::array<uint64_t, 3>>& sites) {
-  auto& e = Begin(format::kTagSiteSnapshot);
-  e.U(ts); e.U(NextSeq()); e.U(step); e.U(cause); e.U(stage_str); e.U(sites.size());
-  for (const auto& s : sites) {
-    e.U(s[0]); e.U(s[1]); e.U(s[2]);
-  }
-  End();
+  format::SiteSnapshotRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.step = step;
+  r.cause = cause;
+  r.stage_str = stage_str;
+  static_assert(sizeof(std::array<uint64_t, 3>) == 3 * sizeof(uint64_t), "contiguous triples");
+  r.sites.values = sites.empty() ? nullptr : sites[0].data();
+  r.sites.count = sites.size();
+  Put(r, sites.size() * 3 * format::kMaxVarint + 64);
 }
 
 void TraceBuilder::Lost(uint64_t ts, uint64_t records, uint64_t bytes, uint64_t cause) {
-  auto& e = Begin(format::kTagLost);
-  e.U(ts); e.U(records); e.U(bytes); e.U(cause);
-  End();
+  format::LostRecord r;
+  r.ts = ts;
+  r.records = records;
+  r.bytes = bytes;
+  r.cause = cause;
+  Put(r);
 }
 
 void TraceBuilder::Notice(uint64_t ts, uint64_t code, uint64_t message_str) {
-  auto& e = Begin(format::kTagNotice);
-  e.U(ts); e.U(code); e.U(message_str);
-  End();
+  format::NoticeRecord r;
+  r.ts = ts;
+  r.code = code;
+  r.message_str = message_str;
+  Put(r);
 }
 
 void TraceBuilder::Trailer(uint64_t ts, const format::Counters& c, bool clean_exit) {
-  auto& e = Begin(format::kTagTrailer);
-  e.U(ts);
-  e.PutCounters(c);
-  e.U(clean_exit ? 1 : 0);
-  End();
+  format::TrailerRecord r;
+  r.ts = ts;
+  r.counters = c;
+  r.clean_exit = clean_exit ? 1 : 0;
+  Put(r);
 }
 
 void TraceBuilder::RawBytes(const std::vector<uint8_t>& bytes) {

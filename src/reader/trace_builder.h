@@ -1,6 +1,7 @@
-// TraceBuilder: writes memstep traces in memory with format.h's RecordEncoder,
-// for tests, fuzz seeds and the worked example of docs/format.md. Not used by
-// the profiler itself (preload/ has its own writer).
+// TraceBuilder: writes memstep traces in memory with the record encoders of
+// src/format/records.h (the ones preload/ uses), for tests, fuzz seeds and
+// the worked example of docs/format.md. Not used by the profiler itself
+// (preload/ has its own writer).
 //
 // Contract: produces byte-exact version 1 traces (header, TLVs, header CRC,
 // chunks with CRC-32C, raw or zstd payloads). Sequenced records get
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::reader {
 
@@ -76,6 +78,13 @@ class TraceBuilder {
   void Lost(uint64_t ts, uint64_t records, uint64_t bytes, uint64_t cause);
   void Notice(uint64_t ts, uint64_t code, uint64_t message_str);
   void Trailer(uint64_t ts, const format::Counters& c, bool clean_exit);
+  // Appends any record as it is (seq included): for fields the helpers above
+  // do not take.
+  template <typename R>
+  void Put(const R& record, size_t max_bytes = 512) {
+    Reserve(max_bytes);
+    format::Encode(enc_, record);
+  }
   // Appends raw record bytes (for malformed-input tests).
   void RawBytes(const std::vector<uint8_t>& bytes);
 
@@ -88,8 +97,7 @@ class TraceBuilder {
   size_t header_len() const { return header_len_; }
 
  private:
-  format::RecordEncoder& Begin(uint8_t tag);
-  void End();
+  void Reserve(size_t bytes);  // flushes first when the chunk lacks room
   uint64_t NextSeq() { return seq_++; }
 
   std::vector<uint8_t> out_;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace fmt = memstep::format;
 
@@ -51,13 +52,6 @@ bool Fail(const char* what) {
   return false;
 }
 
-bool Fields(fmt::RecordDecoder& d, int n, uint64_t* out) {
-  for (int i = 0; i < n; ++i) {
-    if (!d.U(&out[i])) return false;
-  }
-  return true;
-}
-
 bool StringDefined(uint64_t id) { return id == 0 || g_strings.count(id) != 0; }
 
 std::string StringText(uint64_t id) {
@@ -67,193 +61,206 @@ std::string StringText(uint64_t id) {
   return "-";
 }
 
+using ull = unsigned long long;
+
+std::string Text(const fmt::ByteView& v) {
+  return std::string(reinterpret_cast<const char*>(v.data), static_cast<size_t>(v.size));
+}
+
+bool StackDefined(uint64_t id) { return id == 0 || g_stacks.count(id) != 0; }
+
+// One Take per record kind (records.h decodes; these check and count).
+bool Take(const fmt::StringRecord& r, Stats* s) {
+  g_strings.insert(r.id);
+  g_string_text.emplace_back(r.id, Text(r.text));
+  ++s->strings;
+  return true;
+}
+
+bool Take(const fmt::MappingRecord& r, Stats* s) {
+  if (!StringDefined(r.path_str)) return Fail("MAPPING path before its STRING");
+  if (r.end <= r.start) return Fail("MAPPING end <= start");
+  if (g_dump) std::printf("MAPPING id=%llu %s\n", (ull)r.id, StringText(r.path_str).c_str());
+  g_maps.insert(r.id);
+  ++s->mappings;
+  return true;
+}
+
+bool Take(const fmt::MappingGoneRecord& r, Stats*) {
+  if (!g_maps.count(r.id)) return Fail("MAPPING_GONE of unknown id");
+  return true;
+}
+
+bool Take(const fmt::StackRecord& r, Stats* s) {
+  g_stacks.insert(r.id);
+  ++s->stacks;
+  return true;
+}
+
+bool Take(const fmt::AllocRecord& r, Stats* s) {
+  if (!StackDefined(r.stack)) return Fail("ALLOC stack before its STACK");
+  if (!StringDefined(r.stage_str)) return Fail("ALLOC stage before its STRING");
+  if (r.stack != 0) ++s->nonzero_stacks;
+  if (g_planted_size != 0 && r.size == g_planted_size) g_planted_stacks.insert(r.stack);
+  ++s->allocs;
+  return true;
+}
+
+bool Take(const fmt::FreeRecord&, Stats* s) {
+  ++s->frees;
+  return true;
+}
+
+bool Take(const fmt::MmapRecord& r, Stats* s) {
+  if (!StackDefined(r.stack)) return Fail("MMAP stack before its STACK");
+  ++s->mmaps;
+  return true;
+}
+
+bool Take(const fmt::MunmapRecord&, Stats* s) {
+  ++s->munmaps;
+  return true;
+}
+
+bool Take(const fmt::MremapRecord&, Stats* s) {
+  ++s->mremaps;
+  return true;
+}
+
+bool Take(const fmt::DevAllocRecord& r, Stats*) {
+  if (!StackDefined(r.stack)) return Fail("DEV_ALLOC stack before its STACK");
+  if (!StringDefined(r.stage_str)) return Fail("DEV_ALLOC stage before its STRING");
+  return true;
+}
+
+bool Take(const fmt::DevFreeRecord&, Stats*) { return true; }
+
+bool Take(const fmt::DevFailRecord& r, Stats*) {
+  if (!StackDefined(r.stack)) return Fail("DEV_FAIL stack before its STACK");
+  if (!StringDefined(r.stage_str)) return Fail("DEV_FAIL stage before its STRING");
+  return true;
+}
+
+bool Take(const fmt::DevInfoRecord&, Stats*) { return true; }
+
+bool Take(const fmt::StepRecord& r, Stats* s) {
+  const fmt::Counters& c = r.counters;
+  if (c.peak_bytes < c.live_bytes) return Fail("STEP peak < live");
+  if (g_dump) {
+    std::printf(
+        "STEP step=%llu phase=%llu live=%llu peak=%llu allocs=%llu frees=%llu mmap=%llu "
+        "rss=%llu\n",
+        (ull)r.step, (ull)r.phase, (ull)c.live_bytes, (ull)c.peak_bytes, (ull)c.alloc_count,
+        (ull)c.free_count, (ull)c.mmap_live_bytes, (ull)c.rss_bytes);
+  }
+  ++s->steps;
+  return true;
+}
+
+bool Take(const fmt::StageRecord& r, Stats* s) {
+  if (!StringDefined(r.stage_str)) return Fail("STAGE name before its STRING");
+  for (auto& [id, text] : g_string_text) {
+    if (id != r.stage_str) continue;
+    s->stage_names.push_back(text);
+    if (g_dump) {
+      std::printf("STAGE %s step=%llu phase=%llu live=%llu peak=%llu\n", text.c_str(),
+                  (ull)r.step, (ull)r.phase, (ull)r.counters.live_bytes,
+                  (ull)r.counters.peak_bytes);
+    }
+  }
+  ++s->stages;
+  return true;
+}
+
+bool Take(const fmt::CounterRecord& r, Stats* s) {
+  if (!StringDefined(r.name_str)) return Fail("COUNTER name before its STRING");
+  if (g_dump) std::printf("COUNTER %s=%lld\n", StringText(r.name_str).c_str(), (long long)r.value);
+  ++s->counters;
+  return true;
+}
+
+bool Take(const fmt::RateRecord&, Stats*) { return true; }
+
+bool Take(const fmt::EpochRecord& r, Stats* s) {
+  if (g_dump) std::printf("EPOCH epoch=%llu\n", (ull)r.epoch);
+  ++s->epochs;
+  return true;
+}
+
+bool Take(const fmt::AlertRecord& r, Stats* s) {
+  if (r.rule < fmt::kAlertGrowth || r.rule > fmt::kAlertDevicePeak) return Fail("ALERT rule");
+  if (!StringDefined(r.stage_str)) return Fail("ALERT stage before its STRING");
+  if (!StackDefined(r.site_stack)) return Fail("ALERT site before its STACK");
+  if (g_dump) {
+    std::printf("ALERT step=%llu rule=%llu value=%llu threshold=%llu stage=%s site=%llu\n",
+                (ull)r.step, (ull)r.rule, (ull)r.value, (ull)r.threshold,
+                StringText(r.stage_str).c_str(), (ull)r.site_stack);
+  }
+  ++s->alerts;
+  return true;
+}
+
+bool Take(const fmt::SiteSnapshotRecord& r, Stats* s) {
+  if (r.cause > fmt::kSnapshotStepEnd) return Fail("SITE_SNAPSHOT cause");
+  if (!StringDefined(r.stage_str)) return Fail("SITE_SNAPSHOT stage before its STRING");
+  if (r.sites.count > 4096) return Fail("SITE_SNAPSHOT n");
+  uint64_t top = 0, top_bytes = 0, prev = UINT64_MAX;
+  fmt::ListReader sites(r.sites, 3);
+  for (uint64_t i = 0; i < r.sites.count; ++i) {
+    uint64_t stack = 0, bytes = 0, count = 0;
+    sites.Next(&stack);
+    sites.Next(&bytes);
+    sites.Next(&count);
+    if (!StackDefined(stack)) return Fail("SITE_SNAPSHOT stack before STACK");
+    if (bytes > prev) return Fail("SITE_SNAPSHOT not sorted by bytes");
+    prev = bytes;
+    if (i == 0) top = stack, top_bytes = bytes;
+  }
+  std::string stage = StringText(r.stage_str);
+  if (r.cause == fmt::kSnapshotStagePeak && r.sites.count > 0) {
+    s->snapshot_tops.emplace_back(stage, top);
+  }
+  if (g_dump) {
+    std::printf("SNAPSHOT step=%llu cause=%llu stage=%s n=%llu top=%llu top_bytes=%llu\n",
+                (ull)r.step, (ull)r.cause, stage.c_str(), (ull)r.sites.count, (ull)top,
+                (ull)top_bytes);
+  }
+  ++s->snapshots;
+  return true;
+}
+
+bool Take(const fmt::LostRecord&, Stats* s) {
+  ++s->lost;
+  return true;
+}
+
+bool Take(const fmt::NoticeRecord& r, Stats* s) {
+  if (g_dump) std::printf("NOTICE code=%llu %s\n", (ull)r.code, StringText(r.message_str).c_str());
+  ++s->notices;
+  return true;
+}
+
+bool Take(const fmt::TrailerRecord& r, Stats* s) {
+  s->clean = r.clean_exit == 1;
+  ++s->trailers;
+  return true;
+}
+
 bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
   fmt::RecordDecoder d(p, n);
-  uint64_t f[16];
   while (!d.AtEnd()) {
     uint8_t tag;
     if (!d.Byte(&tag)) return Fail("truncated tag");
     switch (tag) {
-      case fmt::kTagString: {
-        const uint8_t* b;
-        if (!Fields(d, 2, f) || !d.Bytes(f[1], &b)) return Fail("bad STRING");
-        g_strings.insert(f[0]);
-        g_string_text.emplace_back(f[0], std::string(reinterpret_cast<const char*>(b), f[1]));
-        ++s->strings;
-        break;
-      }
-      case fmt::kTagMapping: {
-        const uint8_t* b;
-        if (!Fields(d, 7, f) || !d.Bytes(f[6], &b)) return Fail("bad MAPPING");
-        if (!StringDefined(f[5])) return Fail("MAPPING path before its STRING");
-        if (f[2] <= f[1] && f[2] != 0) {
-        }
-        if (f[3] <= f[2]) return Fail("MAPPING end <= start");
-        if (g_dump) {
-          std::printf("MAPPING id=%llu %s\n", (unsigned long long)f[0], StringText(f[5]).c_str());
-        }
-        g_maps.insert(f[0]);
-        ++s->mappings;
-        break;
-      }
-      case fmt::kTagMappingGone:
-        if (!Fields(d, 2, f)) return Fail("bad MAPPING_GONE");
-        if (!g_maps.count(f[0])) return Fail("MAPPING_GONE of unknown id");
-        break;
-      case fmt::kTagStack: {
-        if (!Fields(d, 2, f) || f[1] > fmt::kMaxFrames) return Fail("bad STACK");
-        for (uint64_t i = 0; i < f[1]; ++i) {
-          uint64_t ip;
-          if (!d.U(&ip)) return Fail("bad STACK ip");
-        }
-        g_stacks.insert(f[0]);
-        ++s->stacks;
-        break;
-      }
-      case fmt::kTagAlloc:
-        if (!Fields(d, 10, f)) return Fail("bad ALLOC");
-        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("ALLOC stack before its STACK");
-        if (!StringDefined(f[9])) return Fail("ALLOC stage before its STRING");
-        if (f[3] != 0) ++s->nonzero_stacks;
-        if (g_planted_size != 0 && f[5] == g_planted_size) g_planted_stacks.insert(f[3]);
-        ++s->allocs;
-        break;
-      case fmt::kTagFree:
-        if (!Fields(d, 4, f)) return Fail("bad FREE");
-        ++s->frees;
-        break;
-      case fmt::kTagMmap:
-        if (!Fields(d, 10, f)) return Fail("bad MMAP");
-        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("MMAP stack before its STACK");
-        ++s->mmaps;
-        break;
-      case fmt::kTagMunmap:
-        if (!Fields(d, 5, f)) return Fail("bad MUNMAP");
-        ++s->munmaps;
-        break;
-      case fmt::kTagMremap:
-        if (!Fields(d, 10, f)) return Fail("bad MREMAP");
-        ++s->mremaps;
-        break;
-      case fmt::kTagDevAlloc:
-        if (!Fields(d, 12, f)) return Fail("bad DEV_ALLOC");
-        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("DEV_ALLOC stack before its STACK");
-        if (!StringDefined(f[11])) return Fail("DEV_ALLOC stage before its STRING");
-        break;
-      case fmt::kTagDevFree:
-        if (!Fields(d, 8, f)) return Fail("bad DEV_FREE");
-        break;
-      case fmt::kTagDevFail:
-        if (!Fields(d, 11, f)) return Fail("bad DEV_FAIL");
-        if (f[3] != 0 && !g_stacks.count(f[3])) return Fail("DEV_FAIL stack before its STACK");
-        if (!StringDefined(f[10])) return Fail("DEV_FAIL stage before its STRING");
-        break;
-      case fmt::kTagDevInfo:
-        if (!Fields(d, 8, f)) return Fail("bad DEV_INFO");
-        break;
-      case fmt::kTagStep: {
-        fmt::Counters c;
-        if (!Fields(d, 5, f) || !d.GetCounters(&c)) return Fail("bad STEP");
-        if (c.peak_bytes < c.live_bytes) return Fail("STEP peak < live");
-        if (g_dump) {
-          std::printf(
-              "STEP step=%llu phase=%llu live=%llu peak=%llu allocs=%llu frees=%llu mmap=%llu "
-              "rss=%llu\n",
-              (unsigned long long)f[3], (unsigned long long)f[4], (unsigned long long)c.live_bytes,
-              (unsigned long long)c.peak_bytes, (unsigned long long)c.alloc_count,
-              (unsigned long long)c.free_count, (unsigned long long)c.mmap_live_bytes,
-              (unsigned long long)c.rss_bytes);
-        }
-        ++s->steps;
-        break;
-      }
-      case fmt::kTagStage: {
-        fmt::Counters c;
-        if (!Fields(d, 6, f) || !d.GetCounters(&c)) return Fail("bad STAGE");
-        if (!StringDefined(f[3])) return Fail("STAGE name before its STRING");
-        for (auto& [id, text] : g_string_text) {
-          if (id != f[3]) continue;
-          s->stage_names.push_back(text);
-          if (g_dump) {
-            std::printf("STAGE %s step=%llu phase=%llu live=%llu peak=%llu\n", text.c_str(),
-                        (unsigned long long)f[4], (unsigned long long)f[5],
-                        (unsigned long long)c.live_bytes, (unsigned long long)c.peak_bytes);
-          }
-        }
-        ++s->stages;
-        break;
-      }
-      case fmt::kTagCounter: {
-        int64_t v;
-        if (!Fields(d, 4, f) || !d.S(&v)) return Fail("bad COUNTER");
-        if (!StringDefined(f[3])) return Fail("COUNTER name before its STRING");
-        if (g_dump) std::printf("COUNTER %s=%lld\n", StringText(f[3]).c_str(), (long long)v);
-        ++s->counters;
-        break;
-      }
-      case fmt::kTagRate:
-        if (!Fields(d, 2, f)) return Fail("bad RATE");
-        break;
-      case fmt::kTagEpoch:
-        if (!Fields(d, 4, f)) return Fail("bad EPOCH");
-        if (g_dump) std::printf("EPOCH epoch=%llu\n", (unsigned long long)f[3]);
-        ++s->epochs;
-        break;
-      case fmt::kTagAlert:
-        if (!Fields(d, 8, f)) return Fail("bad ALERT");
-        if (f[3] < fmt::kAlertGrowth || f[3] > fmt::kAlertDevicePeak) return Fail("ALERT rule");
-        if (!StringDefined(f[6])) return Fail("ALERT stage before its STRING");
-        if (f[7] != 0 && !g_stacks.count(f[7])) return Fail("ALERT site before its STACK");
-        if (g_dump) {
-          std::printf("ALERT step=%llu rule=%llu value=%llu threshold=%llu stage=%s site=%llu\n",
-                      (unsigned long long)f[2], (unsigned long long)f[3],
-                      (unsigned long long)f[4], (unsigned long long)f[5],
-                      StringText(f[6]).c_str(), (unsigned long long)f[7]);
-        }
-        ++s->alerts;
-        break;
-      case fmt::kTagSiteSnapshot: {
-        if (!Fields(d, 6, f)) return Fail("bad SITE_SNAPSHOT");
-        if (f[3] > fmt::kSnapshotStepEnd) return Fail("SITE_SNAPSHOT cause");
-        if (!StringDefined(f[4])) return Fail("SITE_SNAPSHOT stage before its STRING");
-        if (f[5] > 4096) return Fail("SITE_SNAPSHOT n");
-        uint64_t top = 0, top_bytes = 0, prev = UINT64_MAX;
-        for (uint64_t i = 0; i < f[5]; ++i) {
-          uint64_t e[3];
-          if (!Fields(d, 3, e)) return Fail("bad SITE_SNAPSHOT entry");
-          if (e[0] != 0 && !g_stacks.count(e[0])) return Fail("SITE_SNAPSHOT stack before STACK");
-          if (e[1] > prev) return Fail("SITE_SNAPSHOT not sorted by bytes");
-          prev = e[1];
-          if (i == 0) top = e[0], top_bytes = e[1];
-        }
-        std::string stage = StringText(f[4]);
-        if (f[3] == fmt::kSnapshotStagePeak && f[5] > 0) s->snapshot_tops.emplace_back(stage, top);
-        if (g_dump) {
-          std::printf("SNAPSHOT step=%llu cause=%llu stage=%s n=%llu top=%llu top_bytes=%llu\n",
-                      (unsigned long long)f[2], (unsigned long long)f[3], stage.c_str(),
-                      (unsigned long long)f[5], (unsigned long long)top,
-                      (unsigned long long)top_bytes);
-        }
-        ++s->snapshots;
-        break;
-      }
-      case fmt::kTagLost:
-        if (!Fields(d, 4, f)) return Fail("bad LOST");
-        ++s->lost;
-        break;
-      case fmt::kTagNotice:
-        if (!Fields(d, 3, f)) return Fail("bad NOTICE");
-        if (g_dump) std::printf("NOTICE code=%llu %s\n", (unsigned long long)f[1],
-                                StringText(f[2]).c_str());
-        ++s->notices;
-        break;
-      case fmt::kTagTrailer: {
-        fmt::Counters c;
-        if (!Fields(d, 1, f) || !d.GetCounters(&c) || !d.U(&f[1])) return Fail("bad TRAILER");
-        s->clean = f[1] == 1;
-        ++s->trailers;
-        break;
-      }
+#define MEMSTEP_CHECK_CASE(Name, t, doc, fields)                  \
+  case fmt::t: {                                                \
+    fmt::Name##Record r;                                        \
+    if (!fmt::Decode(d, &r)) return Fail("bad " doc " record"); \
+    if (!Take(r, s)) return false;                              \
+    break;                                                      \
+  }
+      MEMSTEP_RECORDS(MEMSTEP_CHECK_CASE)
+#undef MEMSTEP_CHECK_CASE
       default:
         return Fail("unknown tag");
     }
