@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preload/env.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
 
@@ -109,7 +110,13 @@ void ParseStageRules(const char* s) {
       size_t vlen = len - nlen - 1;
       memcpy(value, eq + 1, vlen);
       value[vlen] = '\0';
-      if (ParseSize(value, &r.bytes) && r.bytes > 0) ++g_features.num_stage_rules;
+      if (ParseSize(value, &r.bytes) && r.bytes > 0) {
+        ++g_features.num_stage_rules;
+      } else {
+        EnvReject("MEMSTEP_ALERT_STAGE_PEAK", value, "a positive size in STAGE=SIZE");
+      }
+    } else {
+      EnvReject("MEMSTEP_ALERT_STAGE_PEAK", s, "a list of STAGE=SIZE");
     }
     s = comma != nullptr ? comma + 1 : nullptr;
   }
@@ -125,20 +132,20 @@ bool EnvOn(const char* name, bool dflt) {
 
 void ReadFeatureConfig() {
   uint64_t v;
-  if (ParseU64(getenv("MEMSTEP_WARMUP"), &v)) g_features.warmup_steps = v;
-  if (ParseSize(getenv("MEMSTEP_ALERT_GROWTH"), &v)) g_features.alert_growth = v;
-  if (ParseSize(getenv("MEMSTEP_ALERT_PEAK"), &v)) g_features.alert_peak = v;
-  if (ParseSize(getenv("MEMSTEP_ALERT_DEVICE_PEAK"), &v)) g_features.alert_device_peak = v;
+  if (EnvCount("MEMSTEP_WARMUP", &v)) g_features.warmup_steps = v;
+  if (EnvSize("MEMSTEP_ALERT_GROWTH", &v)) g_features.alert_growth = v;
+  if (EnvSize("MEMSTEP_ALERT_PEAK", &v)) g_features.alert_peak = v;
+  if (EnvSize("MEMSTEP_ALERT_DEVICE_PEAK", &v)) g_features.alert_device_peak = v;
   ParseStageRules(getenv("MEMSTEP_ALERT_STAGE_PEAK"));
   const char* cmd = getenv("MEMSTEP_ALERT_COMMAND");
   if (cmd != nullptr && StrLen(cmd) < sizeof(g_features.alert_command)) {
     memcpy(g_features.alert_command, cmd, StrLen(cmd) + 1);
   }
   g_features.alert_abort = EnvOn("MEMSTEP_ALERT_ABORT", false);
-  if (ParseSeconds(getenv("MEMSTEP_WINDOW"), &v)) g_features.window_ns = v;
-  if (ParseSize(getenv("MEMSTEP_SNAPSHOT_MIN_BYTES"), &v)) g_features.snap_min_bytes = v;
-  if (ParseU64(getenv("MEMSTEP_SNAPSHOT_RATIO_PCT"), &v)) g_features.snap_ratio_pct = v;
-  if (ParseU64(getenv("MEMSTEP_SNAPSHOT_RUN_RATIO_PCT"), &v)) g_features.run_ratio_pct = v;
+  if (EnvSeconds("MEMSTEP_WINDOW", &v)) g_features.window_ns = v;
+  if (EnvSize("MEMSTEP_SNAPSHOT_MIN_BYTES", &v)) g_features.snap_min_bytes = v;
+  if (EnvCount("MEMSTEP_SNAPSHOT_RATIO_PCT", &v)) g_features.snap_ratio_pct = v;
+  if (EnvCount("MEMSTEP_SNAPSHOT_RUN_RATIO_PCT", &v)) g_features.run_ratio_pct = v;
   g_features.sites = EnvOn("MEMSTEP_SITES", true);
   g_features.nvtx = EnvOn("MEMSTEP_NVTX", true);
   const char* re = getenv("MEMSTEP_STEP_RANGE");

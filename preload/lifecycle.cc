@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
+#include "preload/env.h"
 #include "preload/fds.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
@@ -23,10 +25,16 @@ namespace fmt = ::memstep::format;
 
 void ReadConfig() {
   uint64_t v;
-  if (ParseU64(getenv("MEMSTEP_SAMPLE_INTERVAL"), &v)) g_config.sample_interval = v;
-  if (ParseU64(getenv("MEMSTEP_ALWAYS_BYTES"), &v) && v > 0) g_config.always_bytes = v;
-  if (ParseU64(getenv("MEMSTEP_FLUSH_MS"), &v) && v > 0) g_config.flush_ms = v;
-  if (ParseU64(getenv("MEMSTEP_SAMPLE_WARM"), &v)) g_config.warm_interval = v;
+  if (EnvSize("MEMSTEP_SAMPLE_INTERVAL", &v)) g_config.sample_interval = v;
+  if (EnvSize("MEMSTEP_ALWAYS_BYTES", &v)) {
+    if (v > 0) g_config.always_bytes = v;
+    else EnvReject("MEMSTEP_ALWAYS_BYTES", "0", "a positive size");
+  }
+  if (EnvCount("MEMSTEP_FLUSH_MS", &v)) {
+    if (v > 0) g_config.flush_ms = v;
+    else EnvReject("MEMSTEP_FLUSH_MS", "0", "a positive number of milliseconds");
+  }
+  if (EnvSize("MEMSTEP_SAMPLE_WARM", &v)) g_config.warm_interval = v;
   const char* prog = getenv("MEMSTEP_PROGRESSIVE");
   if (prog != nullptr && prog[0] != '\0') g_config.progressive = prog[0] != '0';
   // Recording every allocation is a request for exact data: by default a full
@@ -155,7 +163,10 @@ __attribute__((constructor(101))) static void MemstepInit() {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   if (g_state.load() != kNotYet) return;
-  if (g_config.disabled) {
+  // Secure execution (setuid, setgid, file capabilities): never profiled.
+  // glibc already ignores LD_PRELOAD paths there; this covers
+  // /etc/ld.so.preload and libraries installed in trusted directories.
+  if (g_config.disabled || getauxval(AT_SECURE) != 0) {
     g_state.store(kDisabled);
     return;
   }

@@ -180,7 +180,7 @@ int MkdirP(const char* dir) {
     if (buf[i] == '/' || buf[i] == '\0') {
       char c = buf[i];
       buf[i] = '\0';
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+      if (mkdir(buf, 0700) != 0 && errno != EEXIST) return errno;
       buf[i] = c;
     }
   }
@@ -489,7 +489,9 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
       snprintf(g_w.path, sizeof(g_w.path), "%s/memstep.%s.%s.%d.%d.trace", g_config.dir, host, rank,
                pid, attempt);
     }
-    g_w.fd = open(g_w.path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    // O_EXCL|O_NOFOLLOW: never through a link another user planted (a shared
+    // /tmp); 0600: traces hold command lines, paths and addresses.
+    g_w.fd = open(g_w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
     if (g_w.fd >= 0 || errno != EEXIST) break;
   }
   if (g_w.fd < 0) {

@@ -293,6 +293,47 @@ case "$CASE" in
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 50000 || fail "trace check"
     ;;
+  # Issue 12, item 8 (BIN is preload_behavior).
+  bad-env)  # bad values: one line each, the defaults, the program unharmed
+    MEMSTEP_SAMPLE_INTERVAL=lots MEMSTEP_FLUSH_MS=0 MEMSTEP_WINDOW=soon \
+      MEMSTEP_ALERT_STAGE_PEAK=forward=big run "$BIN" basic
+    for v in MEMSTEP_SAMPLE_INTERVAL MEMSTEP_FLUSH_MS MEMSTEP_WINDOW MEMSTEP_ALERT_STAGE_PEAK; do
+      n=$(grep -c "^memstep: $v=" "$WORK/stderr")
+      [ "$n" -eq 1 ] || fail "expected one line about $v, got $n"
+    done
+    [ "$(grep -c '^memstep: ' "$WORK/stderr")" -eq 4 ] || fail "unexpected memstep lines"
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 --expect-interval 524288 \
+      || fail "trace check (default interval)"
+    ;;
+  modes)  # a directory memstep creates is 0700, its traces 0600
+    export MEMSTEP_DIR="$WORK/made/by/memstep"
+    run "$BIN" basic
+    [ "$(stat -c %a "$WORK/made/by/memstep")" = 700 ] || fail "directory mode"
+    [ "$(stat -c %a "$WORK/made/by")" = 700 ] || fail "parent directory mode"
+    for t in "$MEMSTEP_DIR"/memstep.*.trace; do
+      [ "$(stat -c %a "$t")" = 600 ] || fail "trace mode of $t"
+    done
+    ;;
+  secure)  # a setgid program is never profiled, even with the library loaded
+    [ "$(id -u)" -eq 0 ] || fail "needs root (to make a setgid program)"
+    cp /usr/bin/id "$WORK/id"; chgrp nogroup "$WORK/id"; chmod g+s "$WORK/id"
+    [ "$("$WORK/id" -g)" != 0 ] || fail "setgid has no effect here (nosuid mount?)"
+    cp "$BIN" "$WORK/prog"; chgrp nogroup "$WORK/prog"; chmod g+s "$WORK/prog"
+    # glibc preloads in secure mode only set-user-ID libraries from the trusted
+    # directories, by bare name: install one there for this test.
+    libdir=$(dirname "$(ldconfig -p | sed -n 's/.*libc.so.6 (libc6,x86-64) => //p' | head -1)")
+    name="libmemstep-secure-test-$$.so"
+    cp "$LIB" "$libdir/$name"; chmod u+s "$libdir/$name"
+    trap 'rm -f "$libdir/$name"' EXIT
+    timeout -k 5 60 env LD_PRELOAD="$name" "$WORK/prog" basic >"$WORK/stdout" 2>"$WORK/stderr"
+    rc=$?
+    [ $rc -eq 0 ] || fail "setgid program failed ($rc)"
+    grep -q "basic ok" "$WORK/stdout" || fail "setgid program output"
+    [ -z "$(one_trace)" ] || fail "a secure-execution process was profiled"
+    # The same library, by the same name, does profile an ordinary program.
+    timeout -k 5 60 env LD_PRELOAD="$name" "$BIN" basic >/dev/null 2>&1 || fail "plain run"
+    [ -n "$(one_trace)" ] || fail "the installed test library did not load at all"
+    ;;
   *) fail "unknown case $CASE" ;;
 esac
 echo "PASS: $CASE"

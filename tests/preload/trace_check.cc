@@ -6,7 +6,7 @@
 //                         [--min-mappings N] [--expect-stage NAME] [--dump]
 //                         [--allow-truncated-tail] [--min-epochs N]
 //                         [--expect-alerts N] [--min-snapshots N] [--min-notices N]
-//                         [--expect-planted-top STAGE SIZE]
+//                         [--expect-planted-top STAGE SIZE] [--expect-interval T]
 // Checks: header magic/version/CRC, every chunk's header and payload CRC,
 // zstd decompression, record syntax of every tag, and that every stack,
 // string and mapping id is defined before it is used. Prints one summary line
@@ -34,6 +34,7 @@ struct Stats {
       trailers = 0, nonzero_stacks = 0, epochs = 0, alerts = 0, snapshots = 0;
   bool clean = false;
   uint32_t flags = 0;
+  uint64_t sample_interval = 0;  // the header's T at start
   std::string parent;
   std::vector<std::string> stage_names;
   // Stage-peak snapshots as (stage name, top stack).
@@ -279,6 +280,7 @@ bool Check(const std::vector<uint8_t>& file, Stats* s) {
   std::memcpy(&crc, file.data() + h.header_len - 4, 4);
   if (crc != fmt::Crc32c(file.data(), h.header_len - 4)) return Fail("bad header crc");
   s->flags = h.flags;
+  s->sample_interval = h.sample_interval;
   // TLVs.
   size_t off = sizeof(h);
   while (off + 6 <= h.header_len - 4) {
@@ -391,6 +393,13 @@ int main(int argc, char** argv) {
       need("snapshots", s.snapshots);
     } else if (a == "--min-notices" && i + 1 < argc) {
       need("notices", s.notices);
+    } else if (a == "--expect-interval" && i + 1 < argc) {
+      unsigned long long want = std::strtoull(argv[++i], nullptr, 10);
+      if (s.sample_interval != want) {
+        std::fprintf(stderr, "trace_check: sample_interval=%llu != %llu\n",
+                     (unsigned long long)s.sample_interval, want);
+        ok = false;
+      }
     } else if (a == "--expect-alerts" && i + 1 < argc) {
       long want = std::atol(argv[++i]);
       if (s.alerts != want) {

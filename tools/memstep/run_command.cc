@@ -226,7 +226,7 @@ int MakeDirs(const std::string& path) {
     partial = path.substr(0, slash);
     pos = slash + 1;
     if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST) return errno;
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return errno;
   }
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return errno;
