@@ -107,7 +107,8 @@ TEST(PlantedSites, ExactAtIntervalOne) {
 // change.
 TEST(PlantedSites, ExactAtIntervalOneOverJemalloc) {
   const std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-  if (access(jemalloc.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << jemalloc;
+  ASSERT_EQ(access(jemalloc.c_str(), R_OK), 0)
+      << "no " << jemalloc << " (scripts/install-deps.sh installs libjemalloc-dev)";
   TempDir dir;
   analysis::Report report = TraceAndAnalyze(dir, "sites", 1, jemalloc);
   ExpectExactSites(report);

@@ -321,10 +321,10 @@ TEST(IntervalSetTest, PartialUnmaps) {
 
 // ---- glibc chunk header ----
 
+// Not built under a sanitizer, whose allocator replaces glibc's (the test
+// would have nothing to check, and is not reported as skipped).
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 TEST(GlibcChunkTest, MatchesMallocUsableSize) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizer replaces glibc's allocator";
-#else
   std::vector<void*> blocks;
   for (size_t size = 0; size < 5000; size += 7) blocks.push_back(malloc(size));
   for (size_t size : {size_t{100000}, size_t{131072}, size_t{200000}, size_t{1} << 20,
@@ -350,8 +350,8 @@ TEST(GlibcChunkTest, MatchesMallocUsableSize) {
   }
   EXPECT_GE(mmapped, 4);
   for (void* p : blocks) free(p);
-#endif
 }
+#endif
 
 }  // namespace
 }  // namespace memstep::preload

@@ -5,7 +5,8 @@ Environment (set by tests/python/CMakeLists.txt):
   MEMSTEP_TEST_LIB    libmemstep.so
   MEMSTEP_TEST_CLI    the memstep executable
   MEMSTEP_TEST_CHECK  memstep_trace_check (tests/preload), for trace dumps
-Exit code 77 (ctest SKIP_RETURN_CODE) when something a test needs is missing.
+A test whose dependency is missing FAILS (exit 1): scripts/install-deps.sh installs
+Debian's python3 (3.11) and python3-torch, so a missing one is a broken machine.
 """
 
 import glob
@@ -15,19 +16,20 @@ import subprocess
 import sys
 import tempfile
 
-SKIP = 77
+MISSING = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYDIR = os.environ.get("MEMSTEP_TEST_PYDIR", os.path.join(HERE, "..", "..", "python"))
 LIB = os.environ.get("MEMSTEP_TEST_LIB", "")
 CLI = os.environ.get("MEMSTEP_TEST_CLI", "")
 
 
-def skip_unless_torch():
-    """Exits with the skip code when PyTorch cannot be imported."""
+def require_torch():
+    """Fails the test (exit 1) when PyTorch cannot be imported."""
     r = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
     if r.returncode != 0:
-        sys.stderr.write("SKIP: torch is not importable by %s\n" % sys.executable)
-        sys.exit(SKIP)
+        sys.stderr.write("FAIL: torch is not importable by %s (scripts/install-deps.sh installs "
+                         "python3-torch)\n%s\n" % (sys.executable, r.stderr.decode()[-2000:]))
+        sys.exit(MISSING)
 
 
 def clean_env():
@@ -94,8 +96,7 @@ def trace_markers(test, run_dir, counters="torch.cuda"):
     snapshots and alerts come wherever sampling puts them, and the periodic
     counters (rss_bytes, mallinfo2.*) wherever the writer thread does."""
     check = os.environ.get("MEMSTEP_TEST_CHECK", "")
-    if not check:
-        test.skipTest("MEMSTEP_TEST_CHECK not set")
+    test.assertTrue(check, "MEMSTEP_TEST_CHECK is not set (tests/python/CMakeLists.txt sets it)")
     traces = glob.glob(os.path.join(run_dir, "*.trace"))
     test.assertEqual(len(traces), 1, traces)
     r = subprocess.run([check, traces[0], "--dump"], capture_output=True, text=True, timeout=60)

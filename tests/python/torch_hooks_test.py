@@ -1,5 +1,5 @@
 """Tests of the zero-code PyTorch hooks (python/memstep/_torch_hooks.py and
-python/startup/sitecustomize.py). Skipped (exit 77) without torch.
+python/startup/sitecustomize.py). Fails without torch (the Quick start installs it).
 
 MarkerSequenceTest runs in process with a fake C API that records the calls;
 ProfiledTrainingTest runs tests/python/train_mlp.py under libmemstep.so, as
@@ -13,7 +13,7 @@ import unittest
 
 import common
 
-common.skip_unless_torch()
+common.require_torch()
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402

@@ -4,7 +4,7 @@ tests/python/train_mlp.py --nvtx-steps wraps each iteration in an NVTX range
 "train_step N" (tests/python/nvtx_client.py: CI's torch has no torch.cuda.nvtx)
 under `memstep run`, which makes libmemstep.so the NVTX injection library.
 The hooks must stand down at the first NVTX step (memstep_nvtx_steps_seen()).
-Skipped (exit 77) without torch or when libmemstep.so lacks that query.
+Fails without torch or when libmemstep.so lacks that query.
 """
 
 import os
@@ -16,7 +16,7 @@ import unittest
 import common
 import fake_torch_cuda as fake_cuda
 
-common.skip_unless_torch()
+common.require_torch()
 
 CHECK = os.environ.get("MEMSTEP_TEST_CHECK", "")
 TRAIN = os.path.join(common.HERE, "train_mlp.py")
@@ -32,9 +32,9 @@ def lib_has_nvtx_query():
 
 
 if not lib_has_nvtx_query() or not CHECK or not common.cli_has_python_hooks():
-    sys.stderr.write("SKIP: needs memstep_nvtx_steps_seen in %s, memstep_trace_check and "
+    sys.stderr.write("FAIL: needs memstep_nvtx_steps_seen in %s, memstep_trace_check and "
                      "memstep run with Python hooks\n" % common.LIB)
-    sys.exit(common.SKIP)
+    sys.exit(common.MISSING)
 
 
 class NvtxStepsTest(unittest.TestCase):

@@ -32,7 +32,7 @@ using ::memstep::symbolize::testing::WriteFile;
 using ::testing::SizeIs;
 
 TEST_F(SymbolizerTest, StrippedCopyFallsBackToSymbolTable) {
-  if (!HaveTool("objcopy")) GTEST_SKIP() << "objcopy not installed";
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
   Module module = LibModule();
   const std::string stripped = TempPath("stripped-debug.so");
   ASSERT_EQ(Shell("objcopy --strip-debug '" + module.path + "' '" + stripped + "'"), 0);
@@ -55,7 +55,7 @@ TEST_F(SymbolizerTest, StrippedCopyFallsBackToSymbolTable) {
 }
 
 TEST_F(SymbolizerTest, FullyStrippedCopyUsesDynsym) {
-  if (!HaveTool("objcopy")) GTEST_SKIP() << "objcopy not installed";
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
   Module module = LibModule();
   const std::string stripped = TempPath("stripped-all.so");
   ASSERT_EQ(Shell("objcopy --strip-all '" + module.path + "' '" + stripped + "'"), 0);
@@ -92,7 +92,7 @@ std::string SplitDebugInfo(const Module& module, const std::string& root,
 }
 
 TEST_F(SymbolizerTest, FindsSeparateDebugInfoByBuildId) {
-  if (!HaveTool("objcopy")) GTEST_SKIP() << "objcopy not installed";
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
   Module module = LibModule();
   const std::string root = TempPath("debug-root");
   module.path = SplitDebugInfo(module, root, TempPath("split.so"));
@@ -111,7 +111,7 @@ TEST_F(SymbolizerTest, FindsSeparateDebugInfoByBuildId) {
 }
 
 TEST_F(SymbolizerTest, FindsSeparateDebugInfoByDebuglink) {
-  if (!HaveTool("objcopy")) GTEST_SKIP() << "objcopy not installed";
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
   Module module = LibModule();
   const std::string dir = TempPath("debuglink");
   ASSERT_EQ(Shell("mkdir -p '" + dir + "/.debug'"), 0);
@@ -148,7 +148,7 @@ TEST_F(SymbolizerTest, BuildIdMismatchIsNotTrusted) {
 }
 
 TEST_F(SymbolizerTest, RebuiltFileFallsBackToDebugFileOfRecordedBuild) {
-  if (!HaveTool("objcopy")) GTEST_SKIP() << "objcopy not installed";
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
   Module module = LibModule();
   const std::string root = TempPath("debug-root-rebuilt");
   ASSERT_FALSE(SplitDebugInfo(module, root, TempPath("unused.so")).empty());

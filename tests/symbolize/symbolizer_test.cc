@@ -232,7 +232,7 @@ std::map<uint64_t, std::vector<A2lFrame>> Addr2line(const std::string& file,
 }
 
 TEST_F(SymbolizerTest, AgreesWithAddr2lineOnEveryByteOfTheTestFunctions) {
-  if (!HaveTool("addr2line")) GTEST_SKIP() << "addr2line not installed";
+  ASSERT_TRUE(HaveTool("addr2line")) << "addr2line not installed (binutils: scripts/install-deps.sh)";
   const Module module = LibModule();
   std::vector<uint64_t> pcs;
   for (void* fn : {reinterpret_cast<void*>(&memstep_symtest::OuterNamespaced),
@@ -313,7 +313,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ExecutableRanges(const Module& m) {
 // std::vector code in one CU): frame counts and positions agree with
 // addr2line on a deterministic sample of addresses.
 TEST_F(SymbolizerTest, AgreesWithAddr2lineOnGeneratedLibrary) {
-  if (!HaveTool("addr2line") || !HaveTool("nm")) GTEST_SKIP() << "binutils not installed";
+  ASSERT_TRUE(HaveTool("addr2line") && HaveTool("nm"))
+      << "binutils not installed (scripts/install-deps.sh)";
   Module module;
   ASSERT_TRUE(
       testing::LoadedModuleOf(reinterpret_cast<void*>(memstep_symbolize_gen_table[0]), &module));
