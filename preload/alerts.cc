@@ -22,6 +22,7 @@
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 extern char** environ;
 
@@ -140,17 +141,17 @@ void Report(ThreadState& t, const Fired& f, uint32_t site) {
                    per, static_cast<unsigned long long>(f.step), site_text);
   if (n > 0) (void)!write(2, line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
   uint8_t buf[96];
+  fmt::AlertRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.step = f.step;
+  rec.rule = f.rule;
+  rec.value = f.value;
+  rec.threshold = f.threshold;
+  rec.stage_str = f.stage_rule >= 0 ? g_stage_ids[f.stage_rule] : 0;
+  rec.site_stack = site;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagAlert);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(f.step);
-  e.U(f.rule);
-  e.U(f.value);
-  e.U(f.threshold);
-  e.U(f.stage_rule >= 0 ? g_stage_ids[f.stage_rule] : 0);
-  e.U(site);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 void Spawn(const Fired& f) {

@@ -11,6 +11,7 @@
 #include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -54,29 +55,29 @@ fmt::Counters Snapshot(uint64_t peak, uint64_t rss) {
 // g_api_lock held.
 void EmitStep(ThreadState& t, uint64_t step, int phase, const fmt::Counters& c) {
   uint8_t buf[160];
+  fmt::StepRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.step = step;
+  rec.phase = static_cast<uint8_t>(phase);
+  rec.counters = c;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagStep);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(step);
-  e.U(phase);
-  e.PutCounters(c);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 void EmitStage(ThreadState& t, uint32_t name, int phase, const fmt::Counters& c) {
   uint8_t buf[160];
+  fmt::StageRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stage_str = name;
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.phase = static_cast<uint8_t>(phase);
+  rec.counters = c;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagStage);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(name);
-  e.U(g_cur_step.load(std::memory_order_relaxed));
-  e.U(phase);
-  e.PutCounters(c);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 // Whether the open step is a time window (g_api_lock).
@@ -246,14 +247,14 @@ MEMSTEP_EXPORT void memstep_epoch_begin(uint64_t epoch) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   uint8_t buf[48];
-  fmt::RecordEncoder e(buf, sizeof(buf));
   SpinLockHolder lock(&g_api_lock);  // orders it with the step records
-  e.Begin(fmt::kTagEpoch);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(epoch);
-  if (e.End()) Push(t, buf, e.size());
+  fmt::EpochRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.epoch = epoch;
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 MEMSTEP_EXPORT void memstep_boost(uint32_t steps) {
@@ -273,12 +274,12 @@ MEMSTEP_EXPORT void memstep_counter(const char* name, int64_t value) {
   EnsureThread(t);
   uint32_t id = g_dict.InternString(name, StrLen(name));
   uint8_t buf[64];
+  fmt::CounterRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.name_str = id;
+  rec.value = value;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagCounter);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(id);
-  e.S(value);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }

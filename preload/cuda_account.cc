@@ -4,11 +4,14 @@
 //
 // Tables (all from RawMmap, created at the first recorded device allocation,
 // so a process without CUDA pays nothing):
-//  - pointers: 16 shards x 16384 slots, addr -> (size, kind, device), each
-//    shard under its own spinlock. Device, managed, pinned-host and pool
-//    pointers share it: with unified addressing they never collide.
-//  - VMM: handle -> (size, device, live mappings, released) and mapping VA ->
-//    (size, handle), both under g_vmm_lock (VMM calls are per 2-20 MiB page).
+//  - pointers: 16 shards x 16384 slots, address -> DevBlock (size, kind,
+//    device), each shard under its own spinlock. Device, managed,
+//    pinned-host and pool pointers share it: with unified addressing they
+//    never collide.
+//  - VMM: handle -> VmmHandle (size, device, live mappings, released) and
+//    mapping VA -> VmmMapping (size, handle), both under g_vmm_lock (VMM
+//    calls are per 2-20 MiB page).
+// All three are preload/addr_map.h maps.
 // Every lock here is a leaf: nothing else is locked, unwound or pushed while
 // one is held.
 //
@@ -20,12 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "preload/addr_map.h"
 #include "preload/cuda.h"
 #include "preload/cuda_internal.h"
-#include "preload/cuda_table.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -34,18 +38,11 @@ namespace fmt = ::memstep::format;
 namespace cuda {
 namespace {
 
-struct alignas(64) PtrShard {
-  SpinLock lock;
-  DevMap map;  // protected by lock
-};
-constexpr int kPtrShards = 16;
-PtrShard g_ptrs[kPtrShards];
+ShardedAddrMap<DevBlock, 4> g_ptrs;  // 16 shards
 SpinLock g_vmm_lock;
-DevMap g_handles;              // protected by g_vmm_lock
-DevMap g_maps;                 // protected by g_vmm_lock
+AddrMap<VmmHandle> g_handles;  // protected by g_vmm_lock
+AddrMap<VmmMapping> g_maps;    // protected by g_vmm_lock
 std::atomic<int> g_tables{0};  // 0 none, 1 being made, 2 ready, 3 failed
-
-PtrShard& ShardOf(uint64_t addr) { return g_ptrs[(addr * 0xD6E8FEB86659FD93ull) >> 60]; }
 
 bool EnsureTables() {
   int s = g_tables.load(std::memory_order_acquire);
@@ -53,8 +50,7 @@ bool EnsureTables() {
   if (s == 3) return false;
   int expected = 0;
   if (g_tables.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    bool ok = g_handles.Init(16) && g_maps.Init(16);
-    for (PtrShard& p : g_ptrs) ok = ok && p.map.Init(14);
+    bool ok = g_handles.Init(16) && g_maps.Init(16) && g_ptrs.Init(14);
     g_tables.store(ok ? 2 : 3, std::memory_order_release);
     if (!ok) Notice("cannot reserve memory for device tables: device allocations are not recorded");
     return ok;
@@ -101,27 +97,6 @@ void CountFree(uint8_t kind, int device, uint64_t size) {
   if (Resident(kind)) Sub(&g_resident[DeviceSlot(device)], size);
 }
 
-uint64_t PackMeta(uint8_t kind, int device) {
-  return kind | (static_cast<uint64_t>(static_cast<uint16_t>(device + 1)) << 8);
-}
-uint8_t MetaKind(uint64_t m) { return static_cast<uint8_t>(m); }
-int MetaDevice(uint64_t m) { return static_cast<int>(static_cast<uint16_t>(m >> 8)) - 1; }
-
-// VMM handle entries: a = size, b = PackVmm.
-struct VmmMeta {
-  int device;
-  uint32_t maps;  // live mappings
-  bool released;  // cuMemRelease was called
-};
-uint64_t PackVmm(const VmmMeta& m) {
-  return static_cast<uint16_t>(m.device + 1) | (static_cast<uint64_t>(m.maps) << 16) |
-         (static_cast<uint64_t>(m.released) << 48);
-}
-VmmMeta UnpackVmm(uint64_t b) {
-  return {static_cast<int>(static_cast<uint16_t>(b)) - 1, static_cast<uint32_t>(b >> 16),
-          ((b >> 48) & 1) != 0};
-}
-
 // ---- per-thread layer state ----
 __thread uint32_t t_allocs __attribute__((tls_model("initial-exec")));  // recorded allocations
 __thread uint32_t t_fails __attribute__((tls_model("initial-exec")));   // recorded failures
@@ -133,38 +108,38 @@ void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint
                   uint64_t size, uint8_t api, uint64_t aux) {
   if (!Recording()) return;
   uint8_t buf[160];
+  fmt::DevAllocRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.kind = kind;
+  rec.device = device;
+  rec.addr = addr;
+  rec.size = size;
+  rec.api = api;
+  rec.aux = aux;
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagDevAlloc);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(stack);
-  e.U(kind);
-  e.S(device);
-  e.U(addr);
-  e.U(size);
-  e.U(api);
-  e.U(aux);
-  e.U(g_cur_step.load(std::memory_order_relaxed));
-  e.U(g_cur_stage.load(std::memory_order_relaxed));
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 void EmitDevFree(ThreadState& t, uint64_t seq, uint8_t kind, int device, uint64_t addr,
                  uint64_t size, uint8_t api) {
   if (!Recording()) return;
   uint8_t buf[96];
+  fmt::DevFreeRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.kind = kind;
+  rec.device = device;
+  rec.addr = addr;
+  rec.size = size;
+  rec.api = api;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagDevFree);
-  e.U(NowRel());
-  e.U(seq);
-  e.U(t.tid);
-  e.U(kind);
-  e.S(device);
-  e.U(addr);
-  e.U(size);
-  e.U(api);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 void TableFull() {
@@ -214,9 +189,7 @@ LayerMark Mark() { return {t_allocs, t_fails}; }
 
 bool LowerRecordedAlloc(const LayerMark& m, uint64_t addr) {
   if (t_allocs == m.allocs || g_tables.load(std::memory_order_acquire) != 2) return false;
-  PtrShard& s = ShardOf(addr);
-  SpinLockHolder h(&s.lock);
-  return s.map.Find(addr) != nullptr;
+  return g_ptrs.Contains(addr);
 }
 
 bool LowerRecordedFail(const LayerMark& m) { return t_fails != m.fails; }
@@ -234,17 +207,12 @@ void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t
   if (kind == fmt::kDevPool) g_pool_seen.store(true, std::memory_order_relaxed);
   if (!EnsureTables()) return;
   uint32_t stack = CaptureStack(t);  // before any lock
-  DevMap::Entry old;
-  bool stored;
-  {
-    PtrShard& s = ShardOf(addr);
-    SpinLockHolder h(&s.lock);
-    stored = s.map.Put(addr, size, PackMeta(kind, device), &old);
-  }
-  if (!stored) TableFull();
-  if (old.key != 0) {  // its free went unseen: close it before the new one
-    CountFree(MetaKind(old.b), MetaDevice(old.b), old.a);
-    EmitDevFree(t, NextSeq(), MetaKind(old.b), MetaDevice(old.b), addr, old.a, fmt::kApiUnknown);
+  DevBlock old;
+  PutResult put = g_ptrs.Put(addr, DevBlock{size, device, kind}, &old);
+  if (put == PutResult::kRefused) TableFull();
+  if (put == PutResult::kReplaced) {  // its free went unseen: close it before the new one
+    CountFree(old.kind, old.device, old.size);
+    EmitDevFree(t, NextSeq(), old.kind, old.device, addr, old.size, fmt::kApiUnknown);
   }
   CountAlloc(kind, device, size);
   EmitDevAlloc(t, stack, kind, device, addr, size, api, aux);
@@ -259,55 +227,45 @@ void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error)
   if (!Recording()) return;
   uint32_t stack = CaptureStack(t);
   uint8_t buf[160];
+  fmt::DevFailRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.kind = kind;
+  rec.device = device;
+  rec.size = size;
+  rec.api = api;
+  rec.error = static_cast<uint32_t>(error);
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagDevFail);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(stack);
-  e.U(kind);
-  e.S(device);
-  e.U(size);
-  e.U(api);
-  e.U(static_cast<uint64_t>(static_cast<uint32_t>(error)));
-  e.U(g_cur_step.load(std::memory_order_relaxed));
-  e.U(g_cur_stage.load(std::memory_order_relaxed));
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 // ---- frees ----
 namespace {
 
 void BeginFree(uint64_t addr, PendingFree* f) {
-  *f = {addr, 0, 0, 0, false, false};
+  *f = {addr, {0, -1, 0}, 0, false, false};
   if (g_tables.load(std::memory_order_acquire) != 2) return;
-  DevMap::Entry e;
-  {
-    PtrShard& s = ShardOf(addr);
-    SpinLockHolder h(&s.lock);
-    f->found = s.map.Remove(addr, &e);
-  }
+  f->found = g_ptrs.Remove(addr, &f->block);
   if (!f->found) return;
-  f->size = e.a;
-  f->meta = e.b;
   f->seq = NextSeq();  // before the address can be handed out again
 }
 
 void EndFree(PendingFree* f, bool ok, uint8_t api) {
   if (!f->found) return;
   if (!ok) {  // the call failed: nothing was freed
-    DevMap::Entry old;
-    PtrShard& s = ShardOf(f->addr);
-    SpinLockHolder h(&s.lock);
-    s.map.Put(f->addr, f->size, f->meta, &old);
+    g_ptrs.Put(f->addr, f->block);
     return;
   }
   ThreadState& t = t_state;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  CountFree(MetaKind(f->meta), MetaDevice(f->meta), f->size);
-  EmitDevFree(t, f->seq, MetaKind(f->meta), MetaDevice(f->meta), f->addr, f->size, api);
+  CountFree(f->block.kind, f->block.device, f->block.size);
+  EmitDevFree(t, f->seq, f->block.kind, f->block.device, f->addr, f->block.size, api);
 }
 
 }  // namespace
@@ -339,38 +297,47 @@ void EndDriverFree(PendingFree* f, bool ok, uint8_t api) { EndFree(f, ok, api); 
 // ---- VMM ----
 namespace {
 
-void Log(VmmUndo* u, const DevMap::Entry& e, uint8_t what) {
-  u->ops[u->n++] = {e.key, e.a, e.b, 0, what};
+void LogMapping(VmmUndo* u, uint64_t va, const VmmMapping& mapping) {
+  VmmUndo::Op& op = u->ops[u->n++];
+  op = {};
+  op.key = va;
+  op.mapping = mapping;
+  op.what = VmmUndo::kMappingRemoved;
+}
+void LogHandle(VmmUndo* u, uint64_t handle, const VmmHandle& value) {
+  VmmUndo::Op& op = u->ops[u->n++];
+  op = {};
+  op.key = handle;
+  op.handle = value;
+  op.what = VmmUndo::kHandleChanged;
+}
+// The handle just logged is freed: gone from the table, its DEV_FREE numbered.
+void LoggedHandleRemoved(VmmUndo* u) {
+  g_handles.Remove(u->ops[u->n - 1].key, nullptr);
+  u->ops[u->n - 1].what = VmmUndo::kHandleRemoved;
+  u->ops[u->n - 1].seq = NextSeq();
 }
 
 // g_vmm_lock held; room for one op in u. One mapping of `handle` is gone.
 void DropMappingLocked(uint64_t handle, VmmUndo* u) {
-  DevMap::Entry* e = g_handles.Find(handle);
-  if (e == nullptr) return;
-  Log(u, *e, 1);
-  VmmMeta m = UnpackVmm(e->b);
-  if (m.maps > 0) --m.maps;
-  if (m.maps == 0 && m.released) {
-    DevMap::Entry gone;
-    g_handles.Remove(handle, &gone);
-    u->ops[u->n - 1].what = 2;
-    u->ops[u->n - 1].seq = NextSeq();
-    return;
-  }
-  e->b = PackVmm(m);
+  VmmHandle* entry = g_handles.Find(handle);
+  if (entry == nullptr) return;
+  LogHandle(u, handle, *entry);
+  if (entry->mappings > 0) --entry->mappings;
+  if (entry->mappings == 0 && entry->released) LoggedHandleRemoved(u);
 }
 
 // g_vmm_lock held: removes the mappings of [cursor, end) while the log has room.
 void WalkUnmapLocked(VmmUndo* u) {
   while (u->cursor < u->end && u->n + 2 <= VmmUndo::kMax) {
-    DevMap::Entry m;
-    if (!g_maps.Remove(u->cursor, &m) || m.a == 0) {
+    VmmMapping m;
+    if (!g_maps.Remove(u->cursor, &m) || m.size == 0) {
       u->cursor = u->end;  // not a mapping memstep saw: stop there
       return;
     }
-    Log(u, m, 0);
-    u->cursor += m.a;
-    DropMappingLocked(m.b, u);
+    LogMapping(u, u->cursor, m);
+    u->cursor += m.size;
+    DropMappingLocked(m.handle, u);
   }
 }
 
@@ -382,9 +349,9 @@ void CommitLog(VmmUndo* u, uint8_t api) {
   EnsureThread(t);
   for (int i = 0; i < u->n; ++i) {
     const VmmUndo::Op& op = u->ops[i];
-    if (op.what != 2) continue;
-    CountFree(fmt::kDevVmm, UnpackVmm(op.b).device, op.a);
-    EmitDevFree(t, op.seq, fmt::kDevVmm, UnpackVmm(op.b).device, op.key, op.a, api);
+    if (op.what != VmmUndo::kHandleRemoved) continue;
+    CountFree(fmt::kDevVmm, op.handle.device, op.handle.size);
+    EmitDevFree(t, op.seq, fmt::kDevVmm, op.handle.device, op.key, op.handle.size, api);
   }
 }
 
@@ -399,17 +366,16 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
   g_seen.store(true, std::memory_order_relaxed);
   if (!EnsureTables()) return;
   uint32_t stack = CaptureStack(t);
-  DevMap::Entry old;
-  bool stored;
+  VmmHandle old;
+  PutResult put;
   {
     SpinLockHolder h(&g_vmm_lock);
-    stored = g_handles.Put(handle, size, PackVmm({device, 0, false}), &old);
+    put = g_handles.Put(handle, VmmHandle{size, device, 0, false}, &old);
   }
-  if (!stored) TableFull();
-  if (old.key != 0) {  // a release memstep did not see
-    CountFree(fmt::kDevVmm, UnpackVmm(old.b).device, old.a);
-    EmitDevFree(t, NextSeq(), fmt::kDevVmm, UnpackVmm(old.b).device, handle, old.a,
-                fmt::kApiUnknown);
+  if (put == PutResult::kRefused) TableFull();
+  if (put == PutResult::kReplaced) {  // a release memstep did not see
+    CountFree(fmt::kDevVmm, old.device, old.size);
+    EmitDevFree(t, NextSeq(), fmt::kDevVmm, old.device, handle, old.size, fmt::kApiUnknown);
   }
   CountAlloc(fmt::kDevVmm, device, size);
   EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0);
@@ -422,15 +388,12 @@ void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
   bool stored;
   {
     SpinLockHolder h(&g_vmm_lock);
-    DevMap::Entry old;
-    stored = g_maps.Put(va, size, handle, &old);
-    if (old.key != 0) DropMappingLocked(old.b, &stale);  // its unmap went unseen
-    DevMap::Entry* e = stored ? g_handles.Find(handle) : nullptr;
-    if (e != nullptr) {  // a mapping not in the table could never be unmapped
-      VmmMeta m = UnpackVmm(e->b);
-      ++m.maps;
-      e->b = PackVmm(m);
-    }
+    VmmMapping old;
+    PutResult put = g_maps.Put(va, VmmMapping{size, handle}, &old);
+    stored = put != PutResult::kRefused;
+    if (put == PutResult::kReplaced) DropMappingLocked(old.handle, &stale);  // unmap unseen
+    VmmHandle* mapped = stored ? g_handles.Find(handle) : nullptr;
+    if (mapped != nullptr) ++mapped->mappings;  // a mapping not in the table is never unmapped
   }
   if (!stored) TableFull();
   if (stale.n > 0) CommitLog(&stale, fmt::kApiCuMemUnmap);
@@ -441,19 +404,11 @@ void VmmBeginRelease(uint64_t handle, VmmUndo* u) {
   u->cursor = u->end = 0;
   if (g_tables.load(std::memory_order_acquire) != 2) return;
   SpinLockHolder h(&g_vmm_lock);
-  DevMap::Entry* e = g_handles.Find(handle);
-  if (e == nullptr) return;
-  Log(u, *e, 1);
-  VmmMeta m = UnpackVmm(e->b);
-  m.released = true;
-  if (m.maps == 0) {
-    DevMap::Entry gone;
-    g_handles.Remove(handle, &gone);
-    u->ops[0].what = 2;
-    u->ops[0].seq = NextSeq();
-  } else {
-    e->b = PackVmm(m);
-  }
+  VmmHandle* released = g_handles.Find(handle);
+  if (released == nullptr) return;
+  LogHandle(u, handle, *released);
+  released->released = true;
+  if (released->mappings == 0) LoggedHandleRemoved(u);
 }
 
 void VmmBeginUnmap(uint64_t va, uint64_t size, VmmUndo* u) {
@@ -474,11 +429,10 @@ void VmmEnd(VmmUndo* u, bool ok, uint8_t api) {
     SpinLockHolder h(&g_vmm_lock);
     for (int i = u->n - 1; i >= 0; --i) {  // newest first
       const VmmUndo::Op& op = u->ops[i];
-      DevMap::Entry old;
-      if (op.what == 0) {
-        g_maps.Put(op.key, op.a, op.b, &old);
+      if (op.what == VmmUndo::kMappingRemoved) {
+        g_maps.Put(op.key, op.mapping);
       } else {
-        g_handles.Put(op.key, op.a, op.b, &old);
+        g_handles.Put(op.key, op.handle);
       }
     }
     return;
@@ -522,20 +476,20 @@ namespace {
 void ForkPrepare() {
   if (g_tables.load(std::memory_order_acquire) != 2) return;
   g_vmm_lock.Lock();
-  for (PtrShard& s : g_ptrs) s.lock.Lock();
+  g_ptrs.LockAll();
 }
 
 void ForkParent() {
   if (g_tables.load(std::memory_order_acquire) != 2) return;
-  for (int i = kPtrShards - 1; i >= 0; --i) g_ptrs[i].lock.Unlock();
+  g_ptrs.UnlockAll();
   g_vmm_lock.Unlock();
 }
 
 void ForkChild() {
-  for (PtrShard& s : g_ptrs) s.lock.Reset();
+  g_ptrs.ResetLocks();
   g_vmm_lock.Reset();
   if (g_tables.load(std::memory_order_acquire) == 2) {
-    for (PtrShard& s : g_ptrs) s.map.Reset();
+    g_ptrs.Reset();
     g_handles.Reset();
     g_maps.Reset();
   }

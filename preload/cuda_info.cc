@@ -12,6 +12,7 @@
 #include "preload/cuda_internal.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -78,17 +79,17 @@ bool RuntimeInfo(DevInfo* d) {
 
 void EmitDevInfo(ThreadState& t, uint64_t step, const DevInfo& d) {
   uint8_t buf[96];
+  fmt::DevInfoRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.step = step;
+  rec.device = d.device;
+  rec.free = d.free;
+  rec.total = d.total;
+  rec.pool_reserved = d.pool_reserved;
+  rec.pool_used = d.pool_used;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagDevInfo);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(step);
-  e.S(d.device);
-  e.U(d.free);
-  e.U(d.total);
-  e.U(d.pool_reserved);
-  e.U(d.pool_used);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 }  // namespace

@@ -272,13 +272,32 @@ LayerMark Mark();
 bool LowerRecordedAlloc(const LayerMark& m, uint64_t addr);
 bool LowerRecordedFail(const LayerMark& m);
 
+// The values of the device tables (cuda_account.cc, preload/addr_map.h).
+// A recorded allocation in the pointer table; its address is the key.
+struct DevBlock {
+  uint64_t size;
+  int32_t device;  // CUDA ordinal, -1 unknown
+  uint8_t kind;    // format::DeviceKind
+};
+// A cuMemCreate handle in the handle table; the handle is the key.
+struct VmmHandle {
+  uint64_t size;
+  int32_t device;
+  uint32_t mappings;  // live cuMemMap mappings of it
+  bool released;      // cuMemRelease was called (freed when no mapping is left)
+};
+// A cuMemMap mapping in the mapping table; its VA is the key.
+struct VmmMapping {
+  uint64_t size;
+  uint64_t handle;
+};
+
 // Frees are two-phase: the table entry is removed (and the sequence number
 // taken) before the real call, so another thread that gets the same address
 // next cannot lose its entry; the entry goes back if the call fails.
 struct PendingFree {
   uint64_t addr;
-  uint64_t size;
-  uint64_t meta;  // packed kind and device
+  DevBlock block;  // the entry removed (found)
   uint64_t seq;
   bool found;
   bool taken;  // a driver wrapper inside the runtime call took it over
@@ -299,10 +318,13 @@ void VmmMapped(uint64_t va, uint64_t size, uint64_t handle);
 // thread) and restored from this log if the call fails.
 struct VmmUndo {
   static constexpr int kMax = 32;
+  enum What : uint8_t { kMappingRemoved, kHandleChanged, kHandleRemoved /* freed */ };
   struct Op {
-    uint64_t key, a, b;  // the entry as it was
-    uint64_t seq;        // handle freed: its DEV_FREE's sequence number
-    uint8_t what;        // 0 mapping removed, 1 handle changed, 2 handle removed (freed)
+    uint64_t key;        // the mapping's VA or the handle
+    VmmMapping mapping;  // kMappingRemoved: the mapping as it was
+    VmmHandle handle;    // otherwise: the handle as it was
+    uint64_t seq;        // kHandleRemoved: its DEV_FREE's sequence number
+    What what;
   };
   Op ops[kMax];
   int n;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -76,19 +77,20 @@ uint32_t Dictionary::Intern(Slot* slots, size_t mask, size_t* count, uint32_t* n
   // Definition record first.
   uint8_t rec[16 + kMaxFrames * fmt::kMaxVarint + kMaxStringLen];
   fmt::RecordEncoder e(rec, sizeof(rec));
+  bool encoded;
   if (is_stack) {
-    e.Begin(fmt::kTagStack);
-    e.U(id);
-    e.U(len);
-    const uint64_t* ips = static_cast<const uint64_t*>(data);
-    for (uint32_t k = 0; k < len; ++k) e.U(ips[k]);
+    fmt::StackRecord def;
+    def.id = id;
+    def.ips.values = static_cast<const uint64_t*>(data);
+    def.ips.count = len;
+    encoded = fmt::Encode(e, def);
   } else {
-    e.Begin(fmt::kTagString);
-    e.U(id);
-    e.U(len);
-    e.Bytes(data, bytes);
+    fmt::StringRecord def;  // len == bytes for a string
+    def.id = id;
+    def.text = fmt::ByteView{static_cast<const uint8_t*>(data), bytes};
+    encoded = fmt::Encode(e, def);
   }
-  if (!e.End() || !AppendLocked(rec, e.size())) return 0;
+  if (!encoded || !AppendLocked(rec, e.size())) return 0;
   size_t off = (pool_used_ + 7) & ~size_t{7};
   memcpy(pool_ + off, data, bytes);
   pool_used_ = off + bytes;

@@ -9,6 +9,7 @@
 #include "preload/env.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -163,12 +164,12 @@ void InitFeatures() {
 void EmitNoticeRecord(ThreadState& t, const char* message) {
   uint32_t id = g_dict.InternString(message, StrLen(message));
   uint8_t buf[64];
+  fmt::NoticeRecord rec;
+  rec.ts = NowRel();
+  rec.code = 0;
+  rec.message_str = id;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagNotice);
-  e.U(NowRel());
-  e.U(0);
-  e.U(id);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 namespace {

@@ -172,7 +172,7 @@ __attribute__((constructor(101))) static void MemstepInit() {
   }
   t.tid = GetTid();
   dl_iterate_phdr(FindSelf, reinterpret_cast<void*>(&FindSelf));
-  if (!g_big.Init(8192) || !g_dict.Init(size_t{1} << 30, size_t{1} << 20, size_t{1} << 16) ||
+  if (!g_big.Init(13) || !g_dict.Init(size_t{1} << 30, size_t{1} << 20, size_t{1} << 16) ||
       !g_mmaps.Init(size_t{1} << 16)) {
     Degrade("cannot reserve memory", nullptr, ENOMEM);
     g_state.store(kStopped);

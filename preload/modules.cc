@@ -24,6 +24,7 @@
 #include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -192,28 +193,27 @@ void RefreshMappingsLocked() {
     uint32_t path_id = g_dict.InternString(g_path_pool + m.path_off, m.path_len);
     Mapping& k = g_maps[g_nmaps++];
     k = Mapping{m.start, m.end, m.bias, m.path_hash, g_next_map_id++, true};
+    fmt::MappingRecord def;
+    def.id = k.id;
+    def.ts = NowRel();
+    def.start = m.start;
+    def.end = m.end;
+    def.load_bias = m.bias;
+    def.path_str = path_id;
+    def.build_id = fmt::ByteView{m.build_id, m.build_id_len};
     fmt::RecordEncoder e(rec, sizeof(rec));
-    e.Begin(fmt::kTagMapping);
-    e.U(k.id);
-    e.U(NowRel());
-    e.U(m.start);
-    e.U(m.end);
-    e.U(m.bias);
-    e.U(path_id);
-    e.U(m.build_id_len);
-    e.Bytes(m.build_id, m.build_id_len);
-    if (e.End()) g_dict.AppendRecord(rec, e.size());
+    if (fmt::Encode(e, def)) g_dict.AppendRecord(rec, e.size());
   }
   for (int i = 0; i < g_nmaps;) {
     if (g_maps[i].seen) {
       ++i;
       continue;
     }
+    fmt::MappingGoneRecord gone;
+    gone.id = g_maps[i].id;
+    gone.ts = NowRel();
     fmt::RecordEncoder e(rec, sizeof(rec));
-    e.Begin(fmt::kTagMappingGone);
-    e.U(g_maps[i].id);
-    e.U(NowRel());
-    if (e.End()) g_dict.AppendRecord(rec, e.size());
+    if (fmt::Encode(e, gone)) g_dict.AppendRecord(rec, e.size());
     g_maps[i] = g_maps[--g_nmaps];
   }
 }

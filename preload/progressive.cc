@@ -21,6 +21,7 @@
 #include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -65,11 +66,11 @@ bool GrowthAlarm(const State& s) {
 
 void EmitRate(ThreadState& t, uint64_t interval) {
   uint8_t buf[32];
+  fmt::RateRecord rec;
+  rec.ts = NowRel();
+  rec.interval = interval;
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagRate);
-  e.U(NowRel());
-  e.U(interval);
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 // Sets T; returns whether it changed.

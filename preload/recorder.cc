@@ -24,6 +24,7 @@
 #include "preload/runtime.h"
 #include "preload/unwinder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -34,7 +35,7 @@ Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, uint64_t{1} <
                    false, false, false, "./memstep-out"};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
-AddrTable g_big;
+ShardedAddrMap<uint64_t, 6> g_big;
 Dictionary g_dict;
 std::atomic<uint64_t> g_seq{1};
 std::atomic<uint64_t> g_cur_step{0};
@@ -193,32 +194,32 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
   if (!Recording()) return;
   uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed);
   uint8_t buf[128];
+  fmt::AllocRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.addr = reinterpret_cast<uintptr_t>(p);
+  rec.size = size;
+  rec.interval = interval;
+  rec.kind = kind;
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagAlloc);
-  e.U(NowRel());
-  e.U(seq);
-  e.U(t.tid);
-  e.U(stack);
-  e.U(reinterpret_cast<uintptr_t>(p));
-  e.U(size);
-  e.U(interval);
-  e.U(kind);
-  e.U(g_cur_step.load(std::memory_order_relaxed));
-  e.U(g_cur_stage.load(std::memory_order_relaxed));
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
   SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, stack);
 }
 
 void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
   if (!Recording()) return;
   uint8_t buf[64];
+  fmt::FreeRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.addr = reinterpret_cast<uintptr_t>(p);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagFree);
-  e.U(NowRel());
-  e.U(seq);
-  e.U(t.tid);
-  e.U(reinterpret_cast<uintptr_t>(p));
-  if (e.End()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
 bool IsPow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
@@ -511,19 +512,19 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   int64_t delta = g_mmaps.Add(a, a + ((len + 4095) & ~size_t{4095}));
   g_counters.mmap_live.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
   uint8_t buf[128];
+  fmt::MmapRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.addr = a;
+  rec.len = len;
+  rec.prot = static_cast<uint32_t>(prot);
+  rec.flags = static_cast<uint32_t>(flags);
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  e.Begin(fmt::kTagMmap);
-  e.U(NowRel());
-  e.U(NextSeq());
-  e.U(t.tid);
-  e.U(stack);
-  e.U(a);
-  e.U(len);
-  e.U(static_cast<uint32_t>(prot));
-  e.U(static_cast<uint32_t>(flags));
-  e.U(g_cur_step.load(std::memory_order_relaxed));
-  e.U(g_cur_stage.load(std::memory_order_relaxed));
-  if (e.End() && Recording()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec) && Recording()) Push(t, buf, e.size());
 }
 
 int MunmapSlow(void* p, size_t len) {
@@ -538,14 +539,14 @@ int MunmapSlow(void* p, size_t len) {
     uint64_t removed = g_mmaps.Remove(a, a + ((len + 4095) & ~size_t{4095}));
     g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
     uint8_t buf[64];
+    fmt::MunmapRecord rec;
+    rec.ts = NowRel();
+    rec.seq = seq;
+    rec.tid = t.tid;
+    rec.addr = a;
+    rec.len = len;
     fmt::RecordEncoder enc(buf, sizeof(buf));
-    enc.Begin(fmt::kTagMunmap);
-    enc.U(NowRel());
-    enc.U(seq);
-    enc.U(t.tid);
-    enc.U(a);
-    enc.U(len);
-    if (enc.End() && Recording()) Push(t, buf, enc.size());
+    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
   }
   errno = e;
   return rc;
@@ -568,19 +569,19 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
       g_counters.mmap_live.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
     }
     uint8_t buf[128];
+    fmt::MremapRecord rec;
+    rec.ts = NowRel();
+    rec.seq = NextSeq();
+    rec.tid = t.tid;
+    rec.stack = stack;
+    rec.old_addr = o;
+    rec.old_len = old_len;
+    rec.new_addr = n;
+    rec.new_len = new_len;
+    rec.step = g_cur_step.load(std::memory_order_relaxed);
+    rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
     fmt::RecordEncoder enc(buf, sizeof(buf));
-    enc.Begin(fmt::kTagMremap);
-    enc.U(NowRel());
-    enc.U(NextSeq());
-    enc.U(t.tid);
-    enc.U(stack);
-    enc.U(o);
-    enc.U(old_len);
-    enc.U(n);
-    enc.U(new_len);
-    enc.U(g_cur_step.load(std::memory_order_relaxed));
-    enc.U(g_cur_stage.load(std::memory_order_relaxed));
-    if (enc.End() && Recording()) Push(t, buf, enc.size());
+    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
   }
   errno = e;
   return q;

@@ -26,7 +26,7 @@
 
 #include <atomic>
 
-#include "preload/addr_table.h"
+#include "preload/addr_map.h"
 #include "preload/base.h"
 #include "preload/dictionary.h"
 #include "preload/glibc_chunk.h"
@@ -141,7 +141,10 @@ struct GlobalCounters {
 extern GlobalCounters g_counters;
 
 extern Region g_region;
-extern AddrTable g_big;
+// Address -> usable size of the always-recorded big blocks (size >= S_always)
+// and of sampled blocks from the real allocator (the region was exhausted).
+// free() consults it only for blocks of usable size >= S_always.
+extern ShardedAddrMap<uint64_t, 6> g_big;  // 64 shards
 extern Dictionary g_dict;
 extern std::atomic<uint64_t> g_seq;
 extern std::atomic<uint64_t> g_cur_step;

@@ -3,8 +3,9 @@
 // allocations, and snapshots of the top sites when exact live bytes rise.
 //
 // Tables (raw mmap at init, never grown):
-//  - g_blocks: address -> (stack, size, p==1) of every tracked sampled block,
-//    so that a free removes exactly the weight its allocation added.
+//  - g_blocks: address -> packed (stack, sampling rate, size) of every
+//    tracked sampled block, so that a free removes exactly the weight its
+//    allocation added (preload/addr_map.h, 64 shards x 16384 slots).
 //  - g_sites: open addressing keyed by stack id + 1 (0 = empty), lock-free
 //    (CAS on the key, atomic adds), with a dense list of used slots so that a
 //    snapshot scans only the sites that exist.
@@ -15,9 +16,11 @@
 
 #include <math.h>
 
+#include "preload/addr_map.h"
 #include "preload/features.h"
 #include "preload/recorder.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -48,7 +51,7 @@ struct Snap {
 Site* g_sites = nullptr;
 uint32_t* g_used = nullptr;  // slot + 1 per used site; 0 = being published
 std::atomic<uint32_t> g_nused{0};
-AddrTable g_blocks;
+ShardedAddrMap<uint64_t, 6> g_blocks;  // address -> Pack(...)
 bool g_sites_on = false;
 
 SpinLock g_snap_lock;  // protects the snapshots below (after g_api_lock)
@@ -181,20 +184,22 @@ void TakeTop(Snap* out) {
 
 size_t Encode(const Snap& s, uint8_t cause, uint32_t stage, uint64_t ts, uint64_t seq,
               uint8_t* buf, size_t cap) {
-  fmt::RecordEncoder e(buf, cap);
-  e.Begin(fmt::kTagSiteSnapshot);
-  e.U(ts);
-  e.U(seq);
-  e.U(s.step);
-  e.U(cause);
-  e.U(stage);
-  e.U(s.n);
+  uint64_t sites[3 * kSnapshotTop];  // (stack, live_bytes_est, live_count_est) per site
   for (uint32_t i = 0; i < s.n; ++i) {
-    e.U(s.stack[i]);
-    e.U(static_cast<uint64_t>(s.bytes[i]));
-    e.U(static_cast<uint64_t>(s.count[i]));
+    sites[3 * i] = s.stack[i];
+    sites[3 * i + 1] = static_cast<uint64_t>(s.bytes[i]);
+    sites[3 * i + 2] = static_cast<uint64_t>(s.count[i]);
   }
-  return e.End() ? e.size() : 0;
+  fmt::SiteSnapshotRecord rec;
+  rec.ts = ts;
+  rec.seq = seq;
+  rec.step = s.step;
+  rec.cause = cause;
+  rec.stage_str = stage;
+  rec.sites.values = sites;
+  rec.sites.count = s.n;
+  fmt::RecordEncoder e(buf, cap);
+  return fmt::Encode(e, rec) ? e.size() : 0;
 }
 
 }  // namespace
@@ -203,7 +208,7 @@ void InitSites() {
   if (!g_features.sites) return;
   g_sites = static_cast<Site*>(RawMmap(sizeof(Site) * kSiteCap));
   g_used = static_cast<uint32_t*>(RawMmap(sizeof(uint32_t) * kSiteCap));
-  if (g_sites == nullptr || g_used == nullptr || !g_blocks.Init(16384)) return;
+  if (g_sites == nullptr || g_used == nullptr || !g_blocks.Init(14)) return;
   g_run_thresh.store(Threshold(0, g_features.run_ratio_pct), std::memory_order_relaxed);
   for (auto& t : g_stage_thresh) t.store(UINT64_MAX, std::memory_order_relaxed);
   g_sites_on = true;

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -49,6 +50,7 @@
 #include "preload/recorder.h"
 #include "preload/runtime.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::preload {
 
@@ -74,6 +76,8 @@ struct Writer {
   int fd = -1;
   dev_t dev = 0;  // identity of the trace file behind fd
   ino_t ino = 0;
+  uint64_t size = 0;          // bytes written to the trace so far
+  bool fallocate_ok = true;   // the filesystem reserves space (fallocate)
   char path[4096] = {};
   uint64_t start_mono = 0;
   uint32_t chunk_seq = 0;
@@ -98,6 +102,38 @@ uint64_t NowRel() { return MonoNs() - g_w.start_mono; }
 bool TraceFdIsOurs() {
   struct stat st;
   return g_w.fd >= 0 && fstat(g_w.fd, &st) == 0 && st.st_dev == g_w.dev && st.st_ino == g_w.ino;
+}
+
+// Room kept after the last chunk for the NOTICE that says recording stopped.
+constexpr uint64_t kTailReserve = 16 << 10;
+
+// flush_mu held. Makes sure `n` more bytes and the tail reserve after them
+// can be written: below the file-size limit (checked here: crossing it would
+// send the program SIGXFSZ) and on disk (fallocate, KEEP_SIZE, where the
+// filesystem has it: after an ENOSPC the reserve still holds the NOTICE).
+// False, with errno set, when they cannot.
+bool Reserve(uint64_t n) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      g_w.size + n + kTailReserve > rl.rlim_cur) {
+    errno = EFBIG;
+    return false;
+  }
+  if (!g_w.fallocate_ok) return true;
+  if (fallocate(g_w.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(g_w.size),
+                static_cast<off_t>(n + kTailReserve)) == 0) {
+    return true;
+  }
+  if (errno == ENOSPC || errno == EDQUOT) return false;
+  g_w.fallocate_ok = false;  // not supported here: best effort from now on
+  return true;
+}
+
+// Whether `n` bytes fit below the file-size limit (no SIGXFSZ).
+bool BelowSizeLimit(uint64_t n) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+         g_w.size + n <= rl.rlim_cur;
 }
 
 // flush_mu held. Makes g_w.fd the trace file again if the program closed it
@@ -148,7 +184,7 @@ void EmitChunk(uint8_t kind) {
     plen = g_w.raw_len;
   }
   fmt::ChunkHeader h;
-  fmt::FillChunkHeader(&h, g_w.chunk_seq++, codec, kind, NowRel(), payload,
+  fmt::FillChunkHeader(&h, g_w.chunk_seq, codec, kind, NowRel(), payload,
                        static_cast<uint32_t>(plen), static_cast<uint32_t>(g_w.raw_len));
   memcpy(g_w.out, &h, sizeof(h));
   g_w.raw_len = 0;
@@ -158,9 +194,16 @@ void EmitChunk(uint8_t kind) {
     Degrade("cannot reopen", g_w.path, err);
     return;
   }
+  if (!Reserve(sizeof(h) + plen)) {
+    Degrade("cannot write", g_w.path, errno);
+    return;
+  }
   if (!WriteAll(g_w.fd, g_w.out, sizeof(h) + plen)) {
     Degrade("cannot write", g_w.path, errno);
+    return;
   }
+  g_w.size += sizeof(h) + plen;
+  ++g_w.chunk_seq;  // numbered once written: the NOTICE after a failure follows without a gap
 }
 
 // Appends bytes to the chunk under construction, emitting it first if full.
@@ -262,7 +305,9 @@ bool WriteHeader(bool fork_child, const char* parent_path, const char* host) {
   memcpy(buf, &h, sizeof(h));
   uint32_t crc = fmt::Crc32c(buf, len);
   memcpy(buf + len, &crc, 4);
-  return WriteAll(g_w.fd, buf, len + 4);
+  if (!Reserve(len + 4) || !WriteAll(g_w.fd, buf, len + 4)) return false;
+  g_w.size = len + 4;
+  return true;
 }
 
 // ---- periodic counters ----
@@ -339,13 +384,13 @@ void RunCycle(bool final) {
     uint64_t lr = r->lost_records.load(std::memory_order_relaxed);
     uint64_t lb = r->lost_bytes.load(std::memory_order_relaxed);
     if (lr != r->reported_records) {
+      fmt::LostRecord lost;
+      lost.ts = NowRel();
+      lost.records = lr - r->reported_records;
+      lost.bytes = lb - r->reported_bytes;
+      lost.cause = 1;
       fmt::RecordEncoder e(rec, sizeof(rec));
-      e.Begin(fmt::kTagLost);
-      e.U(NowRel());
-      e.U(lr - r->reported_records);
-      e.U(lb - r->reported_bytes);
-      e.U(1);
-      if (e.End()) Append(fmt::kChunkData, rec, e.size());
+      if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
       r->reported_records = lr;
       r->reported_bytes = lb;
     }
@@ -356,25 +401,25 @@ void RunCycle(bool final) {
   }
   uint64_t dropped = g_dict.dropped();
   if (dropped != g_w.dict_dropped_reported) {
+    fmt::LostRecord lost;
+    lost.ts = NowRel();
+    lost.records = dropped - g_w.dict_dropped_reported;
+    lost.bytes = 0;
+    lost.cause = 2;
     fmt::RecordEncoder e(rec, sizeof(rec));
-    e.Begin(fmt::kTagLost);
-    e.U(NowRel());
-    e.U(dropped - g_w.dict_dropped_reported);
-    e.U(0);
-    e.U(2);
-    if (e.End()) Append(fmt::kChunkData, rec, e.size());
+    if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
     g_w.dict_dropped_reported = dropped;
   }
   for (int i = 0; i < kNumCounterNames; ++i) {
     if (values[i] < 0 || g_w.counter_names[i] == 0) continue;
+    fmt::CounterRecord counter;
+    counter.ts = NowRel();
+    counter.seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+    counter.tid = tid;
+    counter.name_str = g_w.counter_names[i];
+    counter.value = values[i];
     fmt::RecordEncoder e(rec, sizeof(rec));
-    e.Begin(fmt::kTagCounter);
-    e.U(NowRel());
-    e.U(g_seq.fetch_add(1, std::memory_order_relaxed));
-    e.U(tid);
-    e.U(g_w.counter_names[i]);
-    e.S(values[i]);
-    if (e.End()) Append(fmt::kChunkData, rec, e.size());
+    if (fmt::Encode(e, counter)) Append(fmt::kChunkData, rec, e.size());
   }
   {
     static uint8_t snap[2048];
@@ -394,12 +439,12 @@ void RunCycle(bool final) {
     if (c.peak_bytes < c.live_bytes) c.peak_bytes = c.live_bytes;
     c.mmap_live_bytes = g_counters.mmap_live.load();
     c.rss_bytes = values[0] > 0 ? static_cast<uint64_t>(values[0]) : 0;
+    fmt::TrailerRecord trailer;
+    trailer.ts = NowRel();
+    trailer.counters = c;
+    trailer.clean_exit = 1;
     fmt::RecordEncoder e(rec, sizeof(rec));
-    e.Begin(fmt::kTagTrailer);
-    e.U(NowRel());
-    e.PutCounters(c);
-    e.U(1);
-    if (e.End()) Append(fmt::kChunkTrailer, rec, e.size());
+    if (fmt::Encode(e, trailer)) Append(fmt::kChunkTrailer, rec, e.size());
     EmitChunk(fmt::kChunkTrailer);
     g_state.store(kStopped);
   }
@@ -468,6 +513,8 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
   }
   g_w.start_mono = MonoNs();
   g_w.chunk_seq = 0;
+  g_w.size = 0;
+  g_w.fallocate_ok = true;
   g_w.dict_written = 0;
   g_w.raw_len = 0;
   char host[256];
@@ -617,22 +664,21 @@ void Degrade(const char* what, const char* detail, int err) {
     uint8_t* rec = g_w.raw;
     fmt::RecordEncoder e(rec, 1400);
     const uint32_t kNoticeStr = 0x7fffffff;
-    e.Begin(fmt::kTagString);
-    e.U(kNoticeStr);
-    e.U(static_cast<uint64_t>(n));
-    e.Bytes(line, static_cast<size_t>(n));
-    e.End();
-    e.Begin(fmt::kTagNotice);
-    e.U(MonoNs() - g_w.start_mono);
-    e.U(static_cast<uint64_t>(err));
-    e.U(kNoticeStr);
-    e.End();
+    fmt::StringRecord text;
+    text.id = kNoticeStr;
+    text.text = fmt::ByteView{reinterpret_cast<const uint8_t*>(line), static_cast<uint64_t>(n)};
+    (void)fmt::Encode(e, text);
+    fmt::NoticeRecord notice;
+    notice.ts = MonoNs() - g_w.start_mono;
+    notice.code = static_cast<uint64_t>(err);
+    notice.message_str = kNoticeStr;
+    (void)fmt::Encode(e, notice);
     fmt::ChunkHeader h;
     fmt::FillChunkHeader(&h, g_w.chunk_seq++, fmt::kCodecRaw, fmt::kChunkData, 0, rec,
                          static_cast<uint32_t>(e.size()), static_cast<uint32_t>(e.size()));
     memcpy(g_w.out, &h, sizeof(h));
     memcpy(g_w.out + sizeof(h), rec, e.size());
-    (void)WriteAll(fd, g_w.out, sizeof(h) + e.size());
+    if (BelowSizeLimit(sizeof(h) + e.size())) (void)WriteAll(fd, g_w.out, sizeof(h) + e.size());
     close(fd);
     g_w.raw_len = 0;
   }

@@ -134,6 +134,7 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     rows[e.step] = row;
     prev = c;
   }
+  if (!rows.empty()) r.summary.last_step = static_cast<int64_t>(rows.rbegin()->first);
   for (auto& [step, row] : rows) {
     auto sp = stage_peaks.find(step);
     if (sp != stage_peaks.end()) row.stage_peaks = sp->second;
@@ -180,6 +181,7 @@ void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
   s.sample_interval = static_cast<double>(t.header.sample_interval);
   for (const reader::Notice& n : t.notices) {
     s.notices.push_back(absl::StrCat("[", n.code, "] ", n.message));
+    s.recording_stopped |= n.code != 0;  // Degrade's errno; informational notices have 0
   }
 }
 
@@ -449,7 +451,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   for (size_t i = 0; i < acc.size(); ++i) {
     const HeapReplay::Accumulator& a = acc[i];
     Site s;
-    s.kind = a.key.kind == HeapReplay::Kind::kHost ? "host" : "mmap";
+    s.kind = a.key.kind == HeapReplay::Kind::kHost ? SiteKind::kHost : SiteKind::kMmap;
     s.pid = t.header.pid;
     s.stack_id = a.key.stack;
     s.frames = resolver.Resolve(a.key.stack, a.first_ts);
@@ -493,7 +495,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   // for it (calibrate.h); projections follow the calibrated rate.
   std::vector<Growth*> heap_sites;
   for (Site& s : r.sites) {
-    if (s.kind == "host") heap_sites.push_back(&s.growth);
+    if (s.kind == SiteKind::kHost) heap_sites.push_back(&s.growth);
   }
   if (CalibrateLeakRates(ps.live_growth, heap_sites).applied) {
     for (Site& s : r.sites) {

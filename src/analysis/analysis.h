@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/analysis/growth.h"
+#include "src/analysis/site_kind.h"
 
 namespace memstep::analysis {
 
@@ -38,9 +39,8 @@ struct Frame {
 // and every byte figure is exact; they are kept per (kind, device, stack).
 struct Site {
   uint64_t id = 0;           // stable within one report
-  // "host" (malloc family), "mmap", or a device kind: "device", "device_managed",
-  // "pinned_host", "device_vmm", "device_pool" (format::DeviceKindName).
-  std::string kind;
+  // kHost (malloc family), kMmap, or a device kind (DeviceSiteKind).
+  SiteKind kind = SiteKind::kHost;
   uint32_t pid = 0;          // process whose trace recorded it (sites are per process)
   uint64_t stack_id = 0;     // the trace's stack id (0: no stack)
   int32_t device = -1;       // device sites: CUDA ordinal (-1 unknown); host sites: -1
@@ -154,14 +154,14 @@ struct PeakSite {
 };
 
 // Peaks of one stage name in one process, over the steps where it ran.
-// kind "host": the exact host heap (STAGE counters), top sites estimated.
-// kind "device": resident device bytes of one device (exact, from the device
+// kind kHost: the exact host heap (STAGE counters), top sites estimated.
+// kind kDevice: resident device bytes of one device (exact, from the device
 // replay), top sites exact.
 struct StagePeak {
   uint32_t pid = 0;
   std::string stage;
-  std::string kind = "host";
-  int32_t device = -1;             // kind "device": the CUDA ordinal
+  SiteKind kind = SiteKind::kHost;  // kHost or kDevice
+  int32_t device = -1;             // kind kDevice: the CUDA ordinal
   uint64_t peak_bytes_max = 0;     // exact (STAGE end peak_bytes)
   uint64_t step_of_max = 0;
   uint64_t peak_bytes_median = 0;  // median over steps (per step: max over the stage's runs)
@@ -199,7 +199,7 @@ struct DeviceFailure {
   uint64_t step = 0;         // the step in progress
   std::string stage;         // the stage in progress, "" none
   uint64_t size = 0;         // requested bytes
-  std::string kind;          // device kind name
+  SiteKind kind = SiteKind::kDevice;  // a device kind (DeviceSiteKind)
   std::string api;           // "cudaMalloc", "cuMemCreate", ...
   uint64_t error = 0;        // the cudaError_t / CUresult the caller got
   std::string error_name;    // "out of memory" for 2 (both APIs), else ""
@@ -262,6 +262,8 @@ struct ProcessSummary {
   bool truncated = false;           // the file ended inside a chunk or had a bad chunk
   uint64_t truncated_at_offset = 0; // offset of the first unreadable byte
   std::vector<std::string> notices; // profiler notices recorded in the trace
+  bool recording_stopped = false;   // a notice with an error code: memstep stopped early
+  int64_t last_step = -1;           // the last step that ended (-1: none)
   uint64_t lost_bytes = 0;
   uint64_t unknown_refs = 0;        // records referring to undefined ids
   uint64_t rss_bytes_end = 0;

@@ -502,7 +502,7 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     const DeviceReplay::SiteAcc& a = accs[j];
     site_of[a.key] = base + j;
     Site s;
-    s.kind = format::DeviceKindName(a.key.kind);
+    s.kind = DeviceSiteKind(a.key.kind);
     s.pid = t.header.pid;
     s.stack_id = a.key.stack;
     s.device = a.key.device;
@@ -553,7 +553,7 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     StagePeak sp;
     sp.pid = t.header.pid;
     sp.stage = key.first;
-    sp.kind = "device";
+    sp.kind = SiteKind::kDevice;
     sp.device = key.second;
     sp.peak_bytes_max = best.bytes;
     sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
@@ -593,7 +593,7 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     f.step = e.step;
     f.stage = t.String(e.str);
     f.size = e.size;
-    f.kind = format::DeviceKindName(e.kind);
+    f.kind = DeviceSiteKind(e.kind);
     f.api = format::DeviceApiName(e.api);
     f.error = static_cast<uint64_t>(e.value);
     // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.

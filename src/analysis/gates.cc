@@ -27,18 +27,16 @@ bool IsKnownMetric(const std::string& m) {
          m == "device_peak";
 }
 
-bool IsHostKind(const std::string& kind) { return kind == "host" || kind == "mmap"; }
-
 // device_growth: the fastest LEAK among device call sites and the exact
 // resident series of each device.
 void DeviceGrowth(const Report& report, GateResult& r) {
   r.detail = "no device LEAK";
   for (const Site& s : report.sites) {
-    if (IsHostKind(s.kind) || s.growth.cls != GrowthClass::kLeak || s.growth.slope <= r.value) {
+    if (IsHost(s.kind) || s.growth.cls != GrowthClass::kLeak || s.growth.slope <= r.value) {
       continue;
     }
     r.value = s.growth.slope;
-    r.detail = absl::StrCat("LEAK ", s.kind, " site #", s.id, " (pid ", s.pid, ")");
+    r.detail = absl::StrCat("LEAK ", SiteKindName(s.kind), " site #", s.id, " (pid ", s.pid, ")");
   }
   for (const ProcessSummary& p : report.processes) {
     for (const DeviceSummary& d : p.devices) {
@@ -69,7 +67,7 @@ void DevicePeak(const Report& report, GateResult& r) {
 // (returns false) so that a typo cannot pass; a stage that ran without device
 // memory has a device peak of 0.
 bool StagePeakGate(const Report& report, const Gate& g, GateResult& r) {
-  const std::string kind = g.metric == "peak" ? "host" : "device";
+  const SiteKind kind = g.metric == "peak" ? SiteKind::kHost : SiteKind::kDevice;
   bool ran = false, found = false;
   for (const StagePeak& sp : report.stage_peaks) {
     if (sp.stage != g.stage) continue;
@@ -78,14 +76,14 @@ bool StagePeakGate(const Report& report, const Gate& g, GateResult& r) {
     if (!found || static_cast<double>(sp.peak_bytes_max) > r.value) {
       r.value = static_cast<double>(sp.peak_bytes_max);
       r.detail = absl::StrCat("step ", sp.step_of_max, ", pid ", sp.pid);
-      if (kind == "device") r.detail = absl::StrCat("device ", sp.device, ", ", r.detail);
+      if (kind == SiteKind::kDevice) r.detail = absl::StrCat("device ", sp.device, ", ", r.detail);
     }
     found = true;
   }
   if (!ran) r.detail = absl::StrCat("no stage '", g.stage, "' in the trace");
   if (ran && !found) {
-    r.detail = absl::StrCat("no ", kind == "device" ? "device memory" : "host peak", " in stage '",
-                            g.stage, "'");
+    r.detail = absl::StrCat("no ", kind == SiteKind::kDevice ? "device memory" : "host peak",
+                            " in stage '", g.stage, "'");
   }
   return ran;
 }
@@ -181,7 +179,7 @@ bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
     if (g.metric == "growth") {
       r.detail = "no LEAK";
       for (const Site& s : report->sites) {
-        if (IsHostKind(s.kind) && s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
+        if (IsHost(s.kind) && s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
           r.value = s.growth.slope;
           r.detail = absl::StrCat("LEAK site #", s.id, " (pid ", s.pid, ")");
         }

@@ -195,6 +195,8 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Field("est_peak_time_s", p.est_peak_time_s);
   w.Field("duration_s", p.duration_s);
   w.Field("clean_exit", p.clean_exit);
+  w.Field("recording_stopped", p.recording_stopped);
+  w.Field("last_step", static_cast<double>(p.last_step));
   w.Field("truncated", p.truncated);
   w.Field("truncated_at_offset", p.truncated_at_offset);
   w.Field("rss_peak_bytes", p.rss_peak_bytes);
@@ -311,8 +313,6 @@ void WriteStep(JsonWriter& w, const StepRow& s) {
   w.EndObject();
 }
 
-bool IsHostKind(const std::string& kind) { return kind == "host" || kind == "mmap"; }
-
 void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames) {
   w.Key("frames");
   w.BeginArray();
@@ -335,7 +335,7 @@ void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames
 void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginObject();
   w.Field("id", s.id);
-  w.Field("kind", s.kind);
+  w.Field("kind", analysis::SiteKindName(s.kind));
   w.Field("pid", s.pid);
   w.Field("stack_id", s.stack_id);
   w.Field("samples", s.samples);
@@ -360,7 +360,7 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   for (double v : s.live_bytes_by_step) w.Double(v);
   w.EndArray();
   WriteFrames(w, s.frames, max_frames);
-  OptionalInt(w, "device", IsHostKind(s.kind) ? -1 : s.device);
+  OptionalInt(w, "device", analysis::IsHost(s.kind) ? -1 : s.device);
   w.Field("api", s.api);
   w.EndObject();
 }
@@ -372,7 +372,7 @@ void WriteDeviceFailure(JsonWriter& w, const analysis::DeviceFailure& f, int max
   w.Field("step", f.step);
   w.Field("stage", f.stage);
   w.Field("size", f.size);
-  w.Field("kind", f.kind);
+  w.Field("kind", analysis::SiteKindName(f.kind));
   w.Field("api", f.api);
   w.Field("error", f.error);
   w.Field("error_name", f.error_name);
@@ -407,13 +407,13 @@ void WriteStagePeak(JsonWriter& w, const analysis::StagePeak& sp) {
   w.BeginObject();
   w.Field("pid", sp.pid);
   w.Field("stage", sp.stage);
-  w.Field("kind", sp.kind);
+  w.Field("kind", analysis::SiteKindName(sp.kind));
   w.Field("peak_bytes_max", sp.peak_bytes_max);
   w.Field("step_of_max", sp.step_of_max);
   w.Field("peak_bytes_median", sp.peak_bytes_median);
   w.Field("steps", sp.steps);
   w.Field("top_source", sp.top_source);
-  OptionalInt(w, "device", sp.kind == "device" ? sp.device : -1);
+  OptionalInt(w, "device", sp.kind == analysis::SiteKind::kDevice ? sp.device : -1);
   w.Key("top_sites");
   w.BeginArray();
   for (const analysis::PeakSite& t : sp.top_sites) {

@@ -94,9 +94,9 @@ void AppendDeviceGrowth(const ProcessSummary& p, std::string& out) {
 }
 
 std::string DeviceSiteTag(const Site& s) {
-  if (IsHostKind(s.kind)) return "";
-  if (s.kind == "pinned_host") return absl::StrCat(" [pinned_host, ", s.api, "]");
-  return absl::StrCat(" [", s.kind, ", ", DeviceName(s.device), ", ", s.api, "]");
+  if (IsHost(s.kind)) return "";
+  if (s.kind == SiteKind::kPinnedHost) return absl::StrCat(" [pinned_host, ", s.api, "]");
+  return absl::StrCat(" [", SiteKindName(s.kind), ", ", DeviceName(s.device), ", ", s.api, "]");
 }
 
 std::string DeviceProjection(const Site& s) {
@@ -116,8 +116,9 @@ void AppendDeviceFailures(const Report& r, const ReportOptions& o, std::string& 
     const analysis::DeviceFailure& f = r.device_failures[i];
     absl::StrAppend(&out, "  step ", f.step,
                     f.stage.empty() ? "" : absl::StrCat(" (", f.stage, ")"), "  ",
-                    Seconds(f.time_s), "  ", f.api, " ", ExactBytes(f.size), "  [", f.kind);
-    if (f.kind != "pinned_host") absl::StrAppend(&out, ", ", DeviceName(f.device));
+                    Seconds(f.time_s), "  ", f.api, " ", ExactBytes(f.size), "  [",
+                    SiteKindName(f.kind));
+    if (f.kind != SiteKind::kPinnedHost) absl::StrAppend(&out, ", ", DeviceName(f.device));
     absl::StrAppend(&out, "]  error ", f.error);
     if (!f.error_name.empty()) absl::StrAppend(&out, " (", f.error_name, ")");
     if (f.site_id != 0) absl::StrAppend(&out, "  site #", f.site_id);
@@ -128,7 +129,7 @@ void AppendDeviceFailures(const Report& r, const ReportOptions& o, std::string& 
 }
 
 void AppendDeviceStagePeaks(const Report& r, std::string& out) {
-  const auto is_device = [](const analysis::StagePeak& sp) { return sp.kind == "device"; };
+  const auto is_device = [](const analysis::StagePeak& sp) { return sp.kind == SiteKind::kDevice; };
   if (std::none_of(r.stage_peaks.begin(), r.stage_peaks.end(), is_device)) return;
   absl::StrAppend(&out, "\nDevice stage peaks (exact resident device bytes; top sites exact)\n");
   absl::StrAppend(&out, absl::StrFormat("  %-16s %8s %11s %8s %11s %7s\n", "stage", "device", "max",
@@ -148,7 +149,7 @@ void AppendDeviceStagePeaks(const Report& r, std::string& out) {
       absl::StrAppend(&out, "      ", HumanBytes(t.live_bytes), "  ");
       const Site* site = SiteById(r, t.site_id);
       if (site != nullptr) {
-        absl::StrAppend(&out, "site #", site->id, " ", site->kind, " ",
+        absl::StrAppend(&out, "site #", site->id, " ", SiteKindName(site->kind), " ",
                         site->frames.empty() ? "<no stack>" : site->frames[0].function);
       } else {
         absl::StrAppend(&out, "stack ", t.stack_id);
@@ -297,7 +298,7 @@ void AppendDeviceSites(const Report& r, const ReportOptions& o, bool at_peak, st
   double total = 0;
   bool any = false;
   for (const Site& s : r.sites) {
-    if (IsHostKind(s.kind)) continue;
+    if (IsHost(s.kind)) continue;
     any = true;
     const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
     total += v;
@@ -327,8 +328,8 @@ void AppendDeviceSites(const Report& r, const ReportOptions& o, bool at_peak, st
     absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
                                           total > 0 ? 100.0 * v / total : 0.0));
     if (!at_peak) absl::StrAppend(&out, absl::StrFormat("%.0f live allocs  ", s->live_count_end));
-    absl::StrAppend(&out, s->kind);
-    if (s->kind != "pinned_host") absl::StrAppend(&out, "  ", DeviceName(s->device));
+    absl::StrAppend(&out, SiteKindName(s->kind));
+    if (s->kind != SiteKind::kPinnedHost) absl::StrAppend(&out, "  ", DeviceName(s->device));
     absl::StrAppend(&out, "  ", s->api, "  ", Thousands(s->samples), " allocations, ",
                     HumanBytes(s->alloc_bytes), " in total  site #", s->id);
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);

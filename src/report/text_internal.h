@@ -28,8 +28,9 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
 // when there are at most o.max_step_rows, else the first and last
 // o.edge_rows and the o.peak_rows with the largest `peaks`, in order.
 std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOptions& o);
-// Sites of the host heap ("host") and anonymous mappings ("mmap").
-inline bool IsHostKind(const std::string& kind) { return kind == "host" || kind == "mmap"; }
+using analysis::IsHost;
+using analysis::SiteKind;
+using analysis::SiteKindName;
 
 // Device sections (text_device.cc); each prints nothing without device data.
 // Per process, one line per device's growth verdict (after the heap line).

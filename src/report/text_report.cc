@@ -105,7 +105,9 @@ using analysis::StepRow;
 using internal::AppendFrames;
 using internal::Duration;
 using internal::ExactBytes;
-using internal::IsHostKind;
+using internal::IsHost;
+using internal::SiteKind;
+using internal::SiteKindName;
 using internal::Rate;
 using internal::Seconds;
 using analysis::GrowthClass;
@@ -125,12 +127,21 @@ void AppendProcess(const ProcessSummary& p, std::string& out) {
   absl::StrAppend(&out, ")");
   if (!p.hostname.empty()) absl::StrAppend(&out, " on ", p.hostname);
   absl::StrAppend(&out, "  ", Seconds(p.duration_s), "  ");
-  if (p.truncated) {
+  if (p.recording_stopped) {
+    absl::StrAppend(&out, "INCOMPLETE: memstep stopped recording (notice below)");
+  } else if (p.truncated) {
     absl::StrAppend(&out, "TRUNCATED at offset ", p.truncated_at_offset);
   } else if (p.clean_exit) {
     absl::StrAppend(&out, "clean exit");
   } else {
-    absl::StrAppend(&out, "no trailer (killed or still running)");
+    absl::StrAppend(&out, "ENDED ABNORMALLY (no trailer: killed, crashed, out of memory or "
+                          "still running)");
+  }
+  if (!p.clean_exit && p.last_step >= 0) {
+    absl::StrAppend(&out, "; last step ", p.last_step, ", heap live then ",
+                    HumanBytes(static_cast<double>(p.live_bytes_end)));
+  } else if (!p.clean_exit) {
+    absl::StrAppend(&out, "; no step ended");
   }
   absl::StrAppend(&out, "  peak ", HumanBytes(p.peak_bytes));
   if (p.has_device_data()) {
@@ -310,7 +321,7 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
   std::vector<const Site*> sites;
   double total = 0;
   for (const Site& s : r.sites) {
-    if (!IsHostKind(s.kind)) continue;  // device sites: their own tables
+    if (!IsHost(s.kind)) continue;  // device sites: their own tables
     const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
     total += v;
     if (v > 0) sites.push_back(&s);
@@ -341,10 +352,11 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
     const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
     absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
                                           total > 0 ? 100.0 * v / total : 0.0));
-    if (!at_peak && s->kind == "host") {
+    if (!at_peak && s->kind == SiteKind::kHost) {
       absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));
     }
-    absl::StrAppend(&out, absl::StrFormat("%s  %d samples  %s allocated in total", s->kind,
+    absl::StrAppend(&out, absl::StrFormat("%s  %d samples  %s allocated in total",
+                                          SiteKindName(s->kind),
                                           s->samples, HumanBytes(s->alloc_bytes)));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
     absl::StrAppend(&out, "\n");
@@ -427,7 +439,7 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
     if (g.cls == GrowthClass::kBoundedGrowth) {
       absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
     }
-    const bool device = !IsHostKind(s->kind) && s->kind != "pinned_host";
+    const bool device = !IsHost(s->kind) && s->kind != SiteKind::kPinnedHost;
     absl::StrAppend(&out, device ? internal::DeviceProjection(*s)
                                  : Projection(s->steps_to_limit, s->seconds_to_limit));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
@@ -479,7 +491,7 @@ void AppendAlerts(const Report& r, std::string& out) {
 
 void AppendStagePeaks(const Report& r, std::string& out) {
   if (std::none_of(r.stage_peaks.begin(), r.stage_peaks.end(),
-                   [](const analysis::StagePeak& sp) { return sp.kind == "host"; })) {
+                   [](const analysis::StagePeak& sp) { return sp.kind == SiteKind::kHost; })) {
     return;
   }
   absl::StrAppend(&out, "\nStage peaks (exact host heap bytes; top sites estimated)\n");
@@ -487,7 +499,7 @@ void AppendStagePeaks(const Report& r, std::string& out) {
                                         "at step", "median", "steps"));
   const size_t per_stage = 3;
   for (const analysis::StagePeak& sp : r.stage_peaks) {
-    if (sp.kind != "host") continue;  // AppendDeviceStagePeaks
+    if (sp.kind != SiteKind::kHost) continue;  // AppendDeviceStagePeaks
     std::string name = sp.stage.size() > 16 ? sp.stage.substr(0, 16) : sp.stage;
     absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8d %11s %7d", name,
                                           HumanBytes(static_cast<double>(sp.peak_bytes_max)),

@@ -227,10 +227,10 @@ bool WaitForGrowth(const std::string& path, int64_t size, int timeout_s, int dra
 }
 
 SiteTotals FindSites(const analysis::Report& report, std::string_view function,
-                     std::string_view kind) {
+                     std::optional<analysis::SiteKind> kind) {
   SiteTotals totals;
   for (const analysis::Site& site : report.sites) {
-    if (!kind.empty() && site.kind != kind) continue;
+    if (kind.has_value() && site.kind != *kind) continue;
     bool match = false;
     for (const analysis::Frame& frame : site.frames) {
       if (IsAllocatorFrame(frame)) continue;
@@ -254,9 +254,9 @@ std::string DescribeSites(const analysis::Report& report, int max_sites) {
   int n = 0;
   for (const analysis::Site& site : report.sites) {
     if (n++ == max_sites) break;
-    absl::StrAppend(&out, "  site ", site.id, " ", site.kind, " alloc ", site.alloc_bytes, " B x",
-                    site.alloc_count, " live ", site.live_bytes_end, " B x", site.live_count_end,
-                    ":");
+    absl::StrAppend(&out, "  site ", site.id, " ", analysis::SiteKindName(site.kind), " alloc ",
+                    site.alloc_bytes, " B x", site.alloc_count, " live ", site.live_bytes_end,
+                    " B x", site.live_count_end, ":");
     int f = 0;
     for (const analysis::Frame& frame : site.frames) {
       if (f++ == 4) break;

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,7 +84,7 @@ bool ReadLine(int fd, std::string* line, int timeout_s);
 bool WaitForGrowth(const std::string& path, int64_t size, int timeout_s, int drain_fd = -1);
 int64_t FileSize(const std::string& path);
 
-// Sum over every site of `kind` ("" = any) allocated directly by `function`:
+// Sum over every site of `kind` (nullopt = any) allocated directly by `function`:
 // its innermost frame outside the allocator (operator new, libc, libstdc++,
 // libmemstep) has a function name containing `function`. Allocations made
 // by callees of `function` (say, a std::vector growing) do not count.
@@ -97,7 +98,7 @@ struct SiteTotals {
   std::vector<const analysis::Site*> matches;
 };
 SiteTotals FindSites(const analysis::Report& report, std::string_view function,
-                     std::string_view kind = "");
+                     std::optional<analysis::SiteKind> kind = std::nullopt);
 
 // A short description of the report's top sites, for failure messages.
 std::string DescribeSites(const analysis::Report& report, int max_sites = 12);

@@ -16,6 +16,9 @@
 //   dlopen DSO_PATH  dlopen/dlclose loop of DSO_PATH beside 4 allocating threads
 //   signal           allocating signal handlers (a 200 us ITIMER_REAL and raise)
 //   progress         steps forever, writing "step N" lines; the test kills it
+//   oom              limits its address space to what it has mapped + 1 GiB,
+//                    then steps keeping 4 MiB each (touched) until malloc
+//                    fails, then abort()s: an out-of-memory death
 //   exit CODE        allocates the leak site, then exits with CODE
 //   progressive      kProgSteps steps, each keeping kProgLeakBlocks blocks and
 //                    churning; calls memstep_boost(kProgBoostSteps) inside
@@ -25,6 +28,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -485,6 +489,32 @@ NOINLINE void PlantedProgressAlloc(long step) {
   Escape(slot);
 }
 
+NOINLINE void* PlantedOomBlock() {
+  void* p = malloc(4 << 20);
+  if (p != nullptr) memset(p, 1, 4 << 20);
+  return p;
+}
+
+int ModeOom() {
+  unsigned long pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == nullptr || fscanf(f, "%lu", &pages) != 1) return 3;
+  fclose(f);
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = pages * 4096ul + (1ul << 30);
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return 4;
+  for (long step = 0;; ++step) {
+    StepBegin(step);
+    void* p = PlantedOomBlock();
+    if (p == nullptr) {
+      Say("out of memory at step %ld\n", step);
+      abort();
+    }
+    Escape(p);
+    StepEnd(step);
+  }
+}
+
 int ModeProgress() {
   for (long step = 0; step < 10000000; ++step) {
     StepBegin(step);
@@ -515,6 +545,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "dlopen") == 0 && argc > 2) return ModeDlopen(argv[2]);
   if (strcmp(mode, "signal") == 0) return ModeSignal();
   if (strcmp(mode, "progress") == 0) return ModeProgress();
+  if (strcmp(mode, "oom") == 0) return ModeOom();
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   fprintf(stderr, "unknown mode %s\n", mode);

@@ -17,6 +17,7 @@
 namespace memstep::e2e {
 namespace {
 
+using analysis::SiteKind;
 using namespace facts;  // NOLINT
 
 // Runs `e2e_planted mode` traced into dir at `interval` (0 = default) and
@@ -46,7 +47,7 @@ analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, ui
 
 struct Expected {
   const char* function;
-  const char* kind;
+  SiteKind kind;
   double alloc_bytes;
   double alloc_count;
   double live_bytes;
@@ -62,23 +63,24 @@ void ExpectExactSites(const analysis::Report& report) {
   const double kAlignedLive = (kAlignedCount - kAlignedFreed) * double{kAlignedSize};
   const double kPartialLive = kMmapPartialCount * double{kMmapPartialLen - kMmapPartialCut};
   const Expected expected[] = {
-      {"PlantedLeak3000x1000", "host", kLeak, kLeakCount, kLeak, kLeakCount},
-      {"PlantedChurn1000x777", "host", kChurnCount * double{kChurnSize}, kChurnCount, 0, 0},
-      {"PlantedCalloc500x48x10", "host", kCalloc, kCallocCount, kCalloc, kCallocCount},
-      {"PlantedReallocSeed300x111", "host", kReallocCount * double{kReallocSeedSize},
+      {"PlantedLeak3000x1000", SiteKind::kHost, kLeak, kLeakCount, kLeak, kLeakCount},
+      {"PlantedChurn1000x777", SiteKind::kHost, kChurnCount * double{kChurnSize}, kChurnCount, 0,
+       0},
+      {"PlantedCalloc500x48x10", SiteKind::kHost, kCalloc, kCallocCount, kCalloc, kCallocCount},
+      {"PlantedReallocSeed300x111", SiteKind::kHost, kReallocCount * double{kReallocSeedSize},
        kReallocCount, 0, 0},
-      {"PlantedReallocGrow300x4321", "host", kGrow, kReallocCount, kGrow, kReallocCount},
-      {"PlantedPosixMemalign200x2048", "host", kMemalignCount * double{kMemalignSize},
+      {"PlantedReallocGrow300x4321", SiteKind::kHost, kGrow, kReallocCount, kGrow, kReallocCount},
+      {"PlantedPosixMemalign200x2048", SiteKind::kHost, kMemalignCount * double{kMemalignSize},
        kMemalignCount, kMemalignCount * double{kMemalignSize}, kMemalignCount},
-      {"PlantedAlignedAlloc150x4096", "host", kAlignedCount * double{kAlignedSize}, kAlignedCount,
-       kAlignedLive, kAlignedCount - kAlignedFreed},
-      {"PlantedNewArray200x1284", "host", kNewArrayCount * double{kNewArrayElems * 4},
+      {"PlantedAlignedAlloc150x4096", SiteKind::kHost, kAlignedCount * double{kAlignedSize},
+       kAlignedCount, kAlignedLive, kAlignedCount - kAlignedFreed},
+      {"PlantedNewArray200x1284", SiteKind::kHost, kNewArrayCount * double{kNewArrayElems * 4},
        kNewArrayCount, kNewArrayCount * double{kNewArrayElems * 4}, kNewArrayCount},
       // A partly unmapped mapping is still live, with its remaining bytes.
-      {"PlantedMmapPartial10x64K", "mmap", kMmapPartialCount * double{kMmapPartialLen},
+      {"PlantedMmapPartial10x64K", SiteKind::kMmap, kMmapPartialCount * double{kMmapPartialLen},
        kMmapPartialCount, kPartialLive, kMmapPartialCount},
-      {"PlantedMmapFull4x32K", "mmap", kMmapFullCount * double{kMmapFullLen}, kMmapFullCount, 0,
-       0},
+      {"PlantedMmapFull4x32K", SiteKind::kMmap, kMmapFullCount * double{kMmapFullLen},
+       kMmapFullCount, 0, 0},
   };
   for (const Expected& e : expected) {
     SCOPED_TRACE(e.function);
@@ -139,7 +141,7 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
   TempDir dir;
   analysis::Report report = TraceAndAnalyze(dir, "sampled", 0);
 
-  SiteTotals churn = FindSites(report, "PlantedSampledChurn400MiB", "host");
+  SiteTotals churn = FindSites(report, "PlantedSampledChurn400MiB", SiteKind::kHost);
   const double churn_bytes = kSampledChurnCount * double{kSampledChurnSize};
   const double churn_tol = FiveSdRelative(kSampledChurnCount, kSampledChurnSize);
   ASSERT_GE(churn.sites, 1) << DescribeSites(report);
@@ -147,7 +149,7 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
   EXPECT_NEAR(churn.alloc_count / kSampledChurnCount, 1.0, churn_tol);
   EXPECT_EQ(churn.live_bytes_end, 0);  // every sampled block was freed
 
-  SiteTotals leak = FindSites(report, "PlantedSampledLeak96MiB", "host");
+  SiteTotals leak = FindSites(report, "PlantedSampledLeak96MiB", SiteKind::kHost);
   const double leak_bytes = kSampledLeakCount * double{kSampledLeakSize};
   const double leak_tol = FiveSdRelative(kSampledLeakCount, kSampledLeakSize);
   ASSERT_GE(leak.sites, 1) << DescribeSites(report);
@@ -156,7 +158,7 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
   // All of the leak is live, so both estimates come from the same samples.
   EXPECT_DOUBLE_EQ(leak.live_bytes_end, leak.alloc_bytes);
 
-  SiteTotals big = FindSites(report, "PlantedBigExact", "host");
+  SiteTotals big = FindSites(report, "PlantedBigExact", SiteKind::kHost);
   ASSERT_GE(big.sites, 1) << DescribeSites(report);
   EXPECT_NEAR(big.alloc_bytes, kBigCount * double{kBigSize}, 0.5);
   EXPECT_NEAR(big.alloc_count, kBigCount, 0.01);
@@ -201,7 +203,7 @@ TEST(PlantedThreads, SixteenThreadsExactPerThreadSites) {
   for (int n = 0; n < kThreads; ++n) {
     std::string name = "PlantedThreadWorker<" + std::to_string(n) + ">";
     SCOPED_TRACE(name);
-    SiteTotals t = FindSites(report, name, "host");
+    SiteTotals t = FindSites(report, name, SiteKind::kHost);
     ASSERT_GE(t.sites, 1) << DescribeSites(report, 40);
     const double count = ThreadCount(n), size = ThreadSize(n);
     const double live = count - ThreadCount(n) / 2;

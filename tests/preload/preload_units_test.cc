@@ -1,6 +1,6 @@
 // Unit tests of libmemstep.so's internal pieces, compiled into this test
-// binary (not the .so): sampler, region allocator, address table, dictionary,
-// interval set, glibc chunk-size read.
+// binary (not the .so): sampler, region allocator, dictionary, interval set,
+// glibc chunk-size read. The address tables: addr_map_test.cc.
 
 #include <malloc.h>
 #include <math.h>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "preload/addr_table.h"
 #include "preload/dictionary.h"
 #include "preload/glibc_chunk.h"
 #include "preload/interval_set.h"
@@ -203,36 +202,6 @@ TEST_F(RegionTest, ConcurrentAllocFree) {
     });
   }
   for (auto& t : th) t.join();
-}
-
-// ---- AddrTable ----
-
-TEST(AddrTableTest, InsertRemove) {
-  AddrTable t;
-  ASSERT_TRUE(t.Init(256));
-  std::vector<uintptr_t> keys;
-  for (uintptr_t i = 1; i <= 5000; ++i) keys.push_back(i * 0x100000 + (i % 3) * 16);
-  for (uintptr_t k : keys) ASSERT_TRUE(t.Insert(k, k * 2));
-  EXPECT_EQ(t.Size(), keys.size());
-  for (size_t i = 0; i < keys.size(); i += 2) {
-    uint64_t v = 0;
-    ASSERT_TRUE(t.Remove(keys[i], &v));
-    EXPECT_EQ(v, keys[i] * 2);
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(t.Contains(keys[i]), i % 2 == 1) << i;
-  }
-  uint64_t v;
-  EXPECT_FALSE(t.Remove(12345, &v));
-}
-
-TEST(AddrTableTest, FullShardRefuses) {
-  AddrTable t;
-  ASSERT_TRUE(t.Init(16));  // 12 per shard at most
-  int inserted = 0;
-  for (uintptr_t i = 1; i <= 100000; ++i) inserted += t.Insert(i << 12, 0);
-  EXPECT_LE(inserted, 64 * 12);
-  EXPECT_GT(inserted, 64 * 6);
 }
 
 // ---- Dictionary ----

@@ -124,8 +124,7 @@ case "$CASE" in
     [ "$lines" -eq 1 ] || fail "expected exactly one memstep line on stderr, got $lines"
     grep -q 'recording stopped, the program continues' "$WORK/stderr" || fail "message text"
     ;;
-  write-error)  # writes fail (EFBIG from a 16 KiB file-size limit): one line, rc 0
-    trap '' XFSZ
+  write-error)  # a 16 KiB file-size limit: one line, rc 0, and no SIGXFSZ for the program
     ulimit -f 32
     MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" basic
     lines=$(grep -c '^memstep: ' "$WORK/stderr")
@@ -333,6 +332,28 @@ case "$CASE" in
     # The same library, by the same name, does profile an ordinary program.
     timeout -k 5 60 env LD_PRELOAD="$name" "$BIN" basic >/dev/null 2>&1 || fail "plain run"
     [ -n "$(one_trace)" ] || fail "the installed test library did not load at all"
+    ;;
+  disk-full)  # a 128 KiB filesystem fills up; $1 is the memstep CLI (issue 12, item 4)
+    [ "$(id -u)" -eq 0 ] || fail "needs root (to mount a small tmpfs)"
+    bare "$BIN" basic
+    mkdir -p "$WORK/small"
+    # A private mount namespace: the tmpfs disappears with it, so the traces
+    # are copied out first.
+    unshare -m sh -c "mount -t tmpfs -o size=128k tmpfs '$WORK/small' || exit 99
+      MEMSTEP_DIR='$WORK/small/out' MEMSTEP_SAMPLE_INTERVAL=1 MEMSTEP_NO_ZSTD=1 \
+        timeout -k 5 60 env LD_PRELOAD='$LIB' '$BIN' basic >'$WORK/stdout' 2>'$WORK/stderr'
+      echo \$? >'$WORK/rc'
+      cp -r '$WORK/small/out' '$OUT'"
+    [ $? -ne 99 ] || fail "cannot mount a tmpfs"
+    [ "$(cat "$WORK/rc")" = 0 ] || fail "the program's exit status changed: $(cat "$WORK/rc")"
+    cmp -s "$WORK/stdout" "$WORK/bare.stdout" || fail "the program's output changed"
+    [ "$(grep -c '^memstep: ' "$WORK/stderr")" -eq 1 ] || fail "expected one memstep line"
+    grep -q 'No space left on device; recording stopped' "$WORK/stderr" || fail "message"
+    t=$(one_trace)
+    "$CHECK" "$t" --min-allocs 100 --min-notices 1 || fail "the trace before the failure"
+    "$1" report "$OUT" >"$WORK/report" 2>&1 || fail "report exit $?"
+    grep -q 'INCOMPLETE: memstep stopped recording' "$WORK/report" || fail "report: incomplete"
+    grep -q 'No space left on device' "$WORK/report" || fail "report: why"
     ;;
   *) fail "unknown case $CASE" ;;
 esac

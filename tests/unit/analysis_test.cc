@@ -88,7 +88,7 @@ class AnalysisTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-const Site* FindSite(const Report& r, uint64_t stack, const std::string& kind = "host") {
+const Site* FindSite(const Report& r, uint64_t stack, SiteKind kind = SiteKind::kHost) {
   for (const Site& s : r.sites) {
     if (s.stack_id == stack && s.kind == kind) return &s;
   }
@@ -152,7 +152,7 @@ TEST_F(AnalysisTest, PlantedSitesStepsAndPeak) {
   EXPECT_EQ(spike->alloc_bytes, 10.0 * kMiB);
   EXPECT_EQ(spike->live_bytes_by_step, (std::vector<double>{0, 0, 0}));
 
-  const Site* mmap = FindSite(*r, 3, "mmap");
+  const Site* mmap = FindSite(*r, 3, SiteKind::kMmap);
   ASSERT_NE(mmap, nullptr);
   EXPECT_EQ(mmap->live_bytes_end, 65536.0 - 16384);
   EXPECT_EQ(mmap->live_bytes_by_step[2], 65536.0 - 16384);
@@ -256,6 +256,22 @@ TEST_F(AnalysisTest, ManyRecordsAreFast) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->processes[0].samples, 1000000u);
   EXPECT_EQ(r->steps.size(), 1000u);
+}
+
+// The report's "kind" strings (docs/report-schema.md): a device site's is the
+// trace format's name of its device kind, unknown kinds included.
+TEST(SiteKindTest, NamesAndHostPredicate) {
+  EXPECT_STREQ(SiteKindName(SiteKind::kHost), "host");
+  EXPECT_STREQ(SiteKindName(SiteKind::kMmap), "mmap");
+  for (int k = 0; k < 256; ++k) {
+    const uint8_t device_kind = static_cast<uint8_t>(k);
+    EXPECT_STREQ(SiteKindName(DeviceSiteKind(device_kind)), format::DeviceKindName(device_kind))
+        << k;
+    EXPECT_FALSE(IsHost(DeviceSiteKind(device_kind))) << k;
+  }
+  EXPECT_TRUE(IsHost(SiteKind::kHost));
+  EXPECT_TRUE(IsHost(SiteKind::kMmap));
+  EXPECT_FALSE(IsHost(SiteKind::kPinnedHost));  // CUDA memory, recorded exactly
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ class DeviceAnalysisTest : public ::testing::Test {
     report_ = *std::move(r);
   }
 
-  const Site* SiteOf(const std::string& kind, uint64_t stack) const {
+  const Site* SiteOf(SiteKind kind, uint64_t stack) const {
     for (const Site& s : report_.sites) {
       if (s.kind == kind && s.stack_id == stack) return &s;
     }
@@ -267,7 +267,7 @@ TEST_F(DeviceAnalysisTest, DeviceSummariesGrowthAndProjection) {
 
 TEST_F(DeviceAnalysisTest, DeviceSitesAreExact) {
   EXPECT_EQ(report_.sites.size(), 8u);  // 7 device sites and the host one
-  const Site* leak = SiteOf("device", 3);
+  const Site* leak = SiteOf(SiteKind::kDevice, 3);
   ASSERT_NE(leak, nullptr);
   EXPECT_EQ(leak->device, 0);
   EXPECT_EQ(leak->api, "cudaMalloc");
@@ -283,35 +283,35 @@ TEST_F(DeviceAnalysisTest, DeviceSitesAreExact) {
   EXPECT_DOUBLE_EQ(leak->steps_to_limit, 40600);
   EXPECT_EQ(leak->id, 1u);  // the largest live at the end
 
-  const Site* act = SiteOf("device", 2);
+  const Site* act = SiteOf(SiteKind::kDevice, 2);
   ASSERT_NE(act, nullptr);
   EXPECT_EQ(act->alloc_bytes, static_cast<double>(59 * 30 * kMiB + 200 * kMiB));
   EXPECT_EQ(act->live_bytes_end, 0.0);
   EXPECT_EQ(act->live_bytes_at_peak, 200.0 * kMiB);
   EXPECT_EQ(act->growth.cls, GrowthClass::kNoTrend);
-  EXPECT_EQ(SiteOf("device", 1)->live_bytes_at_peak, 100.0 * kMiB);
-  EXPECT_EQ(SiteOf("device", 1)->growth.cls, GrowthClass::kNoTrend);
+  EXPECT_EQ(SiteOf(SiteKind::kDevice, 1)->live_bytes_at_peak, 100.0 * kMiB);
+  EXPECT_EQ(SiteOf(SiteKind::kDevice, 1)->growth.cls, GrowthClass::kNoTrend);
 
-  const Site* vmm = SiteOf("device_vmm", 5);
+  const Site* vmm = SiteOf(SiteKind::kDeviceVmm, 5);
   ASSERT_NE(vmm, nullptr);
   EXPECT_EQ(vmm->api, "cuMemCreate");
   EXPECT_EQ(vmm->live_bytes_by_step[10], 20.0 * kMiB);
   EXPECT_EQ(vmm->live_bytes_by_step[11], 0.0);
   EXPECT_EQ(vmm->live_bytes_at_peak, 0.0);
-  const Site* pool = SiteOf("device_pool", 6);
+  const Site* pool = SiteOf(SiteKind::kDevicePool, 6);
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(pool->api, "cudaMallocAsync");
   EXPECT_EQ(pool->live_bytes_at_peak, 1.0 * kMiB);  // the run's peak is inside backward
-  const Site* pinned = SiteOf("pinned_host", 4);
+  const Site* pinned = SiteOf(SiteKind::kPinnedHost, 4);
   ASSERT_NE(pinned, nullptr);
   EXPECT_EQ(pinned->device, -1);
   EXPECT_EQ(pinned->live_bytes_at_peak, 64.0 * kMiB);
   EXPECT_EQ(pinned->api, "cudaHostAlloc");
-  const Site* other = SiteOf("device", 8);
+  const Site* other = SiteOf(SiteKind::kDevice, 8);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->device, 1);
   EXPECT_EQ(other->live_bytes_at_peak, 10.0 * kMiB);
-  const Site* host = SiteOf("host", 9);
+  const Site* host = SiteOf(SiteKind::kHost, 9);
   ASSERT_NE(host, nullptr);
   EXPECT_EQ(host->device, -1);
   EXPECT_EQ(host->live_bytes_end, 1.0 * kMiB);
@@ -324,13 +324,13 @@ uint64_t Median(std::vector<uint64_t> v) {
 
 TEST_F(DeviceAnalysisTest, StagePeaksPerDevice) {
   ASSERT_EQ(report_.stage_peaks.size(), 6u);
-  EXPECT_EQ(report_.stage_peaks[0].kind, "host");
-  EXPECT_EQ(report_.stage_peaks[1].kind, "host");
+  EXPECT_EQ(report_.stage_peaks[0].kind, SiteKind::kHost);
+  EXPECT_EQ(report_.stage_peaks[1].kind, SiteKind::kHost);
   const StagePeak& bwd0 = report_.stage_peaks[2];
   const StagePeak& bwd1 = report_.stage_peaks[3];
   const StagePeak& fwd0 = report_.stage_peaks[4];
   EXPECT_EQ(bwd0.stage, "backward");
-  EXPECT_EQ(bwd0.kind, "device");
+  EXPECT_EQ(bwd0.kind, SiteKind::kDevice);
   EXPECT_EQ(bwd0.device, 0);
   EXPECT_EQ(bwd1.device, 1);
   EXPECT_EQ(fwd0.stage, "forward");
@@ -347,7 +347,7 @@ TEST_F(DeviceAnalysisTest, StagePeaksPerDevice) {
   EXPECT_EQ(fwd0.steps, static_cast<uint64_t>(kDevSteps));
   EXPECT_EQ(fwd0.top_source, "exact");
   ASSERT_EQ(fwd0.top_sites.size(), 3u);  // the pool block is not live in forward
-  EXPECT_EQ(fwd0.top_sites[0].site_id, SiteOf("device", 2)->id);
+  EXPECT_EQ(fwd0.top_sites[0].site_id, SiteOf(SiteKind::kDevice, 2)->id);
   EXPECT_EQ(fwd0.top_sites[0].live_bytes, 200.0 * kMiB);
   EXPECT_EQ(fwd0.top_sites[1].stack_id, 1u);
   EXPECT_EQ(fwd0.top_sites[1].live_bytes, 100.0 * kMiB);
@@ -359,10 +359,10 @@ TEST_F(DeviceAnalysisTest, StagePeaksPerDevice) {
   EXPECT_EQ(bwd0.step_of_max, 25u);
   EXPECT_EQ(bwd0.peak_bytes_median, Median(bwd));
   ASSERT_EQ(bwd0.top_sites.size(), 4u);
-  EXPECT_EQ(bwd0.top_sites[3].site_id, SiteOf("device_pool", 6)->id);
+  EXPECT_EQ(bwd0.top_sites[3].site_id, SiteOf(SiteKind::kDevicePool, 6)->id);
   EXPECT_EQ(bwd1.peak_bytes_max, 10 * kMiB);
   ASSERT_EQ(bwd1.top_sites.size(), 1u);
-  EXPECT_EQ(bwd1.top_sites[0].site_id, SiteOf("device", 8)->id);
+  EXPECT_EQ(bwd1.top_sites[0].site_id, SiteOf(SiteKind::kDevice, 8)->id);
 }
 
 TEST_F(DeviceAnalysisTest, FailedAllocations) {
@@ -372,7 +372,7 @@ TEST_F(DeviceAnalysisTest, FailedAllocations) {
   EXPECT_EQ(a.step, 50u);
   EXPECT_EQ(a.stage, "backward");
   EXPECT_EQ(a.size, 4 * kDevGiB);
-  EXPECT_EQ(a.kind, "device");
+  EXPECT_EQ(a.kind, SiteKind::kDevice);
   EXPECT_EQ(a.api, "cudaMalloc");
   EXPECT_EQ(a.error, 2u);
   EXPECT_EQ(a.error_name, "out of memory");
@@ -387,7 +387,7 @@ TEST_F(DeviceAnalysisTest, FailedAllocations) {
   EXPECT_EQ(b.stage, "forward");
   EXPECT_EQ(b.size, 8 * kDevGiB);
   EXPECT_EQ(b.api, "cuMemAlloc_v2");
-  EXPECT_EQ(b.site_id, SiteOf("device", 3)->id);
+  EXPECT_EQ(b.site_id, SiteOf(SiteKind::kDevice, 3)->id);
 }
 
 // --- Gates ------------------------------------------------------------------
@@ -543,7 +543,7 @@ TEST(DeviceHostOnlyTest, NoDeviceDataNoDeviceOutput) {
   EXPECT_TRUE(r->processes[0].devices.empty());
   for (const StepRow& s : r->steps) EXPECT_TRUE(s.devices.empty());
   ASSERT_EQ(r->stage_peaks.size(), 1u);
-  EXPECT_EQ(r->stage_peaks[0].kind, "host");
+  EXPECT_EQ(r->stage_peaks[0].kind, SiteKind::kHost);
   EXPECT_TRUE(r->device_failures.empty());
   const std::string text = report::FormatText(*r);
   EXPECT_THAT(text, Not(HasSubstr("evice")));
@@ -603,7 +603,7 @@ TEST(DeviceFramesTest, CudaEntryFramesStripped) {
   o.symbolize = false;
   absl::StatusOr<Report> r = AnalyzeRun(dir.path(), o);
   ASSERT_TRUE(r.ok()) << r.status();
-  auto functions = [&](const std::string& kind, uint64_t stack) {
+  auto functions = [&](SiteKind kind, uint64_t stack) {
     std::vector<std::string> out;
     for (const Site& s : r->sites) {
       if (s.kind != kind || s.stack_id != stack) continue;
@@ -611,11 +611,11 @@ TEST(DeviceFramesTest, CudaEntryFramesStripped) {
     }
     return out;
   };
-  EXPECT_THAT(functions("device", 1), ::testing::ElementsAre("train+0x5100"));
-  EXPECT_THAT(functions("device", 2),
+  EXPECT_THAT(functions(SiteKind::kDevice, 1), ::testing::ElementsAre("train+0x5100"));
+  EXPECT_THAT(functions(SiteKind::kDevice, 2),
               ::testing::ElementsAre("libcudart.so.13+0x3200", "libcuda.so.1+0x7200"));
   EXPECT_THAT(
-      functions("host", 1),
+      functions(SiteKind::kHost, 1),
       ::testing::ElementsAre("libcuda.so.1+0x7100", "libcudart.so.13+0x3100", "train+0x5100"));
   ASSERT_EQ(r->device_failures.size(), 1u);
   ASSERT_EQ(r->device_failures[0].frames.size(), 1u);

@@ -65,7 +65,7 @@ Report SmallReport(size_t steps) {
   }
   Site s;
   s.id = 1;
-  s.kind = "host";
+  s.kind = analysis::SiteKind::kHost;
   s.pid = 77;
   s.live_bytes_end = 5 << 20;
   s.live_bytes_at_peak = 1 << 20;

@@ -94,7 +94,7 @@ class StepAnalysisTest : public ::testing::TestWithParam<bool> {
 
 const Site* SiteWithStack(const Report& r, uint64_t stack) {
   for (const Site& s : r.sites) {
-    if (s.stack_id == stack && s.kind == "host") return &s;
+    if (s.stack_id == stack && s.kind == SiteKind::kHost) return &s;
   }
   return nullptr;
 }
