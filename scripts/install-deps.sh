@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages memstep needs to build, test and benchmark
-# (python3-dev: the CPython 3.11 headers the Python-frames layout test checks).
+# (python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
+# libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
+# the outside test suites of tests/suites/).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
@@ -8,6 +10,7 @@ pkgs=(
   libunwind-dev libabsl-dev libzstd-dev libdw-dev libelf-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev
+  libpython3.11-testsuite python3-numpy python3-pytest python3-hypothesis
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -14,7 +14,7 @@ namespace memstep::analysis {
 namespace {
 
 // The NOTICE the profiler writes when the program's first step marker ends
-// the time windows (preload/api.cc).
+// the time windows (preload/steps/api.cc).
 constexpr char kWindowsStopped[] = "time windows stopped";
 
 // Time windows stand in for steps until the program marks its own. Their rows

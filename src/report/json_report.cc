@@ -452,11 +452,28 @@ void WriteGate(JsonWriter& w, const analysis::GateResult& g) {
 }
 
 // Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629, table 3-7
+// of the Unicode standard: no overlong forms, no surrogates, nothing above
+// U+10FFFF), or 0.
 size_t Utf8Length(const std::string& s, size_t i) {
   const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  }
   if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
+  const unsigned char second = static_cast<unsigned char>(s[i + 1]);
+  if (second < lo || second > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
   }
   return n;

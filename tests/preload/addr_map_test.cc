@@ -1,4 +1,4 @@
-// preload/addr_map.h, the one hash map behind memstep's address tables, in
+// preload/core/addr_map.h, the one hash map behind memstep's address tables, in
 // both of its uses: the host block tables (ShardedAddrMap<uint64_t, 6>:
 // g_big, g_blocks) and the device tables (ShardedAddrMap<DevBlock, 4> for
 // pointers, AddrMap<VmmHandle> and AddrMap<VmmMapping> under one lock).
@@ -6,7 +6,7 @@
 // collisions and wrap-around, the 3/4 capacity limit, Reset, shards filling
 // independently, concurrent use and the fork lock protocol.
 
-#include "preload/addr_map.h"
+#include "preload/core/addr_map.h"
 
 #include <atomic>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "preload/cuda_internal.h"
+#include "preload/cuda/cuda_internal.h"
 
 namespace memstep::preload {
 namespace {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "preload/dictionary.h"
-#include "preload/glibc_chunk.h"
-#include "preload/interval_set.h"
-#include "preload/region.h"
-#include "preload/sampler.h"
+#include "preload/core/dictionary.h"
+#include "preload/core/glibc_chunk.h"
+#include "preload/core/interval_set.h"
+#include "preload/core/region.h"
+#include "preload/core/sampler.h"
 #include "src/format/format.h"
 
 namespace memstep::preload {

@@ -1,4 +1,4 @@
-/* Checks preload/pyframes_layout.h against the installed CPython 3.11
+/* Checks preload/python/pyframes_layout.h against the installed CPython 3.11
  * headers: every offset memstep reads in place must be the real one. Built
  * only where python3.11-dev's internal headers exist. */
 #define Py_BUILD_CORE 1
@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "preload/pyframes_layout.h"
+#include "preload/python/pyframes_layout.h"
 
 static int failures = 0;
 #define EXPECT(name, actual)                                                       \

@@ -1,4 +1,4 @@
-"""Python frames in sampled stacks (preload/pyframes.cc, CPython 3.11).
+"""Python frames in sampled stacks (preload/python/pyframes.cc, CPython 3.11).
 
 A plain Python program (no torch) keeps 40 bytearrays of 2 MiB, each always
 recorded (>= S_always), from a function at a known line; the report's site for

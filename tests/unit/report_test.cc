@@ -42,6 +42,15 @@ TEST(HumanBytesTest, Units) {
 TEST(JsonTest, Escaping) {
   EXPECT_EQ(JsonEscape("a\"b\\c\n\t\x01"), "a\\\"b\\\\c\\n\\t\\u0001");
   EXPECT_EQ(JsonEscape("caf\xc3\xa9 \xff\xc3"), "caf\xc3\xa9 \\ufffd\\ufffd");
+  // Ill-formed sequences a command line can carry (CPython's test_os passes
+  // them): surrogates, overlong forms, lead bytes above F4, code points above
+  // U+10FFFF. Each ill-formed byte becomes U+FFFD; valid 4-byte forms stay.
+  EXPECT_EQ(JsonEscape("\xed\xa0\x80"), "\\ufffd\\ufffd\\ufffd");
+  EXPECT_EQ(JsonEscape("\xe0\x80\x80"), "\\ufffd\\ufffd\\ufffd");
+  EXPECT_EQ(JsonEscape("\xf0\x80\x80\x80"), "\\ufffd\\ufffd\\ufffd\\ufffd");
+  EXPECT_EQ(JsonEscape("\xfd\xbf\xbf"), "\\ufffd\\ufffd\\ufffd");
+  EXPECT_EQ(JsonEscape("\xf4\x90\x80\x80"), "\\ufffd\\ufffd\\ufffd\\ufffd");
+  EXPECT_EQ(JsonEscape("\xf0\x9f\x98\x80 \xed\x9f\xbf"), "\xf0\x9f\x98\x80 \xed\x9f\xbf");
 }
 
 Report SmallReport(size_t steps) {

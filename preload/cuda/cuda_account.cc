@@ -1,0 +1,518 @@
+// Device-memory accounting: the address tables, exact live/peak counters per
+// kind, the DEV_ALLOC / DEV_FREE / DEV_FAIL records, counting at the lowest
+// layer that fired, VMM handle tracking and the fork handlers.
+//
+// Tables (all from RawMmap, created at the first recorded device allocation,
+// so a process without CUDA pays nothing):
+//  - pointers: 16 shards x 16384 slots, address -> DevBlock (size, kind,
+//    device), each shard under its own spinlock. Device, managed,
+//    pinned-host and pool pointers share it: with unified addressing they
+//    never collide.
+//  - VMM: handle -> VmmHandle (size, device, live mappings, released) and
+//    mapping VA -> VmmMapping (size, handle), both under g_vmm_lock (VMM
+//    calls are per 2-20 MiB page).
+// All three are preload/core/addr_map.h maps.
+// Every lock here is a leaf: nothing else is locked, unwound or pushed while
+// one is held.
+//
+// Layers: a driver wrapper reached inside a runtime wrapper records the
+// operation; the runtime wrapper then does not (an allocation: the pointer is
+// already in the table and the thread's driver-record count moved; a free:
+// the driver wrapper took the runtime's pending free over).
+
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/core/addr_map.h"
+#include "preload/cuda/cuda.h"
+#include "preload/cuda/cuda_internal.h"
+#include "preload/steps/config.h"
+#include "preload/host/recorder.h"
+#include "src/format/format.h"
+#include "src/format/records.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace cuda {
+namespace {
+
+ShardedAddrMap<DevBlock, 4> g_ptrs;  // 16 shards
+SpinLock g_vmm_lock;
+AddrMap<VmmHandle> g_handles;  // protected by g_vmm_lock
+AddrMap<VmmMapping> g_maps;    // protected by g_vmm_lock
+std::atomic<int> g_tables{0};  // 0 none, 1 being made, 2 ready, 3 failed
+
+bool EnsureTables() {
+  int s = g_tables.load(std::memory_order_acquire);
+  if (s == 2) return true;
+  if (s == 3) return false;
+  int expected = 0;
+  if (g_tables.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    bool ok = g_handles.Init(16) && g_maps.Init(16) && g_ptrs.Init(14);
+    g_tables.store(ok ? 2 : 3, std::memory_order_release);
+    if (!ok) Notice("cannot reserve memory for device tables: device allocations are not recorded");
+    return ok;
+  }
+  while ((s = g_tables.load(std::memory_order_acquire)) == 1) __builtin_ia32_pause();
+  return s == 2;
+}
+
+// ---- exact counters ----
+std::atomic<uint64_t> g_live[fmt::kDevKindMax + 1];
+std::atomic<uint64_t> g_peak[fmt::kDevKindMax + 1];  // run peaks per kind
+// Resident bytes (device + managed + VMM + pool) per device ordinal, so the
+// alert sees each GPU's own peak, as the report's device_peak does; the last
+// slot takes unknown (-1) and out-of-range ordinals.
+constexpr int kMaxDevices = 32;
+std::atomic<uint64_t> g_resident[kMaxDevices + 1];
+std::atomic<uint64_t> g_resident_step_peak[kMaxDevices + 1];
+int DeviceSlot(int device) { return device >= 0 && device < kMaxDevices ? device : kMaxDevices; }
+std::atomic<bool> g_seen{false};       // a device allocation succeeded: CUDA is initialised
+std::atomic<bool> g_pool_seen{false};  // ... a stream-ordered one
+std::atomic<bool> g_table_full{false};
+
+bool Resident(uint8_t kind) { return kind != fmt::kDevPinnedHost; }
+
+void CountAlloc(uint8_t kind, int device, uint64_t size) {
+  if (kind > fmt::kDevKindMax) return;
+  AtomicMax(&g_peak[kind], g_live[kind].fetch_add(size, std::memory_order_relaxed) + size);
+  if (Resident(kind)) {
+    const int d = DeviceSlot(device);
+    AtomicMax(&g_resident_step_peak[d],
+              g_resident[d].fetch_add(size, std::memory_order_relaxed) + size);
+  }
+}
+
+// Never below zero: a free of something counted before a fork reset.
+void Sub(std::atomic<uint64_t>* a, uint64_t v) {
+  uint64_t cur = a->load(std::memory_order_relaxed);
+  while (!a->compare_exchange_weak(cur, cur > v ? cur - v : 0, std::memory_order_relaxed)) {
+  }
+}
+void CountFree(uint8_t kind, int device, uint64_t size) {
+  if (kind > fmt::kDevKindMax) return;
+  Sub(&g_live[kind], size);
+  if (Resident(kind)) Sub(&g_resident[DeviceSlot(device)], size);
+}
+
+// ---- per-thread layer state ----
+__thread uint32_t t_allocs __attribute__((tls_model("initial-exec")));  // recorded allocations
+__thread uint32_t t_fails __attribute__((tls_model("initial-exec")));   // recorded failures
+__thread PendingFree* t_rt_pending __attribute__((tls_model("initial-exec")));
+__thread int t_rt_major __attribute__((tls_model("initial-exec")));  // runtime used here
+
+// ---- records ----
+void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint64_t addr,
+                  uint64_t size, uint8_t api, uint64_t aux) {
+  if (!Recording()) return;
+  uint8_t buf[160];
+  fmt::DevAllocRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.kind = kind;
+  rec.device = device;
+  rec.addr = addr;
+  rec.size = size;
+  rec.api = api;
+  rec.aux = aux;
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+void EmitDevFree(ThreadState& t, uint64_t seq, uint8_t kind, int device, uint64_t addr,
+                 uint64_t size, uint8_t api) {
+  if (!Recording()) return;
+  uint8_t buf[96];
+  fmt::DevFreeRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.kind = kind;
+  rec.device = device;
+  rec.addr = addr;
+  rec.size = size;
+  rec.api = api;
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+void TableFull() {
+  if (!g_table_full.exchange(true)) {
+    Notice("device address table full: later device frees may be unmatched");
+  }
+}
+
+}  // namespace
+
+void Notice(const char* message) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (!g_config.quiet) {
+    char line[256];
+    size_t n = 0;
+    for (const char* p = "memstep: "; *p != '\0';) line[n++] = *p++;
+    for (const char* p = message; *p != '\0' && n < sizeof(line) - 1;) line[n++] = *p++;
+    line[n++] = '\n';
+    (void)!write(2, line, n);
+  }
+  if (Recording() && !guard.was_set()) {
+    EnsureThread(t);
+    EmitNoticeRecord(t, message);
+  }
+}
+
+bool Active() {
+  return t_state.guard == 0 && g_state.load(std::memory_order_relaxed) == kRecording;
+}
+
+int DriverDevice() {
+  auto fn = reinterpret_cast<CUresult (*)(int*)>(DrHelper(kSym_cuCtxGetDevice));
+  int d = -1;
+  return fn != nullptr && fn(&d) == 0 ? d : -1;
+}
+
+int RuntimeDevice(const Target& t) {
+  void* gd = t.get_device;
+  if (gd == nullptr && t.major != 0) gd = RtReal(t.major, kSym_cudaGetDevice);
+  int d = -1;
+  return gd != nullptr && reinterpret_cast<cudaError_t (*)(int*)>(gd)(&d) == 0 ? d : -1;
+}
+
+LayerMark Mark() { return {t_allocs, t_fails}; }
+
+bool LowerRecordedAlloc(const LayerMark& m, uint64_t addr) {
+  if (t_allocs == m.allocs || g_tables.load(std::memory_order_acquire) != 2) return false;
+  return g_ptrs.Contains(addr);
+}
+
+bool LowerRecordedFail(const LayerMark& m) { return t_fails != m.fails; }
+
+void NoteRuntimeThread(int major) { t_rt_major = major; }
+
+void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t api,
+                 uint64_t aux) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_allocs;
+  g_seen.store(true, std::memory_order_relaxed);
+  if (kind == fmt::kDevPool) g_pool_seen.store(true, std::memory_order_relaxed);
+  if (!EnsureTables()) return;
+  uint32_t stack = CaptureStack(t);  // before any lock
+  DevBlock old;
+  PutResult put = g_ptrs.Put(addr, DevBlock{size, device, kind}, &old);
+  if (put == PutResult::kRefused) TableFull();
+  if (put == PutResult::kReplaced) {  // its free went unseen: close it before the new one
+    CountFree(old.kind, old.device, old.size);
+    EmitDevFree(t, NextSeq(), old.kind, old.device, addr, old.size, fmt::kApiUnknown);
+  }
+  CountAlloc(kind, device, size);
+  EmitDevAlloc(t, stack, kind, device, addr, size, api, aux);
+}
+
+void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_fails;
+  if (!Recording()) return;
+  uint32_t stack = CaptureStack(t);
+  uint8_t buf[160];
+  fmt::DevFailRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.kind = kind;
+  rec.device = device;
+  rec.size = size;
+  rec.api = api;
+  rec.error = static_cast<uint32_t>(error);
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+// ---- frees ----
+namespace {
+
+void BeginFree(uint64_t addr, PendingFree* f) {
+  *f = {addr, {0, -1, 0}, 0, false, false};
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  f->found = g_ptrs.Remove(addr, &f->block);
+  if (!f->found) return;
+  f->seq = NextSeq();  // before the address can be handed out again
+}
+
+void EndFree(PendingFree* f, bool ok, uint8_t api) {
+  if (!f->found) return;
+  if (!ok) {  // the call failed: nothing was freed
+    g_ptrs.Put(f->addr, f->block);
+    return;
+  }
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  CountFree(f->block.kind, f->block.device, f->block.size);
+  EmitDevFree(t, f->seq, f->block.kind, f->block.device, f->addr, f->block.size, api);
+}
+
+}  // namespace
+
+void BeginRuntimeFree(uint64_t addr, PendingFree* f, PendingFree** saved) {
+  BeginFree(addr, f);
+  *saved = t_rt_pending;
+  t_rt_pending = f;
+}
+
+void EndRuntimeFree(PendingFree* f, PendingFree* saved, bool ok, uint8_t api) {
+  t_rt_pending = saved;
+  if (!f->taken) EndFree(f, ok, api);
+}
+
+void BeginDriverFree(uint64_t addr, PendingFree* f) {
+  PendingFree* p = t_rt_pending;
+  if (p != nullptr && !p->taken && p->addr == addr) {
+    *f = *p;
+    p->taken = true;
+    f->taken = false;
+    return;
+  }
+  BeginFree(addr, f);
+}
+
+void EndDriverFree(PendingFree* f, bool ok, uint8_t api) { EndFree(f, ok, api); }
+
+// ---- VMM ----
+namespace {
+
+void LogMapping(VmmUndo* u, uint64_t va, const VmmMapping& mapping) {
+  VmmUndo::Op& op = u->ops[u->n++];
+  op = {};
+  op.key = va;
+  op.mapping = mapping;
+  op.what = VmmUndo::kMappingRemoved;
+}
+void LogHandle(VmmUndo* u, uint64_t handle, const VmmHandle& value) {
+  VmmUndo::Op& op = u->ops[u->n++];
+  op = {};
+  op.key = handle;
+  op.handle = value;
+  op.what = VmmUndo::kHandleChanged;
+}
+// The handle just logged is freed: gone from the table, its DEV_FREE numbered.
+void LoggedHandleRemoved(VmmUndo* u) {
+  g_handles.Remove(u->ops[u->n - 1].key, nullptr);
+  u->ops[u->n - 1].what = VmmUndo::kHandleRemoved;
+  u->ops[u->n - 1].seq = NextSeq();
+}
+
+// g_vmm_lock held; room for one op in u. One mapping of `handle` is gone.
+void DropMappingLocked(uint64_t handle, VmmUndo* u) {
+  VmmHandle* entry = g_handles.Find(handle);
+  if (entry == nullptr) return;
+  LogHandle(u, handle, *entry);
+  if (entry->mappings > 0) --entry->mappings;
+  if (entry->mappings == 0 && entry->released) LoggedHandleRemoved(u);
+}
+
+// g_vmm_lock held: removes the mappings of [cursor, end) while the log has room.
+void WalkUnmapLocked(VmmUndo* u) {
+  while (u->cursor < u->end && u->n + 2 <= VmmUndo::kMax) {
+    VmmMapping m;
+    if (!g_maps.Remove(u->cursor, &m) || m.size == 0) {
+      u->cursor = u->end;  // not a mapping memstep saw: stop there
+      return;
+    }
+    LogMapping(u, u->cursor, m);
+    u->cursor += m.size;
+    DropMappingLocked(m.handle, u);
+  }
+}
+
+// Writes the DEV_FREEs of the handles the log freed.
+void CommitLog(VmmUndo* u, uint8_t api) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  for (int i = 0; i < u->n; ++i) {
+    const VmmUndo::Op& op = u->ops[i];
+    if (op.what != VmmUndo::kHandleRemoved) continue;
+    CountFree(fmt::kDevVmm, op.handle.device, op.handle.size);
+    EmitDevFree(t, op.seq, fmt::kDevVmm, op.handle.device, op.key, op.handle.size, api);
+  }
+}
+
+}  // namespace
+
+void VmmCreated(uint64_t handle, uint64_t size, int device) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  ++t_allocs;
+  g_seen.store(true, std::memory_order_relaxed);
+  if (!EnsureTables()) return;
+  uint32_t stack = CaptureStack(t);
+  VmmHandle old;
+  PutResult put;
+  {
+    SpinLockHolder h(&g_vmm_lock);
+    put = g_handles.Put(handle, VmmHandle{size, device, 0, false}, &old);
+  }
+  if (put == PutResult::kRefused) TableFull();
+  if (put == PutResult::kReplaced) {  // a release memstep did not see
+    CountFree(fmt::kDevVmm, old.device, old.size);
+    EmitDevFree(t, NextSeq(), fmt::kDevVmm, old.device, handle, old.size, fmt::kApiUnknown);
+  }
+  CountAlloc(fmt::kDevVmm, device, size);
+  EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0);
+}
+
+void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
+  if (!EnsureTables()) return;
+  VmmUndo stale;
+  stale.n = 0;
+  bool stored;
+  {
+    SpinLockHolder h(&g_vmm_lock);
+    VmmMapping old;
+    PutResult put = g_maps.Put(va, VmmMapping{size, handle}, &old);
+    stored = put != PutResult::kRefused;
+    if (put == PutResult::kReplaced) DropMappingLocked(old.handle, &stale);  // unmap unseen
+    VmmHandle* mapped = stored ? g_handles.Find(handle) : nullptr;
+    if (mapped != nullptr) ++mapped->mappings;  // a mapping not in the table is never unmapped
+  }
+  if (!stored) TableFull();
+  if (stale.n > 0) CommitLog(&stale, fmt::kApiCuMemUnmap);
+}
+
+void VmmBeginRelease(uint64_t handle, VmmUndo* u) {
+  u->n = 0;
+  u->cursor = u->end = 0;
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  SpinLockHolder h(&g_vmm_lock);
+  VmmHandle* released = g_handles.Find(handle);
+  if (released == nullptr) return;
+  LogHandle(u, handle, *released);
+  released->released = true;
+  if (released->mappings == 0) LoggedHandleRemoved(u);
+}
+
+void VmmBeginUnmap(uint64_t va, uint64_t size, VmmUndo* u) {
+  u->n = 0;
+  u->cursor = va;
+  u->end = va + size;
+  if (g_tables.load(std::memory_order_acquire) != 2) {
+    u->cursor = u->end;
+    return;
+  }
+  SpinLockHolder h(&g_vmm_lock);
+  WalkUnmapLocked(u);
+}
+
+void VmmEnd(VmmUndo* u, bool ok, uint8_t api) {
+  if (!ok) {
+    if (u->n == 0) return;
+    SpinLockHolder h(&g_vmm_lock);
+    for (int i = u->n - 1; i >= 0; --i) {  // newest first
+      const VmmUndo::Op& op = u->ops[i];
+      if (op.what == VmmUndo::kMappingRemoved) {
+        g_maps.Put(op.key, op.mapping);
+      } else {
+        g_handles.Put(op.key, op.handle);
+      }
+    }
+    return;
+  }
+  CommitLog(u, api);
+  // An unmap of more mappings than the log holds: the rest, now that the
+  // call has succeeded (no undo needed).
+  while (u->cursor < u->end) {
+    u->n = 0;
+    {
+      SpinLockHolder h(&g_vmm_lock);
+      WalkUnmapLocked(u);
+    }
+    CommitLog(u, api);
+  }
+}
+
+// ---- state for the step-end counters (cuda_info.cc) ----
+
+bool DeviceSeen() { return g_seen.load(std::memory_order_relaxed); }
+bool PoolSeen() { return g_pool_seen.load(std::memory_order_relaxed); }
+int ThreadRuntimeMajor() { return t_rt_major; }
+
+uint64_t CloseStepPeak() {
+  uint64_t most = 0;  // the largest per-device peak of the step
+  for (int d = 0; d <= kMaxDevices; ++d) {
+    uint64_t live = g_resident[d].load(std::memory_order_relaxed);
+    uint64_t peak = g_resident_step_peak[d].exchange(live, std::memory_order_relaxed);
+    if (live > peak) peak = live;
+    if (peak > most) most = peak;
+  }
+  return most;
+}
+
+}  // namespace cuda
+
+// ---- fork: the child has no CUDA context; its device history starts empty ----
+namespace cuda {
+namespace {
+
+void ForkPrepare() {
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  g_vmm_lock.Lock();
+  g_ptrs.LockAll();
+}
+
+void ForkParent() {
+  if (g_tables.load(std::memory_order_acquire) != 2) return;
+  g_ptrs.UnlockAll();
+  g_vmm_lock.Unlock();
+}
+
+void ForkChild() {
+  g_ptrs.ResetLocks();
+  g_vmm_lock.Reset();
+  if (g_tables.load(std::memory_order_acquire) == 2) {
+    g_ptrs.Reset();
+    g_handles.Reset();
+    g_maps.Reset();
+  }
+  for (int k = 0; k <= fmt::kDevKindMax; ++k) {
+    g_live[k].store(0, std::memory_order_relaxed);
+    g_peak[k].store(0, std::memory_order_relaxed);
+  }
+  for (int d = 0; d <= kMaxDevices; ++d) {
+    g_resident[d].store(0, std::memory_order_relaxed);
+    g_resident_step_peak[d].store(0, std::memory_order_relaxed);
+  }
+  g_seen.store(false, std::memory_order_relaxed);
+  g_pool_seen.store(false, std::memory_order_relaxed);
+  t_rt_pending = nullptr;
+}
+
+// After memstep's own constructor (101): its fork handlers are registered
+// first, so these prepare handlers run before its (each set is lock-ordered;
+// no lock here is held while one of memstep's is taken, or the reverse).
+__attribute__((constructor(102))) void CudaInit() {
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace memstep::preload

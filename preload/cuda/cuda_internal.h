@@ -1,0 +1,354 @@
+// Internals of the CUDA interception (cuda_*.cc), shared by its files:
+//   cuda_dl.cc       the dlsym/dlvsym override, finding real functions, wrapper slots
+//   cuda_account.cc  accounting tables, counters, DEV_* records, VMM, fork
+//   cuda_info.cc     step-end device counters (DEV_INFO), the step's device peak
+//   cuda_runtime.cc  libcudart wrappers (one per major: 12 and 13) and their slots
+//   cuda_driver.cc   libcuda wrappers, the cuGetProcAddress chain and their slots
+// docs/gpu.md explains the design; research/cuda-interception.md has the facts.
+//
+// Contract (every function here):
+//  - No CUDA headers and no link-time CUDA dependency: the few ABI types below
+//    are restated from cuda.h / cuda_runtime_api.h (toolkit 13.0), and every
+//    real function is found at run time.
+//  - Never allocates from the hooked heap (tables come from RawMmap), never
+//    blocks: the address tables use short spinlocks (leaves: no other memstep
+//    lock is taken while one is held), everything on the call path of a
+//    wrapper that does not record is a few atomic loads.
+//  - Errors and out-parameters pass through unchanged: a wrapper reads an
+//    out-parameter only after the real call succeeded, writes one only to
+//    swap a function pointer it was asked to look up, and never initialises
+//    CUDA itself (device queries only after the program's own successful
+//    allocation, or from a thread that has a current context).
+
+#ifndef MEMSTEP_PRELOAD_CUDA_INTERNAL_H_
+#define MEMSTEP_PRELOAD_CUDA_INTERNAL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "preload/core/base.h"
+
+namespace memstep::preload::cuda {
+
+// ---- ABI (cuda.h, driver_types.h, cuda_runtime_api.h) ----
+using CUresult = int;
+using cudaError_t = int;
+// unsigned long long in the headers: the same 64-bit integer in the x86-64 ABI.
+using CUdeviceptr = uint64_t;
+using CUmemHandle = uint64_t;  // CUmemGenericAllocationHandle
+using cuuint64_t = uint64_t;
+struct CUmemLocation {
+  int type;  // CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int id;
+};
+struct CUmemAllocationProp {
+  int type;
+  int requested_handle_types;
+  CUmemLocation location;
+  void* win32_handle_meta_data;
+  unsigned char alloc_flags[8];
+};
+struct cudaPitchedPtr {
+  void* ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+};
+struct cudaExtent {
+  size_t width;
+  size_t height;
+  size_t depth;
+};
+inline constexpr int kCudaSuccess = 0;
+inline constexpr int kCudaErrorInsufficientDriver = 35;  // what cudart returns without a driver
+inline constexpr int kCuErrorStubLibrary = 34;           // the driver library is missing
+inline constexpr int kMemLocationDevice = 1;
+inline constexpr int kPoolAttrReservedMemCurrent = 5;  // CU_MEMPOOL_ATTR_ / cudaMemPoolAttr
+inline constexpr int kPoolAttrUsedMemCurrent = 7;
+// Newest CUDA version whose entry-point ABIs we have read (toolkit 13.0).
+// Lookups for newer versions are wrapped only if they return the same
+// function as the version whose ABI the wrapper implements.
+inline constexpr int kNewestKnownVersion = 13000;
+
+#define MEMSTEP_UNPAREN(...) __VA_ARGS__
+
+// ---- ABIs memstep wraps: one wrapper implementation each ----
+enum Abi : uint8_t {
+  kRtMalloc,
+  kRtFree,
+  kRtMallocManaged,
+  kRtMallocHost,
+  kRtHostAlloc,
+  kRtFreeHost,
+  kRtMallocPitch,
+  kRtMalloc3D,
+  kRtMallocAsync,  // also _ptsz (same ABI, another real function)
+  kRtFreeAsync,
+  kRtMallocFromPoolAsync,
+  kRtGetDriverEntryPoint,
+  kRtGetDriverEntryPointByVersion,
+  kDrMemAlloc,       // cuMemAlloc_v2
+  kDrMemFree,        // cuMemFree_v2
+  kDrMemAllocPitch,  // cuMemAllocPitch_v2
+  kDrMemAllocManaged,
+  kDrMemAllocHost,  // cuMemAllocHost_v2
+  kDrMemHostAlloc,
+  kDrMemFreeHost,
+  kDrMemCreate,
+  kDrMemRelease,
+  kDrMemMap,
+  kDrMemUnmap,
+  kDrMemAllocAsync,  // also _ptsz
+  kDrMemFreeAsync,
+  kDrMemAllocFromPoolAsync,
+  kDrGetProcAddress,    // the CUDA 11.3 ABI (4 parameters)
+  kDrGetProcAddressV2,  // cuGetProcAddress_v2 (5 parameters)
+  kAbiCount,
+  kAbiNone = 0xFF,
+};
+inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
+
+// Exported names of libcudart that memstep wraps, then the helpers it only
+// calls (X(name, abi)); the enum gives each an index.
+#define MEMSTEP_CUDART_SYMBOLS(X)                                      \
+  X(cudaMalloc, kRtMalloc)                                             \
+  X(cudaFree, kRtFree)                                                 \
+  X(cudaMallocManaged, kRtMallocManaged)                               \
+  X(cudaMallocHost, kRtMallocHost)                                     \
+  X(cudaHostAlloc, kRtHostAlloc)                                       \
+  X(cudaFreeHost, kRtFreeHost)                                         \
+  X(cudaMallocPitch, kRtMallocPitch)                                   \
+  X(cudaMalloc3D, kRtMalloc3D)                                         \
+  X(cudaMallocAsync, kRtMallocAsync)                                   \
+  X(cudaMallocAsync_ptsz, kRtMallocAsync)                              \
+  X(cudaFreeAsync, kRtFreeAsync)                                       \
+  X(cudaFreeAsync_ptsz, kRtFreeAsync)                                  \
+  X(cudaMallocFromPoolAsync, kRtMallocFromPoolAsync)                   \
+  X(cudaMallocFromPoolAsync_ptsz, kRtMallocFromPoolAsync)              \
+  X(cudaGetDriverEntryPoint, kRtGetDriverEntryPoint)                   \
+  X(cudaGetDriverEntryPoint_ptsz, kRtGetDriverEntryPoint)              \
+  X(cudaGetDriverEntryPointByVersion, kRtGetDriverEntryPointByVersion) \
+  X(cudaGetDriverEntryPointByVersion_ptsz, kRtGetDriverEntryPointByVersion)
+#define MEMSTEP_CUDART_HELPERS(X)          \
+  X(cudaGetDevice, kAbiNone)               \
+  X(cudaMemGetInfo, kAbiNone)              \
+  X(cudaDeviceGetDefaultMemPool, kAbiNone) \
+  X(cudaMemPoolGetAttribute, kAbiNone)
+
+#define MEMSTEP_CUDA_DRIVER_SYMBOLS(X)                      \
+  X(cuMemAlloc_v2, kDrMemAlloc)                             \
+  X(cuMemFree_v2, kDrMemFree)                               \
+  X(cuMemAllocPitch_v2, kDrMemAllocPitch)                   \
+  X(cuMemAllocManaged, kDrMemAllocManaged)                  \
+  X(cuMemAllocHost_v2, kDrMemAllocHost)                     \
+  X(cuMemHostAlloc, kDrMemHostAlloc)                        \
+  X(cuMemFreeHost, kDrMemFreeHost)                          \
+  X(cuMemCreate, kDrMemCreate)                              \
+  X(cuMemRelease, kDrMemRelease)                            \
+  X(cuMemMap, kDrMemMap)                                    \
+  X(cuMemUnmap, kDrMemUnmap)                                \
+  X(cuMemAllocAsync, kDrMemAllocAsync)                      \
+  X(cuMemAllocAsync_ptsz, kDrMemAllocAsync)                 \
+  X(cuMemFreeAsync, kDrMemFreeAsync)                        \
+  X(cuMemFreeAsync_ptsz, kDrMemFreeAsync)                   \
+  X(cuMemAllocFromPoolAsync, kDrMemAllocFromPoolAsync)      \
+  X(cuMemAllocFromPoolAsync_ptsz, kDrMemAllocFromPoolAsync) \
+  X(cuGetProcAddress, kDrGetProcAddress)                    \
+  X(cuGetProcAddress_v2, kDrGetProcAddressV2)
+#define MEMSTEP_CUDA_DRIVER_HELPERS(X)   \
+  X(cuCtxGetCurrent, kAbiNone)           \
+  X(cuCtxGetDevice, kAbiNone)            \
+  X(cuMemGetInfo_v2, kAbiNone)           \
+  X(cuDeviceGetDefaultMemPool, kAbiNone) \
+  X(cuMemPoolGetAttribute, kAbiNone)
+
+#define MEMSTEP_CUDA_ENUM(name, abi) kSym_##name,
+enum RtSym : int {
+  MEMSTEP_CUDART_SYMBOLS(MEMSTEP_CUDA_ENUM) MEMSTEP_CUDART_HELPERS(MEMSTEP_CUDA_ENUM) kRtSymCount
+};
+enum DrSym : int {
+  MEMSTEP_CUDA_DRIVER_SYMBOLS(MEMSTEP_CUDA_ENUM) MEMSTEP_CUDA_DRIVER_HELPERS(MEMSTEP_CUDA_ENUM)
+      kDrSymCount
+};
+#undef MEMSTEP_CUDA_ENUM
+inline constexpr int kRtHooked = kSym_cudaGetDevice;  // [0, kRtHooked) are wrapped
+inline constexpr int kDrHooked = kSym_cuCtxGetCurrent;
+extern const char* const kRtSymName[kRtSymCount];
+extern const char* const kDrSymName[kDrSymCount];
+
+// ---- real functions (cuda_dl.cc) ----
+// The libcudart majors memstep has versioned wrappers for.
+inline constexpr int kNumMajors = 2;  // index 0: libcudart.so.12, 1: libcudart.so.13
+inline int MajorIndex(int major) { return major == 12 ? 0 : major == 13 ? 1 : -1; }
+
+// Real function `sym` of libcudart.so.<major> (12 or 13): the versioned
+// definition next in the global scope, else the one in the loaded
+// libcudart.so.<major> (RTLD_LOCAL), else any loaded libcudart's. Cached;
+// nullptr if there is none.
+void* RtReal(int major, int sym);
+// Real driver function `sym` for the exported wrappers: the next definition
+// in the global scope, else libcuda.so.1's if it is loaded. Cached.
+void* DrReal(int sym);
+// A driver helper of the loaded libcuda.so.1 (never loads it). Cached.
+void* DrHelper(int sym);
+// libcuda.so.1 is loaded (never loads it).
+bool DriverLoaded();
+// True if p lies in libmemstep.so (a real function must never be one of ours).
+bool IsOurs(const void* p);
+
+// ---- wrapper slots: a wrapper per (ABI, real function) ----
+// Pointers handed out by dlsym, cuGetProcAddress and cudaGetDriverEntryPoint
+// are replaced by the wrapper of a slot that remembers the real pointer (two
+// libraries, or a _ptsz variant, give two real functions of one ABI). Slots
+// are never freed; when an ABI's slots are used up the real pointer is
+// returned unwrapped (one notice).
+inline constexpr int kSlots = 8;
+struct Target {
+  void* real;        // the function to call
+  void* get_device;  // runtime: cudaGetDevice of the same libcudart (may be null)
+  int major;         // runtime: libcudart major (12, 13), 0 if unknown
+};
+// Wrapper of slot s of abi (tables in cuda_runtime.cc / cuda_driver.cc).
+void* RuntimeSlotWrapper(int abi, int s);
+void* DriverSlotWrapper(int abi, int s);
+
+// The kSlots wrappers of one ABI returning `ret`: Slot_<abi><S> calls
+// impl(SlotTarget(abi, S), args...) (SlotTarget is the including file's), and
+// kSlot_<abi> lists them. Expanded once per ABI by the X-macro tables.
+#define MEMSTEP_CUDA_SLOTS(ret, abi, impl, params, args)                                    \
+  template <int S>                                                                          \
+  ret Slot_##abi params {                                                                   \
+    return impl(SlotTarget(abi, S), MEMSTEP_UNPAREN args);                                  \
+  }                                                                                         \
+  using Fn_##abi = ret(*) params;                                                           \
+  constexpr Fn_##abi kSlot_##abi[kSlots] = {&Slot_##abi<0>, &Slot_##abi<1>, &Slot_##abi<2>, \
+                                            &Slot_##abi<3>, &Slot_##abi<4>, &Slot_##abi<5>, \
+                                            &Slot_##abi<6>, &Slot_##abi<7>};
+// A `case abi:` returning slot s's wrapper (in a switch over the ABIs).
+#define MEMSTEP_CUDA_SLOT_CASE(abi, impl, params, args) \
+  case abi:                                             \
+    return reinterpret_cast<void*>(kSlot_##abi[s]);
+inline void* SlotWrapper(int abi, int s) {
+  return IsRuntimeAbi(abi) ? RuntimeSlotWrapper(abi, s) : DriverSlotWrapper(abi, s);
+}
+Target SlotTarget(int abi, int s);
+// Returns the wrapper for `real` (claiming a slot), or `real` itself when it
+// is null, one of ours, or no slot is left.
+void* WrapPointer(int abi, void* real, void* get_device, int major);
+
+// cuGetProcAddress-style lookups (cuda_driver.cc): the ABI memstep wraps for
+// the base name `symbol` at `version`, with the version whose ABI it is
+// (kAbiNone: leave the pointer alone).
+int ClassifyProc(const char* symbol, int version, int* abi_version);
+// After a successful lookup of `symbol` that wrote *pfn: swaps in the wrapper.
+// `again(version)` repeats the lookup at another version (for versions newer
+// than kNewestKnownVersion: wrap only if the ABI's version gives the same
+// pointer); it returns nullptr when it cannot.
+using LookupAgainFn = void* (*)(const void* ctx, int version);
+void WrapLookup(const char* symbol, void** pfn, int version, LookupAgainFn again, const void* ctx);
+
+// ---- accounting (cuda_account.cc) ----
+// Whether this call records: not nested in memstep's own code and recording.
+bool Active();
+// The driver's current device ordinal (cuCtxGetDevice), -1 if unknown.
+int DriverDevice();
+// cudaGetDevice of `t`'s libcudart, -1 if unknown.
+int RuntimeDevice(const Target& t);
+
+// A successful allocation (not VMM): counted, entered in the address table,
+// DEV_ALLOC with the caller's stack.
+void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t api, uint64_t aux);
+// A failed allocation call: DEV_FAIL with the requested size, error, stack.
+void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error);
+// Whether a lower layer (a driver wrapper) already recorded the allocation
+// at addr during the runtime call whose marks are given.
+struct LayerMark {
+  uint32_t allocs;
+  uint32_t fails;
+};
+LayerMark Mark();
+bool LowerRecordedAlloc(const LayerMark& m, uint64_t addr);
+bool LowerRecordedFail(const LayerMark& m);
+
+// The values of the device tables (cuda_account.cc, preload/core/addr_map.h).
+// A recorded allocation in the pointer table; its address is the key.
+struct DevBlock {
+  uint64_t size;
+  int32_t device;  // CUDA ordinal, -1 unknown
+  uint8_t kind;    // format::DeviceKind
+};
+// A cuMemCreate handle in the handle table; the handle is the key.
+struct VmmHandle {
+  uint64_t size;
+  int32_t device;
+  uint32_t mappings;  // live cuMemMap mappings of it
+  bool released;      // cuMemRelease was called (freed when no mapping is left)
+};
+// A cuMemMap mapping in the mapping table; its VA is the key.
+struct VmmMapping {
+  uint64_t size;
+  uint64_t handle;
+};
+
+// Frees are two-phase: the table entry is removed (and the sequence number
+// taken) before the real call, so another thread that gets the same address
+// next cannot lose its entry; the entry goes back if the call fails.
+struct PendingFree {
+  uint64_t addr;
+  DevBlock block;  // the entry removed (found)
+  uint64_t seq;
+  bool found;
+  bool taken;  // a driver wrapper inside the runtime call took it over
+};
+// Runtime free wrappers: Begin, call the real function, End. A driver free
+// wrapper reached inside takes the pending free over (counted once, at the
+// lowest layer).
+void BeginRuntimeFree(uint64_t addr, PendingFree* f, PendingFree** saved);
+void EndRuntimeFree(PendingFree* f, PendingFree* saved, bool ok, uint8_t api);
+void BeginDriverFree(uint64_t addr, PendingFree* f);
+void EndDriverFree(PendingFree* f, bool ok, uint8_t api);
+
+// VMM (cuMemCreate/Map/Unmap/Release): physical memory per handle.
+void VmmCreated(uint64_t handle, uint64_t size, int device);
+void VmmMapped(uint64_t va, uint64_t size, uint64_t handle);
+// Release and unmap free physical memory: the table is updated before the
+// real call (a handle the driver frees can be reused at once by another
+// thread) and restored from this log if the call fails.
+struct VmmUndo {
+  static constexpr int kMax = 32;
+  enum What : uint8_t { kMappingRemoved, kHandleChanged, kHandleRemoved /* freed */ };
+  struct Op {
+    uint64_t key;        // the mapping's VA or the handle
+    VmmMapping mapping;  // kMappingRemoved: the mapping as it was
+    VmmHandle handle;    // otherwise: the handle as it was
+    uint64_t seq;        // kHandleRemoved: its DEV_FREE's sequence number
+    What what;
+  };
+  Op ops[kMax];
+  int n;
+  uint64_t cursor, end;  // unmap: the part of the range not walked yet (log full)
+};
+void VmmBeginRelease(uint64_t handle, VmmUndo* u);
+void VmmBeginUnmap(uint64_t va, uint64_t size, VmmUndo* u);
+// ok: the real call succeeded (write the DEV_FREEs); otherwise undo.
+void VmmEnd(VmmUndo* u, bool ok, uint8_t api);
+
+// State behind the step-end counters (cuda_info.cc).
+bool DeviceSeen();         // a device allocation succeeded (CUDA is initialised)
+bool PoolSeen();           // ... a stream-ordered one
+int ThreadRuntimeMajor();  // libcudart major this thread allocated through, 0 if none
+uint64_t CloseStepPeak();  // the step's device-resident peak; restarts it from live
+
+// One line on stderr (unless MEMSTEP_QUIET) and a NOTICE record: something
+// memstep cannot track from now on; the program is not affected.
+void Notice(const char* message);
+
+// Runtime wrappers note the libcudart major this thread used (step-end
+// device counters use it when libcuda.so.1 is not loaded).
+void NoteRuntimeThread(int major);
+
+}  // namespace memstep::preload::cuda
+
+#endif  // MEMSTEP_PRELOAD_CUDA_INTERNAL_H_

@@ -1,0 +1,572 @@
+// The interposed functions (fast paths) and the resolution of the real ones.
+//
+// Every hook reads the thread state first (one initial-exec TLS access), does
+// the few instructions of exact accounting and the sampling countdown inline,
+// calls the real function through a cached pointer (no PLT), and branches to a
+// NOINLINE slow path (recorder.cc) only for sampled, always-recorded or
+// region-owned blocks. Return values, out-parameters and errno pass through
+// unchanged: the fast path makes no system call, and every slow path saves
+// and restores errno around its own work.
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload/host/runtime.h"
+
+namespace memstep::preload {
+
+__thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+static __thread bool t_resolving __attribute__((tls_model("initial-exec")));
+
+Hot g_hot = {0, 0, size_t{1} << 20, false};
+Region g_region;
+
+namespace {
+
+SpinLock g_resolve_lock;
+std::atomic<bool> g_resolved{false};
+alignas(4096) char g_static_arena[Region::kBootstrapBytes];
+
+void* BootAlloc(size_t n, size_t align) {
+  void* p = g_region.BootstrapAlloc(n, align);
+  if (p == nullptr) {
+    static const char kMsg[] = "memstep: bootstrap arena exhausted\n";
+    (void)!write(2, kMsg, sizeof(kMsg) - 1);
+    abort();
+  }
+  return p;
+}
+
+// Stubs: the initial value of every g_real pointer. They resolve the real
+// functions, or serve from the bootstrap arena while resolution is under way
+// on this thread (dlsym may allocate).
+void* StubMalloc(size_t n) {
+  if (t_resolving) return BootAlloc(n, 16);
+  ResolveReal();
+  return g_real.malloc(n);
+}
+void StubFree(void* p) {
+  if (g_region.Contains(p) || t_resolving) return;
+  ResolveReal();
+  g_real.free(p);
+}
+void* StubCalloc(size_t m, size_t n) {
+  if (t_resolving) {
+    size_t total;
+    if (__builtin_mul_overflow(m, n, &total)) return nullptr;
+    return BootAlloc(total, 16);  // fresh mapping: already zero
+  }
+  ResolveReal();
+  return g_real.calloc(m, n);
+}
+void* StubRealloc(void* p, size_t n) {
+  if (t_resolving) {
+    void* q = BootAlloc(n, 16);
+    if (p != nullptr) {
+      size_t old = g_region.RequestedSize(p);
+      memcpy(q, p, old < n ? old : n);
+    }
+    return q;
+  }
+  ResolveReal();
+  return g_real.realloc(p, n);
+}
+void* StubReallocarray(void* p, size_t m, size_t n) {
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return StubRealloc(p, total);
+}
+int StubPosixMemalign(void** out, size_t a, size_t n) {
+  if (t_resolving) {
+    *out = BootAlloc(n, a);
+    return 0;
+  }
+  ResolveReal();
+  return g_real.posix_memalign(out, a, n);
+}
+void* StubAlignedAlloc(size_t a, size_t n) {
+  if (t_resolving) return BootAlloc(n, a);
+  ResolveReal();
+  return g_real.aligned_alloc(a, n);
+}
+void* StubMemalign(size_t a, size_t n) {
+  if (t_resolving) return BootAlloc(n, a);
+  ResolveReal();
+  return g_real.memalign(a, n);
+}
+void* StubValloc(size_t n) {
+  if (t_resolving) return BootAlloc(n, 4096);
+  ResolveReal();
+  return g_real.valloc(n);
+}
+void* StubPvalloc(size_t n) {
+  if (t_resolving) return BootAlloc((n + 4095) & ~size_t{4095}, 4096);
+  ResolveReal();
+  return g_real.pvalloc(n);
+}
+size_t StubMallocUsableSize(void* p) {
+  if (g_region.Contains(p)) return g_region.IsBootstrap(p) ? 0 : g_region.RequestedSize(p);
+  if (t_resolving) return 0;
+  ResolveReal();
+  return g_real.malloc_usable_size(p);
+}
+void* RawMmapCall(void* a, size_t l, int pr, int fl, int fd, off_t o) {
+  long r = syscall(SYS_mmap, a, l, pr, fl, fd, o);
+  return r == -1 ? MAP_FAILED : reinterpret_cast<void*>(r);
+}
+void* StubMmap(void* a, size_t l, int pr, int fl, int fd, off_t o) {
+  if (t_resolving) return RawMmapCall(a, l, pr, fl, fd, o);
+  ResolveReal();
+  return g_real.mmap(a, l, pr, fl, fd, o);
+}
+void* StubMmap64(void* a, size_t l, int pr, int fl, int fd, off_t o) {
+  return StubMmap(a, l, pr, fl, fd, o);
+}
+int StubMunmap(void* a, size_t l) {
+  if (t_resolving) return static_cast<int>(syscall(SYS_munmap, a, l));
+  ResolveReal();
+  return g_real.munmap(a, l);
+}
+void* StubMremap(void* o, size_t ol, size_t nl, int fl, void* na) {
+  if (t_resolving) {
+    long r = syscall(SYS_mremap, o, ol, nl, fl, na);
+    return r == -1 ? MAP_FAILED : reinterpret_cast<void*>(r);
+  }
+  ResolveReal();
+  return g_real.mremap(o, ol, nl, fl, na);
+}
+void* StubDlopen(const char* f, int m) {
+  ResolveReal();
+  return g_real.dlopen(f, m);
+}
+int StubDlclose(void* h) {
+  ResolveReal();
+  return g_real.dlclose(h);
+}
+
+// Emulations for optional functions the next library may lack.
+void* EmulatedPvalloc(size_t n) {
+  size_t page = 4096;
+  size_t rounded = n == 0 ? page : (n + page - 1) & ~(page - 1);
+  if (rounded < n) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return g_real.memalign(page, rounded);
+}
+void* EmulatedReallocarray(void* p, size_t m, size_t n) {
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return g_real.realloc(p, total);
+}
+
+void ReserveRegion() {
+  // 17 class spans of 2 GiB + metadata + bootstrap: about 36 GiB of address
+  // space, committed on touch. Halve on failure (e.g. a ulimit -v).
+  size_t want = (size_t{36} << 30) + Region::kAlign;
+  while (want >= (size_t{64} << 20)) {
+    void* mem = RawMmap(want + Region::kAlign);
+    if (mem != nullptr) {
+      uintptr_t a = reinterpret_cast<uintptr_t>(mem);
+      uintptr_t aligned = (a + Region::kAlign - 1) & ~(Region::kAlign - 1);
+      g_region.Init(reinterpret_cast<char*>(aligned), want);
+      return;
+    }
+    want /= 2;
+  }
+  g_region.Init(g_static_arena, sizeof(g_static_arena));
+}
+
+}  // namespace
+
+RealFns g_real = {
+    StubMalloc,           StubFree,         StubCalloc,   StubRealloc, StubReallocarray,
+    StubPosixMemalign,    StubAlignedAlloc, StubMemalign, StubValloc,  StubPvalloc,
+    StubMallocUsableSize, StubMmap,         StubMmap64,   StubMunmap,  StubMremap,
+    StubDlopen,           StubDlclose,
+};
+
+void ReadConfig();  // recorder.cc
+
+void ResolveReal() {
+  if (g_resolved.load(std::memory_order_acquire) || t_resolving) return;
+  SpinLockHolder lock(&g_resolve_lock);
+  if (g_resolved.load(std::memory_order_acquire)) return;
+  ErrnoSaver errno_saver;
+  uint8_t saved_guard = t_state.guard;
+  t_state.guard = 1;
+  t_resolving = true;
+  ReserveRegion();
+  g_hot.region_base = g_region.base();
+  g_hot.region_size = g_region.size();
+  ReadConfig();
+  g_hot.always_bytes = g_config.always_bytes;
+
+  RealFns r;
+#define MEMSTEP_RESOLVE(name, ret, params, args) \
+  r.name = reinterpret_cast<ret(*) params>(OwnDlsym(RTLD_NEXT, #name));
+  MEMSTEP_HOOKED_FUNCTIONS(MEMSTEP_RESOLVE)
+#undef MEMSTEP_RESOLVE
+  if (r.pvalloc == nullptr) r.pvalloc = EmulatedPvalloc;
+  if (r.reallocarray == nullptr) r.reallocarray = EmulatedReallocarray;
+  if (r.mmap64 == nullptr) r.mmap64 = r.mmap;
+  if (r.mmap == nullptr) r.mmap = r.mmap64 != nullptr ? r.mmap64 : RawMmapCall;
+  if (r.mmap64 == nullptr) r.mmap64 = r.mmap;
+  if (r.malloc == nullptr || r.free == nullptr || r.calloc == nullptr || r.realloc == nullptr ||
+      r.posix_memalign == nullptr || r.aligned_alloc == nullptr || r.memalign == nullptr ||
+      r.valloc == nullptr || r.malloc_usable_size == nullptr || r.munmap == nullptr ||
+      r.mremap == nullptr || r.dlopen == nullptr || r.dlclose == nullptr) {
+    static const char kMsg[] = "memstep: a required allocator function is missing\n";
+    (void)!write(2, kMsg, sizeof(kMsg) - 1);
+    abort();
+  }
+  // Publish: every pointer is word-sized, so a racing reader sees either the
+  // stub (which waits on g_resolve_lock) or the real function.
+#define MEMSTEP_PUBLISH(name, ret, params, args) \
+  __atomic_store_n(&g_real.name, r.name, __ATOMIC_RELEASE);
+  MEMSTEP_HOOKED_FUNCTIONS(MEMSTEP_PUBLISH)
+#undef MEMSTEP_PUBLISH
+  t_resolving = false;
+  // The real malloc is glibc's if it is libc.so.6's own malloc.
+  void* libc = g_real.dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (libc != nullptr) {
+    g_hot.glibc = OwnDlsym(libc, "malloc") == reinterpret_cast<void*>(r.malloc);
+    g_real.dlclose(libc);
+  }
+  g_resolved.store(true, std::memory_order_release);
+  t_state.guard = saved_guard;
+}
+
+namespace {
+
+// The request struct is built only on the slow branch (AllocSlowArgs), so the
+// fast path keeps everything in registers.
+MEMSTEP_ALWAYS_INLINE void* AllocFast(AllocFn fn, size_t size, size_t m, size_t n, size_t align,
+                                      int* ret) {
+  // No reentrancy test here: the slow path makes it (a nested allocation
+  // from memstep's own code only forwards and counts there).
+  ThreadState& t = t_state;
+  if (MEMSTEP_UNLIKELY(size >= g_hot.always_bytes)) {
+    return AllocSlowArgs(fn, size, m, n, align, false, ret);
+  }
+  t.bytes_until_sample -= static_cast<int64_t>(size + 1);
+  if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
+    return AllocSlowArgs(fn, size, m, n, align, true, ret);
+  }
+  AllocReq r{fn, size, m, n, align, 0};
+  void* p = RealAlloc(r);
+  if (ret != nullptr) *ret = r.ret;
+  if (MEMSTEP_LIKELY(p != nullptr)) CountAlloc(t, RealUsable(p));
+  return p;
+}
+
+MEMSTEP_ALWAYS_INLINE bool InRegion(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) - g_hot.region_base < g_hot.region_size;
+}
+
+}  // namespace
+}  // namespace memstep::preload
+
+using namespace memstep::preload;  // NOLINT: the hooks are the C ABI
+
+MEMSTEP_EXPORT void* malloc(size_t n) noexcept { return AllocFast(kFnMalloc, n, 0, 0, 0, nullptr); }
+
+namespace memstep::preload {
+namespace {
+
+MEMSTEP_ALWAYS_INLINE void FreeFast(void* p) {
+  if (MEMSTEP_UNLIKELY(InRegion(p))) return FreeRegionSlow(p);
+  if (p == nullptr) return;
+  ThreadState& t = t_state;
+  size_t sz = RealUsable(p);
+  if (MEMSTEP_UNLIKELY(sz >= g_hot.always_bytes) && !t.guard) return FreeBigSlow(p, sz);
+  CountFree(t, sz);
+  g_real.free(p);
+}
+
+}  // namespace
+}  // namespace memstep::preload
+
+MEMSTEP_EXPORT void free(void* p) noexcept { FreeFast(p); }
+
+MEMSTEP_EXPORT void* calloc(size_t m, size_t n) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) return g_real.calloc(m, n);  // ENOMEM
+  return AllocFast(kFnCalloc, total, m, n, 0, nullptr);
+}
+
+// The new block of a realloc that takes the slow path for another reason (old
+// block sampled or big, n == 0) still draws on the sampling countdown like any
+// allocation of n bytes; returns whether the countdown ran out.
+MEMSTEP_ALWAYS_INLINE bool ReallocCountdown(ThreadState& t, size_t n) {
+  if (t.guard || n == 0 || n >= g_hot.always_bytes) return false;
+  t.bytes_until_sample -= static_cast<int64_t>(n + 1);
+  return t.bytes_until_sample < 0;
+}
+
+MEMSTEP_EXPORT void* realloc(void* p, size_t n) noexcept {
+  if (p == nullptr) {
+    return AllocFast(kFnReallocNull, n, 0, 0, 0, nullptr);
+  }
+  ThreadState& t = t_state;
+  if (MEMSTEP_UNLIKELY(InRegion(p))) return ReallocSlow(p, n, ReallocCountdown(t, n));
+  size_t old = RealUsable(p);
+  if (MEMSTEP_LIKELY(!t.guard)) {
+    if (MEMSTEP_UNLIKELY(n == 0 || old >= g_hot.always_bytes || n >= g_hot.always_bytes)) {
+      return ReallocSlow(p, n, ReallocCountdown(t, n));
+    }
+    t.bytes_until_sample -= static_cast<int64_t>(n + 1);
+    if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) return ReallocSlow(p, n, true);
+  }
+  void* q = g_real.realloc(p, n);
+  if (q != nullptr) {
+    CountFree(t, old);
+    CountAlloc(t, RealUsable(q));
+  } else if (n == 0) {
+    CountFree(t, old);  // glibc: realloc(p, 0) frees p
+  }
+  return q;
+}
+
+MEMSTEP_EXPORT void* reallocarray(void* p, size_t m, size_t n) noexcept {
+  size_t total;
+  if (__builtin_mul_overflow(m, n, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(p, total);
+}
+
+MEMSTEP_EXPORT int posix_memalign(void** out, size_t a, size_t n) noexcept {
+  int ret = 0;
+  void* p = AllocFast(kFnPosixMemalign, n, 0, 0, a, &ret);
+  if (p != nullptr) *out = p;
+  return ret;
+}
+
+MEMSTEP_EXPORT void* aligned_alloc(size_t a, size_t n) noexcept {
+  return AllocFast(kFnAlignedAlloc, n, 0, 0, a, nullptr);
+}
+
+MEMSTEP_EXPORT void* memalign(size_t a, size_t n) noexcept {
+  return AllocFast(kFnMemalign, n, 0, 0, a, nullptr);
+}
+
+MEMSTEP_EXPORT void* valloc(size_t n) noexcept {
+  return AllocFast(kFnValloc, n, 0, 0, 4096, nullptr);
+}
+
+MEMSTEP_EXPORT void* pvalloc(size_t n) noexcept {
+  return AllocFast(kFnPvalloc, n, 0, 0, 4096, nullptr);
+}
+
+MEMSTEP_EXPORT size_t malloc_usable_size(void* p) noexcept {
+  if (p == nullptr) return 0;
+  if (InRegion(p)) return g_region.IsBootstrap(p) ? 0 : g_region.RequestedSize(p);
+  return g_real.malloc_usable_size(p);
+}
+
+MEMSTEP_EXPORT void* mmap(void* a, size_t l, int pr, int fl, int fd, off_t o) noexcept {
+  void* p = g_real.mmap(a, l, pr, fl, fd, o);
+  if (p != MAP_FAILED && (fl & MAP_ANONYMOUS) != 0 && !t_state.guard &&
+      g_state.load(std::memory_order_relaxed) == kRecording) {
+    RecordMmap(p, l, pr, fl);
+  }
+  return p;
+}
+
+MEMSTEP_EXPORT void* mmap64(void* a, size_t l, int pr, int fl, int fd, off_t o) noexcept {
+  return mmap(a, l, pr, fl, fd, o);
+}
+
+MEMSTEP_EXPORT int munmap(void* a, size_t l) noexcept {
+  if (!t_state.guard && g_state.load(std::memory_order_relaxed) == kRecording) {
+    return MunmapSlow(a, l);
+  }
+  return g_real.munmap(a, l);
+}
+
+MEMSTEP_EXPORT void* mremap(void* o, size_t ol, size_t nl, int fl, ...) noexcept {
+  void* na = nullptr;
+  if ((fl & MREMAP_FIXED) != 0) {
+    va_list ap;
+    va_start(ap, fl);
+    na = va_arg(ap, void*);
+    va_end(ap);
+  }
+  if (!t_state.guard && g_state.load(std::memory_order_relaxed) == kRecording) {
+    return MremapSlow(o, ol, nl, fl, na);
+  }
+  return g_real.mremap(o, ol, nl, fl, na);
+}
+
+// ---- dlopen and dlclose ------------------------------------------------------
+//
+// glibc's dlopen takes the calling object from its own return address: a bare
+// name (no '/') is searched in that object's DT_RPATH/DT_RUNPATH ($ORIGIN is
+// the caller's directory), and the library joins the caller's namespace. A
+// wrapper that calls the real dlopen makes libmemstep the caller, and the
+// libraries that open their siblings through their own $ORIGIN RUNPATH
+// (cuDNN 9, the pip-installed NVIDIA libraries) fail to load. So dlopen is an
+// assembly trampoline, like dlsym (cuda_dl.cc; gcc 12 has no musttail): it
+// saves the arguments, calls ms_dlopen_enter (stack aligned to 16), restores
+// them and JUMPS to the real dlopen, which returns straight to the caller.
+// Nothing of memstep runs after the load: ms_dlopen_enter marks the thread as
+// inside the loader (InLoader, runtime.h) and the maps as dirty; the writer
+// thread and the next dlclose record the new mappings.
+//
+// dlclose stays a C++ wrapper: the caller of dlclose does not matter.
+
+extern "C" {
+// Called by the trampoline; returns the real dlopen, which it jumps to.
+__attribute__((visibility("hidden"))) void* ms_dlopen_enter(const char* file, int mode,
+                                                            uintptr_t entry_sp) {
+  // Resolved first: the target must be the real dlopen, never StubDlopen
+  // (which would call it from here).
+  ResolveReal();
+  EnterDlopen(entry_sp);
+  return reinterpret_cast<void*>(g_real.dlopen);
+}
+}
+
+#if defined(__x86_64__)
+// %rdx = %rsp at entry: the slot that holds the caller's return address.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl dlopen\n"
+    ".type dlopen, @function\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  endbr64\n"
+    "  pushq %rdi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  pushq %rsi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  leaq 16(%rsp), %rdx\n"
+    "  subq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  call ms_dlopen_enter\n"
+    "  addq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rsi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rdi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  jmp *%rax\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
+#else
+#error "the dlopen trampoline is written for x86-64 only"
+#endif
+
+MEMSTEP_EXPORT int dlclose(void* h) noexcept {
+  ThreadState& t = t_state;
+  BeforeDlclose();
+  ++t.in_dl;
+  int rc = g_real.dlclose(h);
+  --t.in_dl;
+  AfterDlclose();
+  return rc;
+}
+
+// ---- C++ operator new/delete ------------------------------------------------
+//
+// libstdc++'s operators call malloc/free through the PLT, so memstep would see
+// them anyway; but jemalloc and tcmalloc, preloaded after memstep, define
+// their own operators that never call malloc, and every C++ allocation would
+// go unseen. So memstep defines them too, on the same fast paths. Nothing here
+// may throw (no C++ runtime in this library): when the allocation fails, the
+// next definition (libstdc++'s or the allocator's) is called to retry, run
+// the new_handler and throw std::bad_alloc as the standard requires.
+
+namespace memstep::preload {
+namespace {
+
+using NewFn = void* (*)(size_t);
+using NewAlignedFn = void* (*)(size_t, size_t);
+
+MEMSTEP_NOINLINE void* NewFailed(const char* name, size_t n) {
+  auto next = reinterpret_cast<NewFn>(OwnDlsym(RTLD_NEXT, name));
+  if (next == nullptr) abort();
+  return next(n);
+}
+
+MEMSTEP_NOINLINE void* NewAlignedFailed(const char* name, size_t n, size_t al) {
+  auto next = reinterpret_cast<NewAlignedFn>(OwnDlsym(RTLD_NEXT, name));
+  if (next == nullptr) abort();
+  return next(n, al);
+}
+
+MEMSTEP_ALWAYS_INLINE void* NewAligned(size_t n, size_t al) {
+  int ret = 0;
+  void* p = AllocFast(kFnPosixMemalign, n == 0 ? 1 : n, 0, 0, al, &ret);
+  return ret == 0 ? p : nullptr;
+}
+
+}  // namespace
+}  // namespace memstep::preload
+
+// operator new(size_t), new[](size_t)
+MEMSTEP_EXPORT void* _Znwm(size_t n) {
+  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znwm", n);
+}
+MEMSTEP_EXPORT void* _Znam(size_t n) {
+  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znam", n);
+}
+// nothrow forms: NULL on failure.
+MEMSTEP_EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, const void*) noexcept {
+  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+}
+MEMSTEP_EXPORT void* _ZnamRKSt9nothrow_t(size_t n, const void*) noexcept {
+  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+}
+// align_val_t forms (C++17).
+MEMSTEP_EXPORT void* _ZnwmSt11align_val_t(size_t n, size_t al) {
+  void* p = NewAligned(n, al);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewAlignedFailed("_ZnwmSt11align_val_t", n, al);
+}
+MEMSTEP_EXPORT void* _ZnamSt11align_val_t(size_t n, size_t al) {
+  void* p = NewAligned(n, al);
+  return MEMSTEP_LIKELY(p != nullptr) ? p : NewAlignedFailed("_ZnamSt11align_val_t", n, al);
+}
+MEMSTEP_EXPORT void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void*) noexcept {
+  return NewAligned(n, al);
+}
+MEMSTEP_EXPORT void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void*) noexcept {
+  return NewAligned(n, al);
+}
+
+// Every delete form frees (sizes and alignments are not needed: the block's
+// size comes from the allocator, as for free).
+MEMSTEP_EXPORT void _ZdlPv(void* p) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPv(void* p) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvm(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvm(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvRKSt9nothrow_t(void* p, const void*) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvRKSt9nothrow_t(void* p, const void*) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvSt11align_val_t(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvSt11align_val_t(void* p, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvmSt11align_val_t(void* p, size_t, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdaPvmSt11align_val_t(void* p, size_t, size_t) noexcept { FreeFast(p); }
+MEMSTEP_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, size_t, const void*) noexcept {
+  FreeFast(p);
+}
+MEMSTEP_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, size_t, const void*) noexcept {
+  FreeFast(p);
+}

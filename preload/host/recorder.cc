@@ -1,0 +1,628 @@
+// Slow paths of the hooks: sampled, always-recorded and region-owned blocks,
+// realloc's four cases, and the mmap family.
+//
+// Every entry point sets the reentrancy guard for its whole duration
+// (restoring the previous value), so whatever it calls (libunwind, the
+// loader, pthread) only forwards. Order of work in a sampled allocation:
+// unwind first (no lock held), then take at most one short spinlock (region
+// class, address-table shard or dictionary), then take the sequence number
+// (after the block is obtained; for frees, before it is released), then encode
+// the record into the thread's ring (never blocks).
+
+#include "preload/host/recorder.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/steps/config.h"
+#include "preload/trace/modules.h"
+#include "preload/host/runtime.h"
+#include "preload/host/unwinder.h"
+#include "src/format/format.h"
+#include "src/format/records.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+std::atomic<int> g_state{kNotYet};
+Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, uint64_t{1} << 20, 100,
+                   false, false, false, "./memstep-out"};
+std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
+GlobalCounters g_counters;
+ShardedAddrMap<uint64_t, 6> g_big;
+Dictionary g_dict;
+std::atomic<uint64_t> g_seq{1};
+std::atomic<uint64_t> g_cur_step{0};
+std::atomic<uint32_t> g_cur_stage{0};
+std::atomic<int> g_maps_dirty{1};
+
+IntervalSet g_mmaps;
+pthread_key_t g_key;
+bool g_key_ok = false;
+UnwBacktraceFn g_unw_backtrace = nullptr;
+UnwFlushCacheFn g_unw_flush_cache = nullptr;
+void** g_unw_local_as = nullptr;
+uintptr_t g_self_lo = 0, g_self_hi = 0;
+
+bool Recording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
+
+uint64_t NowRel() { return MonoNs() - StartMonoNs(); }
+
+uint64_t LiveBytes() {
+  uint64_t a = g_counters.alloc_bytes.load(std::memory_order_relaxed);
+  uint64_t f = g_counters.free_bytes.load(std::memory_order_relaxed);
+  return a > f ? a - f : 0;
+}
+
+void EnsureThread(ThreadState& t) {
+  if (t.tid == 0) t.tid = GetTid();
+  if (!t.key_armed && g_key_ok && Recording()) {
+    t.key_armed = 1;
+    pthread_setspecific(g_key, reinterpret_cast<void*>(1));
+  }
+}
+
+namespace {
+
+uint64_t MonoNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Lossless mode: waits for the writer to drain the ring, at most kMaxWaitNs per
+// record, then drops and counts as usual. Never waits inside dlopen/dlclose
+// (InLoader): the writer may need the loader lock that this thread holds.
+constexpr uint64_t kMaxWaitNs = 2000000000u;
+
+MEMSTEP_NOINLINE void PushWaiting(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (!InLoader(t)) {
+    uint64_t deadline = MonoNs() + kMaxWaitNs;
+    do {
+      WakeWriter();
+      struct timespec pause = {0, 50000};
+      syscall(SYS_nanosleep, &pause, nullptr);
+      if (t.ring->TryPush(rec, n)) return;
+    } while (Recording() && MonoNs() < deadline);
+  }
+  t.ring->CountLost(n);
+}
+
+}  // namespace
+
+void Push(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (t.ring == nullptr) {
+    t.ring = AcquireRing(t.tid);
+    if (t.ring == nullptr) return;
+  }
+  if (MEMSTEP_LIKELY(t.ring->TryPush(rec, n))) {
+    if (MEMSTEP_UNLIKELY(t.ring->Used() > Ring::kCap / 2)) WakeWriter();
+    return;
+  }
+  if (g_config.lossless) {
+    PushWaiting(t, rec, n);
+  } else {
+    t.ring->CountLost(n);
+  }
+}
+
+// Unwinds inside dlopen/dlclose too: library constructors (libtorch's
+// operator registrations: ~100 MB at `import torch`) allocate there, and a
+// stackless sample is useless. That is safe with our lock order: this thread
+// holds the loader's dl_load_lock but no memstep lock; a cache miss in
+// libunwind takes dl_load_write_lock (a different lock, as a C++ exception in
+// a constructor does); the dictionary lock, taken after unwinding, is never
+// held while calling into the loader (modules.cc collects before interning).
+uint32_t CaptureStack(ThreadState& t) {
+  if (g_unw_backtrace == nullptr || !Recording()) return 0;
+  // With Python frames the native stack is unwound deeper, down to the
+  // interpreter loop where the Python frames take over (pyframes.cc).
+  constexpr int kDeep = 192;
+  const bool py = PyFramesActive();
+  void* buf[kDeep];
+  int n = g_unw_backtrace(buf, py ? kDeep : static_cast<int>(fmt::kMaxFrames + 16));
+  int i = 0;
+  while (i < n && reinterpret_cast<uintptr_t>(buf[i]) - g_self_lo < g_self_hi - g_self_lo) ++i;
+  uint64_t ips[fmt::kMaxFrames];
+  uint32_t m = 0;
+  if (py) {
+    uint64_t native[kDeep];
+    uint32_t k = 0;
+    for (; i < n; ++i) native[k++] = reinterpret_cast<uintptr_t>(buf[i]);
+    m = PyFramesMerge(native, k, ips, fmt::kMaxFrames);
+    return g_dict.InternStack(ips, m);
+  }
+  for (; i < n && m < fmt::kMaxFrames; ++i) ips[m++] = reinterpret_cast<uintptr_t>(buf[i]);
+  return g_dict.InternStack(ips, m);
+}
+
+uint64_t NextSeq() { return g_seq.fetch_add(1, std::memory_order_relaxed); }
+
+namespace {
+
+// Decides whether the allocation whose countdown went negative is sampled.
+// Draws the thread's first gap lazily (memoryless: unbiased).
+bool DecideSample(ThreadState& t, uint64_t* interval) {
+  int st = g_state.load(std::memory_order_relaxed);
+  if (st == kNotYet) {
+    t.bytes_until_sample = 0;  // ask again on the next allocation
+    return false;
+  }
+  if (st != kRecording) {
+    t.bytes_until_sample = INT64_MAX / 2;
+    return false;
+  }
+  // Progressive sampling: a gap keeps the T it was drawn with, and its
+  // sample is stamped with that T, so a rate change between two samples of a
+  // thread keeps every weight exact (sampling-and-format.md 1.6 (d)).
+  uint64_t T = g_interval.load(std::memory_order_relaxed);
+  if (!t.seeded) {
+    t.seeded = 1;
+    t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    t.gap_interval = T;
+    t.bytes_until_sample += t.sampler.NextGap(T);
+    if (t.bytes_until_sample >= 0) return false;
+  }
+  uint64_t drawn_with = t.gap_interval;
+  t.bytes_until_sample = t.sampler.NextGap(T);
+  t.gap_interval = T;
+  *interval = drawn_with <= 1 ? 0 : drawn_with;
+  return true;
+}
+
+uint8_t KindOf(AllocFn fn) {
+  switch (fn) {
+    case kFnMalloc:
+      return fmt::kKindMalloc;
+    case kFnCalloc:
+      return fmt::kKindCalloc;
+    case kFnReallocNull:
+      return fmt::kKindRealloc;
+    default:
+      return fmt::kKindAligned;
+  }
+}
+
+void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
+               uint32_t stack) {
+  if (!Recording()) return;
+  uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  uint8_t buf[128];
+  fmt::AllocRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.addr = reinterpret_cast<uintptr_t>(p);
+  rec.size = size;
+  rec.interval = interval;
+  rec.kind = kind;
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+  SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, stack);
+}
+
+void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
+  if (!Recording()) return;
+  uint8_t buf[64];
+  fmt::FreeRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.addr = reinterpret_cast<uintptr_t>(p);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+bool IsPow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+// Alignment memstep must honour for a sampled request, or 0 if it must not
+// sample it (invalid alignment: the real function reports the error).
+size_t SampleAlign(const AllocReq& r) {
+  switch (r.fn) {
+    case kFnPosixMemalign:
+      return IsPow2(r.align) && r.align % sizeof(void*) == 0 ? r.align : 0;
+    case kFnAlignedAlloc:
+    case kFnMemalign:
+      return IsPow2(r.align) ? r.align : 0;
+    case kFnValloc:
+    case kFnPvalloc:
+      return 4096;
+    default:
+      return 16;
+  }
+}
+
+// A sampled block from the real allocator, when the region cannot serve it:
+// at least S_always bytes, so free() looks it up in the address table.
+void* RealSampledBlock(size_t size, size_t align) {
+  size_t n = size > g_hot.always_bytes ? size : g_hot.always_bytes;
+  return g_real.memalign(align < 16 ? 16 : align, n);
+}
+
+}  // namespace
+
+void* AllocSlow(AllocReq* r, bool countdown_hit) {
+  ThreadState& t = t_state;
+  if (t.guard) {
+    // Nested in memstep's own code, or in the resolution of the real
+    // functions (the fast path does not test the guard): forward and count;
+    // give back the countdown so the program's next allocation draws the
+    // sample instead.
+    if (countdown_hit) t.bytes_until_sample += static_cast<int64_t>(r->size + 1);
+    void* p = RealAlloc(*r);
+    if (p != nullptr) CountAlloc(t, RealUsable(p));
+    return p;
+  }
+  ResolveReal();
+  GuardScope guard(t);
+  EnsureThread(t);
+  uint64_t interval = 0;
+  bool sample;
+  if (countdown_hit) {
+    sample = DecideSample(t, &interval);
+  } else {
+    sample = Recording();  // size >= S_always: always recorded, p = 1
+  }
+  size_t align = sample ? SampleAlign(*r) : 0;
+  if (!sample || align == 0) {
+    void* p = RealAlloc(*r);
+    if (p != nullptr) CountAlloc(t, RealUsable(p));
+    return p;
+  }
+  if (!countdown_hit) {
+    // Always-recorded big block from the real allocator.
+    void* p = RealAlloc(*r);
+    if (p == nullptr) return p;
+    int saved_errno = errno;
+    size_t usable = RealUsable(p);
+    CountAlloc(t, usable);
+    uint32_t stack = CaptureStack(t);
+    if (g_big.Insert(reinterpret_cast<uintptr_t>(p), usable)) {
+      EmitAlloc(t, p, r->size, 0, KindOf(r->fn), stack);
+    }
+    errno = saved_errno;
+    return p;
+  }
+  // Sampled small block: from the region when it fits a class.
+  int saved_errno = errno;
+  size_t size = r->size;
+  if (r->fn == kFnPvalloc) size = size == 0 ? 4096 : (size + 4095) & ~size_t{4095};
+  if (size < r->size || align > Region::kMaxBlock) {
+    errno = saved_errno;
+    void* p = RealAlloc(*r);  // alignment cannot be honoured: count only
+    if (p != nullptr) CountAlloc(t, RealUsable(p));
+    return p;
+  }
+  uint32_t stack = CaptureStack(t);
+  void* p = g_region.Alloc(size, align);
+  if (p != nullptr) {
+    if (r->fn == kFnCalloc) memset(p, 0, size);
+    CountAlloc(t, size);
+    r->ret = 0;
+    EmitAlloc(t, p, size, interval, KindOf(r->fn), stack);
+    errno = saved_errno;
+    return p;
+  }
+  // Region exhausted, or a size above the largest class (S_always > 1 MiB):
+  // sample from the real allocator via the address table.
+  p = RealSampledBlock(size, align);
+  if (p == nullptr) {
+    void* q = RealAlloc(*r);
+    if (q != nullptr) CountAlloc(t, RealUsable(q));
+    return q;
+  }
+  if (r->fn == kFnCalloc) memset(p, 0, size);
+  size_t usable = RealUsable(p);
+  CountAlloc(t, usable);
+  r->ret = 0;
+  if (g_big.Insert(reinterpret_cast<uintptr_t>(p), usable)) {
+    EmitAlloc(t, p, size, interval, KindOf(r->fn), stack);
+  }
+  errno = saved_errno;
+  return p;
+}
+
+void* AllocSlowArgs(AllocFn fn, size_t size, size_t m, size_t n, size_t align, bool countdown_hit,
+                    int* ret) {
+  AllocReq r{fn, size, m, n, align, 0};
+  void* p = AllocSlow(&r, countdown_hit);
+  if (ret != nullptr) *ret = r.ret;
+  return p;
+}
+
+void FreeRegionSlow(void* p) {
+  if (g_region.IsBootstrap(p)) return;
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (guard.was_set()) {
+    // Nested in memstep's own code (a signal handler interrupted a slow path
+    // that may hold this class's lock): count the free but keep the block
+    // (a rare leak of one sampled block beats a self-deadlock).
+    CountFree(t, g_region.RequestedSize(p));
+    return;
+  }
+  EnsureThread(t);
+  uint64_t seq = NextSeq();  // before the block is released
+  SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  size_t req;
+  if (!g_region.Free(p, &req)) return;
+  EmitFree(t, p, seq);
+  CountFree(t, req);
+}
+
+void FreeBigSlow(void* p, size_t usable) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint64_t value;
+  if (g_big.Remove(reinterpret_cast<uintptr_t>(p), &value)) {
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    EmitFree(t, p, NextSeq());
+  }
+  CountFree(t, usable);
+  g_real.free(p);
+}
+
+// Releases realloc's old block once its contents are no longer needed: a
+// region block goes back to its class (a nested call keeps it, see
+// FreeRegionSlow), a big recorded block leaves the table, and the FREE record
+// takes its sequence number before the block can be reused.
+static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region, bool old_boot,
+                       bool old_big, bool nested, bool rec) {
+  if (old_region) {
+    if (old_boot) return;
+    if (nested) {
+      CountFree(t, old_len);
+      return;
+    }
+    uint64_t seq = NextSeq();
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    size_t req;
+    if (g_region.Free(p, &req)) {
+      if (rec) EmitFree(t, p, seq);
+      CountFree(t, req);
+    }
+    return;
+  }
+  uint64_t v;
+  if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
+    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    if (rec) EmitFree(t, p, NextSeq());
+  }
+  CountFree(t, old_len);
+  g_real.free(p);
+}
+
+void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
+  ResolveReal();
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  EnsureThread(t);
+  const bool rec = !guard.was_set() && Recording();
+  const bool old_region = g_region.Contains(p);
+  const bool old_boot = old_region && g_region.IsBootstrap(p);
+  size_t old_len = old_region ? g_region.RequestedSize(p) : RealUsable(p);
+  bool old_big = !old_region && old_len >= g_hot.always_bytes;
+  int saved_errno = errno;
+
+  // glibc: realloc(p, 0) frees p and returns NULL.
+  if (n == 0 && g_hot.glibc) {
+    ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
+    errno = saved_errno;
+    return nullptr;
+  }
+
+  // Where the new block goes.
+  enum Target { kPlain, kRegion, kRealSampled } target = kPlain;
+  uint64_t interval = 0;
+  if (rec) {
+    if (n >= g_hot.always_bytes) {
+      target = kRealSampled;
+    } else if (countdown_hit && DecideSample(t, &interval)) {
+      target = kRegion;
+    }
+  } else if (countdown_hit) {
+    uint64_t unused;
+    DecideSample(t, &unused);
+  }
+  uint32_t stack = target != kPlain ? CaptureStack(t) : 0;
+
+  // Real -> real (plain or big): keep the allocator's in-place realloc.
+  if (!old_region && target != kRegion) {
+    uint64_t v = 0;
+    bool had_big = old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v);
+    uint64_t free_seq = had_big ? NextSeq() : 0;
+    // Off the site table before the real realloc can hand p to another thread
+    // (restored if the realloc fails).
+    uint64_t site_packed = had_big ? SitesRemove(reinterpret_cast<uintptr_t>(p)) : 0;
+    errno = saved_errno;
+    void* q = g_real.realloc(p, n);
+    if (q == nullptr) {
+      if (had_big) g_big.Insert(reinterpret_cast<uintptr_t>(p), v);
+      SitesRestore(reinterpret_cast<uintptr_t>(p), site_packed);
+      return nullptr;  // errno from the real realloc
+    }
+    int e = errno;
+    if (had_big && rec) EmitFree(t, p, free_seq);
+    CountFree(t, old_len);
+    size_t usable = RealUsable(q);
+    CountAlloc(t, usable);
+    if (target == kRealSampled && g_big.Insert(reinterpret_cast<uintptr_t>(q), usable)) {
+      EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
+    }
+    errno = e;
+    return q;
+  }
+
+  // Otherwise: new block, copy, release the old one.
+  void* q = nullptr;
+  size_t new_count = 0;
+  bool in_table = false;
+  if (target == kRegion) {
+    q = g_region.Alloc(n, 16);
+    new_count = n;
+    if (q == nullptr) {  // region exhausted
+      q = RealSampledBlock(n, 16);
+      if (q != nullptr) {
+        new_count = RealUsable(q);
+        in_table = g_big.Insert(reinterpret_cast<uintptr_t>(q), new_count);
+      }
+    }
+  } else {
+    errno = saved_errno;
+    q = g_real.malloc(n);
+    if (q == nullptr) return nullptr;  // ENOMEM from the real malloc; p untouched
+    new_count = RealUsable(q);
+    if (target == kRealSampled) in_table = g_big.Insert(reinterpret_cast<uintptr_t>(q), new_count);
+  }
+  if (q == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  memcpy(q, p, old_len < n ? old_len : n);
+  CountAlloc(t, new_count);
+  if (target == kRegion && (in_table || g_region.Contains(q))) {
+    EmitAlloc(t, q, n, interval, fmt::kKindRealloc, stack);
+  } else if (target == kRealSampled && in_table) {
+    EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
+  }
+  ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
+  errno = saved_errno;
+  return q;
+}
+
+void RecordMmap(void* p, size_t len, int prot, int flags) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint32_t stack = CaptureStack(t);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int64_t delta = g_mmaps.Add(a, a + ((len + 4095) & ~size_t{4095}));
+  g_counters.mmap_live.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+  uint8_t buf[128];
+  fmt::MmapRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.stack = stack;
+  rec.addr = a;
+  rec.len = len;
+  rec.prot = static_cast<uint32_t>(prot);
+  rec.flags = static_cast<uint32_t>(flags);
+  rec.step = g_cur_step.load(std::memory_order_relaxed);
+  rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec) && Recording()) Push(t, buf, e.size());
+}
+
+int MunmapSlow(void* p, size_t len) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  EnsureThread(t);
+  uint64_t seq = NextSeq();  // before the range can be reused
+  int rc = g_real.munmap(p, len);
+  int e = errno;
+  if (rc == 0) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    uint64_t removed = g_mmaps.Remove(a, a + ((len + 4095) & ~size_t{4095}));
+    g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
+    uint8_t buf[64];
+    fmt::MunmapRecord rec;
+    rec.ts = NowRel();
+    rec.seq = seq;
+    rec.tid = t.tid;
+    rec.addr = a;
+    rec.len = len;
+    fmt::RecordEncoder enc(buf, sizeof(buf));
+    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
+  }
+  errno = e;
+  return rc;
+}
+
+void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  EnsureThread(t);
+  void* q = g_real.mremap(old, old_len, new_len, flags, new_addr);
+  int e = errno;
+  if (q != MAP_FAILED) {
+    uint32_t stack = CaptureStack(t);
+    uintptr_t o = reinterpret_cast<uintptr_t>(old);
+    uintptr_t n = reinterpret_cast<uintptr_t>(q);
+    uint64_t removed = g_mmaps.Remove(o, o + ((old_len + 4095) & ~size_t{4095}));
+    g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
+    if (removed != 0) {
+      int64_t d = g_mmaps.Add(n, n + ((new_len + 4095) & ~size_t{4095}));
+      g_counters.mmap_live.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+    }
+    uint8_t buf[128];
+    fmt::MremapRecord rec;
+    rec.ts = NowRel();
+    rec.seq = NextSeq();
+    rec.tid = t.tid;
+    rec.stack = stack;
+    rec.old_addr = o;
+    rec.old_len = old_len;
+    rec.new_addr = n;
+    rec.new_len = new_len;
+    rec.step = g_cur_step.load(std::memory_order_relaxed);
+    rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+    fmt::RecordEncoder enc(buf, sizeof(buf));
+    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
+  }
+  errno = e;
+  return q;
+}
+
+void EnterDlopen(uintptr_t entry_sp) {
+  g_maps_dirty.store(1, std::memory_order_release);
+  PyFramesRecheck();
+  ThreadState& t = t_state;
+  // A dlopen from a library constructor runs inside the outer one, which
+  // spans it: keep the outer record.
+  if (InLoader(t)) return;
+  t.dl_ret = *reinterpret_cast<const uintptr_t*>(entry_sp);
+  t.dl_sp = entry_sp;
+}
+
+// So that a library loaded and unloaded between two writer cycles still gets
+// its MAPPING record (the dlopen has nothing after it to record it). Outermost
+// dlclose only: a nested one (from a library constructor or destructor) may
+// still be inside the loader lock, which RefreshMappings takes.
+void BeforeDlclose() {
+  ThreadState& t = t_state;
+  if (t.guard || InLoader(t) || !Recording()) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  RefreshMappings();
+}
+
+void AfterDlclose() {
+  g_maps_dirty.store(1, std::memory_order_release);
+  UnwinderForgetPages();  // some were the unloaded library's
+  ThreadState& t = t_state;
+  if (t.guard) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (g_unw_flush_cache != nullptr && g_unw_local_as != nullptr) {
+    g_unw_flush_cache(*g_unw_local_as, 0, 0);
+  }
+  // The MAPPING_GONE record at once, before another library can be mapped
+  // at the same addresses (outermost only, as above).
+  if (!InLoader(t) && Recording()) RefreshMappings();
+}
+
+}  // namespace memstep::preload

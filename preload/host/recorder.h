@@ -1,0 +1,91 @@
+// Internals shared by the slow paths (recorder.cc), the step/stage API
+// (api.cc) and the library's lifecycle (lifecycle.cc: init, fini, thread
+// exit, fork). Not part of the hot path: nothing here is inlined into hooks.
+//
+// Contract: every function may be called only with the caller's reentrancy
+// guard set (GuardScope), never allocates from the hooked heap, and never
+// blocks except on the spinlocks named here (held briefly).
+
+#ifndef MEMSTEP_PRELOAD_RECORDER_H_
+#define MEMSTEP_PRELOAD_RECORDER_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "preload/core/interval_set.h"
+#include "preload/host/runtime.h"
+
+namespace memstep::preload {
+
+extern IntervalSet g_mmaps;  // live anonymous mappings
+extern pthread_key_t g_key;  // thread-exit destructor (ThreadExit)
+extern bool g_key_ok;
+
+// libunwind, loaded at run time (RTLD_LOCAL keeps its _Unwind_* symbols off
+// the C++ exception path). Null when it is missing.
+using UnwBacktraceFn = int (*)(void**, int);
+using UnwFlushCacheFn = void (*)(void*, uintptr_t, uintptr_t);
+extern UnwBacktraceFn g_unw_backtrace;
+extern UnwFlushCacheFn g_unw_flush_cache;
+extern void** g_unw_local_as;
+extern uintptr_t g_self_lo, g_self_hi;  // libmemstep.so's mapped range (skipped frames)
+
+// Step/stage state. g_api_lock protects it and orders boundary records; it is
+// never held while unwinding or doing I/O.
+extern SpinLock g_api_lock;
+extern bool g_step_open;  // protected by g_api_lock
+inline constexpr int kMaxStageDepth = 16;
+struct StageLevel {
+  uint32_t id;                // protected by g_api_lock
+  std::atomic<uint64_t> max;  // CAS-max from FlushCounters
+};
+extern StageLevel g_stages[kMaxStageDepth];  // [0, g_stage_depth) are open
+extern std::atomic<int> g_stage_depth;
+
+bool Recording();
+uint64_t NowRel();     // ns since the trace's start_mono_ns
+uint64_t LiveBytes();  // exact global live heap bytes (flushed part)
+uint64_t NextSeq();
+// Thread id, thread-exit key armed.
+void EnsureThread(ThreadState& t);
+// Pushes a complete record to the thread's ring (acquired on first use).
+void Push(ThreadState& t, const uint8_t* rec, size_t n);
+// Interned stack of the caller (0 when unwinding is not possible).
+uint32_t CaptureStack(ThreadState& t);
+void ThreadExit(void*);
+
+// Python frames in stacks (pyframes.cc).
+void PyFramesPoll();     // writer thread: finds CPython 3.11 (once, again after dlopen)
+void PyFramesRecheck();  // after a dlopen while Python was not found
+bool PyFramesActive();
+// native[0..n) innermost first -> out: native frames up to the interpreter
+// loop, then the thread's Python frames; returns the count (<= cap).
+uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap);
+
+// Progressive sampling (progressive.cc).
+void ProgressiveInit();  // after ReadConfig: sets g_interval
+// At every step end (not under g_api_lock): may change T and write a RATE record.
+void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps);
+// The program marked its first step: its warm-up steps are sampled densely.
+void ProgressiveStepsBegin(ThreadState& t);
+// memstep_boost(): T_warm for the next `steps` steps.
+void ProgressiveBoost(ThreadState& t, uint32_t steps);
+void ProgressiveForkChild();
+
+// Sets the reentrancy guard for a scope and restores the previous value.
+class GuardScope {
+ public:
+  explicit GuardScope(ThreadState& t) : t_(t), saved_(t.guard) { t.guard = 1; }
+  ~GuardScope() { t_.guard = saved_; }
+  bool was_set() const { return saved_ != 0; }
+
+ private:
+  ThreadState& t_;
+  uint8_t saved_;
+};
+
+}  // namespace memstep::preload
+
+#endif  // MEMSTEP_PRELOAD_RECORDER_H_

@@ -1,0 +1,276 @@
+// Process-wide and per-thread state of libmemstep.so, shared by the hooks
+// (hooks.cc: fast paths), the recorder (recorder.cc: slow paths, the public
+// API, fork and thread exit) and the writer (writer.cc: the trace file).
+//
+// Contract:
+//  - ThreadState lives in initial-exec TLS: reading it is one %fs-relative
+//    access, no call. `guard` is THE reentrancy guard: when set, hooks only
+//    forward and count; it is set around every slow path, permanently in
+//    memstep's own threads, and in the fork handlers.
+//  - g_hot is written only during ResolveReal() (before any fast path can use
+//    the fields it changes) and read without synchronisation afterwards.
+//  - g_real holds the real functions; until they are resolved every pointer
+//    is a stub that resolves them first (so the fast path never tests for
+//    null).
+//  - Exact counters: per-thread pending deltas, flushed to g_counters (relaxed
+//    atomics) when 1 MiB has been allocated or freed since the last flush, at
+//    every step/stage boundary and at thread exit. Live bytes are therefore
+//    exact up to threads x 1 MiB.
+
+#ifndef MEMSTEP_PRELOAD_RUNTIME_H_
+#define MEMSTEP_PRELOAD_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <atomic>
+
+#include "preload/core/addr_map.h"
+#include "preload/core/base.h"
+#include "preload/core/dictionary.h"
+#include "preload/core/glibc_chunk.h"
+#include "preload/core/region.h"
+#include "preload/core/ring.h"
+#include "preload/core/sampler.h"
+
+namespace memstep::preload {
+
+// The one table of hooked functions: X(name, return type, (params), (args)).
+// All are required except reallocarray, pvalloc and mmap64, which memstep
+// emulates with realloc, memalign and mmap when the next library lacks them.
+#define MEMSTEP_HOOKED_FUNCTIONS(X)                                                             \
+  X(malloc, void*, (size_t n), (n))                                                             \
+  X(free, void, (void* p), (p))                                                                 \
+  X(calloc, void*, (size_t m, size_t n), (m, n))                                                \
+  X(realloc, void*, (void* p, size_t n), (p, n))                                                \
+  X(reallocarray, void*, (void* p, size_t m, size_t n), (p, m, n))                              \
+  X(posix_memalign, int, (void** out, size_t a, size_t n), (out, a, n))                         \
+  X(aligned_alloc, void*, (size_t a, size_t n), (a, n))                                         \
+  X(memalign, void*, (size_t a, size_t n), (a, n))                                              \
+  X(valloc, void*, (size_t n), (n))                                                             \
+  X(pvalloc, void*, (size_t n), (n))                                                            \
+  X(malloc_usable_size, size_t, (void* p), (p))                                                 \
+  X(mmap, void*, (void* a, size_t l, int pr, int fl, int fd, off_t o), (a, l, pr, fl, fd, o))   \
+  X(mmap64, void*, (void* a, size_t l, int pr, int fl, int fd, off_t o), (a, l, pr, fl, fd, o)) \
+  X(munmap, int, (void* a, size_t l), (a, l))                                                   \
+  X(mremap, void*, (void* o, size_t ol, size_t nl, int fl, void* na), (o, ol, nl, fl, na))      \
+  X(dlopen, void*, (const char* f, int m), (f, m))                                              \
+  X(dlclose, int, (void* h), (h))
+
+struct RealFns {
+#define MEMSTEP_REAL_FIELD(name, ret, params, args) ret(*name) params;
+  MEMSTEP_HOOKED_FUNCTIONS(MEMSTEP_REAL_FIELD)
+#undef MEMSTEP_REAL_FIELD
+};
+extern RealFns g_real;
+
+struct alignas(64) Hot {
+  uintptr_t region_base;  // sampled-block region (see region.h)
+  size_t region_size;
+  size_t always_bytes;  // S_always
+  bool glibc;           // the real malloc is glibc's: read chunk headers
+};
+extern Hot g_hot;
+
+struct ThreadState {
+  int64_t bytes_until_sample;  // Poisson countdown; < 0 -> sample
+  uint64_t alloc_bytes;        // pending (unflushed) deltas
+  uint64_t alloc_count;
+  uint64_t free_bytes;
+  uint64_t free_count;
+  uint8_t guard;  // reentrancy guard
+  uint8_t in_dl;  // inside our dlclose wrapper (dlopen: dl_sp); see InLoader
+  uint8_t seeded;
+  uint8_t key_armed;  // thread-exit destructor armed
+  uint32_t tid;
+  Ring* ring;
+  Sampler sampler;
+  uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
+  uintptr_t dl_sp;        // %rsp at the entry of the outermost dlopen running (0: none)
+  uintptr_t dl_ret;       // the return address its caller left at dl_sp
+};
+extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+// Whether this thread is inside the loader, where it may hold the loader
+// lock: no lossless waits (the writer may need that lock), no module refresh
+// (it takes it). dlclose has a C++ wrapper that counts itself in in_dl. dlopen
+// has none: it jumps to the real dlopen, which returns straight to its caller
+// (hooks.cc), so ms_dlopen_enter only records the stack slot that holds the
+// caller's return address (dl_sp) and that address (dl_ret). While the dlopen
+// runs, every frame is deeper than dl_sp and the slot is untouched; once it has
+// returned, the caller's next call overwrites the slot with another return
+// address, and any deeper code was reached through such a call. A stale record
+// is cleared. A wrong "inside" needs the caller to call from the same site
+// again (a call through one function pointer); it only drops a record in
+// lossless mode or leaves a module refresh to the writer thread.
+MEMSTEP_ALWAYS_INLINE bool InLoader(ThreadState& t) {
+  if (t.in_dl > 0) return true;
+  if (t.dl_sp == 0) return false;
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (sp < t.dl_sp && *reinterpret_cast<const uintptr_t*>(t.dl_sp) == t.dl_ret) return true;
+  t.dl_sp = 0;
+  return false;
+}
+
+enum RunState : int { kNotYet = 0, kRecording = 1, kStopped = 2, kDisabled = 3 };
+extern std::atomic<int> g_state;
+
+struct Config {
+  uint64_t sample_interval;  // T_steady, bytes; <= 1: every allocation
+  uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
+  bool progressive;          // T changes at step boundaries (progressive.cc)
+  uint64_t always_bytes;
+  uint64_t flush_ms;
+  bool lossless;  // a full ring makes the producer wait (bounded) instead of dropping
+  bool disabled;
+  bool quiet;
+  char dir[1024];
+};
+extern Config g_config;
+
+struct GlobalCounters {
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> alloc_count{0};
+  std::atomic<uint64_t> free_bytes{0};
+  std::atomic<uint64_t> free_count{0};
+  std::atomic<uint64_t> mmap_live{0};
+  std::atomic<uint64_t> run_max{0};
+  std::atomic<uint64_t> step_max{0};
+};
+extern GlobalCounters g_counters;
+
+extern Region g_region;
+// Address -> usable size of the always-recorded big blocks (size >= S_always)
+// and of sampled blocks from the real allocator (the region was exhausted).
+// free() consults it only for blocks of usable size >= S_always.
+extern ShardedAddrMap<uint64_t, 6> g_big;  // 64 shards
+extern Dictionary g_dict;
+extern std::atomic<uint64_t> g_seq;
+extern std::atomic<uint64_t> g_cur_step;
+extern std::atomic<uint32_t> g_cur_stage;  // string id of the innermost open stage
+extern std::atomic<int> g_maps_dirty;
+// The mean sampling interval T in force for new gaps (progressive.cc changes
+// it at step boundaries). Read on the sampling slow path only.
+extern std::atomic<uint64_t> g_interval;
+
+inline constexpr uint64_t kFlushBytes = uint64_t{1} << 20;
+
+// ---- slow paths (recorder.cc) ----
+void ResolveReal();
+void FlushCounters(ThreadState* t);
+
+enum AllocFn : uint8_t {
+  kFnMalloc,
+  kFnCalloc,
+  kFnPosixMemalign,
+  kFnAlignedAlloc,
+  kFnMemalign,
+  kFnValloc,
+  kFnPvalloc,
+  kFnReallocNull,  // realloc(NULL, n)
+};
+struct AllocReq {
+  AllocFn fn;
+  size_t size;   // bytes requested (calloc: m * n)
+  size_t m, n;   // calloc operands
+  size_t align;  // 0 = default
+  int ret;       // posix_memalign's result
+};
+void* AllocSlow(AllocReq* r, bool countdown_hit);
+void* AllocSlowArgs(AllocFn fn, size_t size, size_t m, size_t n, size_t align, bool countdown_hit,
+                    int* ret);
+void FreeRegionSlow(void* p);
+void FreeBigSlow(void* p, size_t usable);
+void* ReallocSlow(void* p, size_t n, bool countdown_hit);
+void RecordMmap(void* p, size_t len, int prot, int flags);
+int MunmapSlow(void* p, size_t len);
+void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr);
+// dlopen's entry (hooks.cc: nothing runs after the real one): marks the
+// module maps dirty and the thread inside the loader (InLoader). entry_sp is
+// %rsp at dlopen's entry, the slot holding the caller's return address.
+void EnterDlopen(uintptr_t entry_sp);
+// Around the real dlclose: the library's mappings are recorded before it is
+// unmapped; afterwards the unwinder's cache is flushed.
+void BeforeDlclose();
+void AfterDlclose();
+// glibc's dlsym for memstep's own lookups (cuda_dl.cc): RTLD_NEXT is relative
+// to libmemstep, and no other interposer of dlsym answers in glibc's place.
+void* OwnDlsym(void* handle, const char* name);
+
+// The real allocation call of a request (constant-folded in the fast paths).
+MEMSTEP_ALWAYS_INLINE void* RealAlloc(AllocReq& r) {
+  switch (r.fn) {
+    case kFnMalloc:
+      return g_real.malloc(r.size);
+    case kFnCalloc:
+      return g_real.calloc(r.m, r.n);
+    case kFnPosixMemalign: {
+      void* p = nullptr;
+      r.ret = g_real.posix_memalign(&p, r.align, r.size);
+      return r.ret == 0 ? p : nullptr;
+    }
+    case kFnAlignedAlloc:
+      return g_real.aligned_alloc(r.align, r.size);
+    case kFnMemalign:
+      return g_real.memalign(r.align, r.size);
+    case kFnValloc:
+      return g_real.valloc(r.size);
+    case kFnPvalloc:
+      return g_real.pvalloc(r.size);
+    case kFnReallocNull:
+      return g_real.realloc(nullptr, r.size);
+  }
+  return nullptr;
+}
+
+MEMSTEP_ALWAYS_INLINE size_t RealUsable(void* p) {
+  return MEMSTEP_LIKELY(g_hot.glibc) ? GlibcUsableSize(p) : g_real.malloc_usable_size(p);
+}
+
+MEMSTEP_ALWAYS_INLINE void CountAlloc(ThreadState& t, size_t sz) {
+  t.alloc_bytes += sz;
+  t.alloc_count += 1;
+  if (MEMSTEP_UNLIKELY(t.alloc_bytes >= kFlushBytes)) FlushCounters(&t);
+}
+MEMSTEP_ALWAYS_INLINE void CountFree(ThreadState& t, size_t sz) {
+  t.free_bytes += sz;
+  t.free_count += 1;
+  if (MEMSTEP_UNLIKELY(t.free_bytes >= kFlushBytes)) FlushCounters(&t);
+}
+
+// ---- the writer (writer.cc) ----
+// Opens the trace file and writes its header; false (after Degrade) on error.
+bool WriterOpen(bool fork_child, const char* parent_path);
+void WriterStartThread();
+// Wakes the writer before its period ends (a ring is half full).
+void WakeWriter();
+// The pid whose trace is open (set by WriterOpen, also in fork children). A
+// vfork child shares our memory but has another pid: it must not flush.
+extern std::atomic<int> g_trace_pid;
+// One flush cycle; `final` also writes the trailer and stops recording.
+void WriterCycle(bool final);
+Ring* AcquireRing(uint32_t tid);
+void RetireRing(Ring* r);
+// Fork protocol: prepare takes every lock, parent releases them, child resets
+// them and starts a fresh trace. Lock order (outermost first), which every
+// nesting in the library follows: flush_mu, g_api_lock, ring registry,
+// dictionary, address-table shards, region classes, mmap intervals.
+void WriterForkPrepare();  // flush_mu
+void RegistryLock();
+void RegistryUnlock();
+void WriterForkParent();
+void WriterForkChild();
+// Prints one line on stderr, writes a kTagNotice if possible, stops recording.
+void Degrade(const char* what, const char* detail, int err);
+const char* TracePath();
+uint64_t StartMonoNs();
+uint64_t ReadRssBytes();
+// The RSS of the latest ReadRssBytes (a step boundary or a writer cycle, so at
+// most one flush period old): stage boundaries use it instead of reading
+// /proc/self/statm, which costs ~10 us a time.
+uint64_t LastRssBytes();
+
+}  // namespace memstep::preload
+
+#endif  // MEMSTEP_PRELOAD_RUNTIME_H_

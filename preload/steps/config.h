@@ -1,0 +1,117 @@
+// Configuration of libmemstep.so's step features (FeatureConfig, read from the
+// MEMSTEP_* variables by ReadFeatureConfig, with its parsers), and the entry
+// points of those features: epochs, online alerts, in-process
+// peak composition (per-site live estimates and snapshots), NVTX injection and
+// time windows. Everything here runs at step/stage boundaries, on the sampled
+// slow path, at counter flushes (every 1 MiB per thread) or in the writer
+// thread; never on the allocation fast path.
+//
+// Contract:
+//  - No allocation from the hooked heap after init (memory from RawMmap;
+//    regcomp/regexec/posix_spawn run with the reentrancy guard set, so their
+//    own mallocs only forward).
+//  - Alerts never stop or crash the program unless MEMSTEP_ALERT_ABORT=1.
+//  - Alert commands are spawned by the writer thread, never by the thread that
+//    crossed the threshold, and are reaped by pid (never wait(-1)).
+
+#ifndef MEMSTEP_PRELOAD_STEPS_CONFIG_H_
+#define MEMSTEP_PRELOAD_STEPS_CONFIG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "preload/host/runtime.h"
+
+namespace memstep::preload {
+
+inline constexpr int kMaxStagePeakRules = 16;
+inline constexpr int kSnapshotTop = 64;
+
+struct FeatureConfig {
+  uint64_t warmup_steps;   // MEMSTEP_WARMUP (default 20)
+  uint64_t alert_growth;   // MEMSTEP_ALERT_GROWTH, bytes/step (0 = off)
+  uint64_t alert_peak;     // MEMSTEP_ALERT_PEAK, bytes (0 = off)
+  struct StagePeakRule {
+    char name[64];
+    uint64_t bytes;
+  } stage_rules[kMaxStagePeakRules];  // MEMSTEP_ALERT_STAGE_PEAK="forward=2GiB,..."
+  int num_stage_rules;
+  char alert_command[2048];  // MEMSTEP_ALERT_COMMAND ("" = none)
+  bool alert_abort;          // MEMSTEP_ALERT_ABORT=1
+  uint64_t window_ns;        // MEMSTEP_WINDOW seconds (default 10, 0 = off)
+  uint64_t snap_min_bytes;   // MEMSTEP_SNAPSHOT_MIN_BYTES (default 8 MiB)
+  uint64_t snap_ratio_pct;   // MEMSTEP_SNAPSHOT_RATIO_PCT (default 5)
+  uint64_t run_ratio_pct;    // MEMSTEP_SNAPSHOT_RUN_RATIO_PCT (default 10)
+  bool sites;                // MEMSTEP_SITES=0 turns the site table off
+  bool nvtx;                 // MEMSTEP_NVTX=0 refuses the NVTX injection
+  char step_range[512];      // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
+  uint64_t alert_device_peak;  // MEMSTEP_ALERT_DEVICE_PEAK, bytes (0 = off)
+};
+extern FeatureConfig g_features;
+
+// Parses "123", "4096", "512K", "512KiB", "1.5MiB", "2GiB", "1TB" (binary
+// units). Returns false on anything else.
+bool ParseSize(const char* s, uint64_t* out);
+// Parses seconds ("10", "0.25") into nanoseconds.
+bool ParseSeconds(const char* s, uint64_t* ns);
+
+// Reads MEMSTEP_* feature variables (constructor; may allocate via regcomp).
+void ReadFeatureConfig();
+void InitFeatures();  // after the trace is open (site table, regex)
+
+// ---- per-site live estimates (sites.cc) ----
+void InitSites();
+// Sampled allocation of `size` bytes with sampling interval `interval`
+// (0 = recorded with probability 1) at `stack`.
+void SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack);
+// The block at addr (if tracked) is freed. Call before the block can be reused.
+void SitesOnFree(uintptr_t addr);
+// SitesOnFree that returns what it removed (0 = nothing), and its undo.
+uint64_t SitesRemove(uintptr_t addr);
+void SitesRestore(uintptr_t addr, uint64_t packed);
+// From FlushCounters: checks the snapshot thresholds against exact live bytes.
+void SitesOnLive(uint64_t live);
+// Stage boundaries (g_api_lock held): depth is the level opened / closed.
+void SitesStageBegin(int depth, uint64_t live);
+// Encodes the stage's snapshot (if one was taken) into buf; returns its size.
+size_t SitesStageEnd(int depth, uint32_t stage_id, uint64_t step, uint8_t* buf, size_t cap);
+// Writer thread: a pending run-peak snapshot record, encoded into buf.
+size_t SitesTakeRunPeak(uint8_t* buf, size_t cap);
+// Marks the current per-site live estimates as the growth baseline.
+void SitesSetBaseline();
+// Stack with the largest growth since the baseline (0 = unknown); or, with
+// `growth` false, the largest live estimate.
+uint32_t SitesTop(bool growth);
+void SitesForkPrepare();
+void SitesForkParent();
+void SitesForkChild();
+
+// ---- alerts (alerts.cc) ----
+void InitAlerts();
+// Stage end (g_api_lock held): remembers the stage's peak within this step.
+void AlertsStageEnd(uint32_t stage_id, uint64_t peak);
+// Step end (g_api_lock NOT held, guard set): evaluates the rules, prints and
+// records alerts, queues the alert command, aborts if asked.
+void AlertsStepEnd(ThreadState& t, uint64_t step, uint64_t live_end, uint64_t step_peak);
+// Writer thread, each cycle: spawns queued alert commands and reaps children.
+void AlertsWriterPoll();
+void AlertsForkChild();
+
+// ---- step boundaries usable from memstep's own threads (api.cc) ----
+// `t` may be a memstep thread (guard permanently set). Not reentrant.
+void StepBoundaryInternal(ThreadState& t, uint64_t step, bool begin);  // a time window
+void UserStepBoundary(ThreadState& t, uint64_t step, bool begin);      // a program marker
+void StageBoundaryById(ThreadState& t, uint32_t id, bool begin);
+uint32_t InternStage(const char* name);
+// A program step marker was seen (stops time windows).
+extern std::atomic<bool> g_user_steps;
+// Writer thread: drives time windows (MEMSTEP_WINDOW).
+void WindowsWriterPoll();
+// NVTX injection (nvtx.cc): compiles the step-range regex.
+void InitNvtx();
+// Notice record (kTagNotice, code 0) with a message.
+void EmitNoticeRecord(ThreadState& t, const char* message);
+
+}  // namespace memstep::preload
+
+#endif  // MEMSTEP_PRELOAD_STEPS_CONFIG_H_

@@ -1,0 +1,345 @@
+// Peak composition in process (sampling-and-format.md 6.4): per-stack running
+// Horvitz-Thompson estimates of live bytes and blocks over the sampled
+// allocations, and snapshots of the top sites when exact live bytes rise.
+//
+// Tables (raw mmap at init, never grown):
+//  - g_blocks: address -> packed (stack, sampling rate, size) of every
+//    tracked sampled block, so that a free removes exactly the weight its
+//    allocation added (preload/core/addr_map.h, 64 shards x 16384 slots).
+//  - g_sites: open addressing keyed by stack id + 1 (0 = empty), lock-free
+//    (CAS on the key, atomic adds), with a dense list of used slots so that a
+//    snapshot scans only the sites that exist.
+// Snapshots are taken by whichever thread flushes counters past a threshold
+// (one try-lock, never waits), kept per open stage level (the last one wins)
+// and for the run peak; the stage's is emitted at stage end, the run peak's by
+// the writer thread.
+
+#include <math.h>
+
+#include "preload/core/addr_map.h"
+#include "preload/steps/config.h"
+#include "preload/host/recorder.h"
+#include "src/format/format.h"
+#include "src/format/records.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace {
+
+constexpr uint32_t kSiteCap = 1u << 16;
+constexpr uint32_t kProbe = 128;
+
+struct Site {
+  std::atomic<uint32_t> key;  // stack + 1; 0 = empty
+  std::atomic<int64_t> bytes;
+  std::atomic<int64_t> count;
+  std::atomic<int64_t> base;  // bytes at the growth baseline
+};
+
+struct Snap {
+  bool valid;
+  uint64_t step;
+  uint32_t stage;
+  uint32_t n;
+  uint32_t stack[kSnapshotTop];
+  int64_t bytes[kSnapshotTop];
+  int64_t count[kSnapshotTop];
+};
+
+Site* g_sites = nullptr;
+uint32_t* g_used = nullptr;  // slot + 1 per used site; 0 = being published
+std::atomic<uint32_t> g_nused{0};
+ShardedAddrMap<uint64_t, 6> g_blocks;  // address -> Pack(...)
+bool g_sites_on = false;
+
+SpinLock g_snap_lock;  // protects the snapshots below (after g_api_lock)
+Snap g_stage_snap[kMaxStageDepth];
+std::atomic<uint64_t> g_stage_thresh[kMaxStageDepth];
+Snap g_run_snap;
+bool g_run_pending = false;
+std::atomic<uint64_t> g_run_thresh{0};
+
+uint64_t Threshold(uint64_t level, uint64_t pct) {
+  uint64_t a = level + level / 100 * pct + (level % 100) * pct / 100;
+  uint64_t b = level + g_features.snap_min_bytes;
+  return a > b ? a : b;
+}
+
+// Sampling intervals in use, by id 1..kMaxRates (0 = recorded with p = 1).
+// Progressive sampling uses a handful of distinct T values (T_warm, doublings,
+// T_steady), so a tiny append-only table lets a packed block carry its T.
+constexpr uint32_t kMaxRates = 15;
+std::atomic<uint64_t> g_rates[kMaxRates + 1];
+
+uint32_t RateId(uint64_t interval) {
+  if (interval == 0) return 0;
+  for (uint32_t i = 1; i <= kMaxRates; ++i) {
+    uint64_t v = g_rates[i].load(std::memory_order_acquire);
+    if (v == interval) return i;
+    if (v == 0) {
+      uint64_t expected = 0;
+      if (g_rates[i].compare_exchange_strong(expected, interval, std::memory_order_acq_rel) ||
+          expected == interval) {
+        return i;
+      }
+    }
+  }
+  // Table full (never with the built-in schedule): the closest T in use.
+  uint32_t best = 1;
+  uint64_t best_d = UINT64_MAX;
+  for (uint32_t i = 1; i <= kMaxRates; ++i) {
+    uint64_t v = g_rates[i].load(std::memory_order_acquire);
+    uint64_t d = v > interval ? v - interval : interval - v;
+    if (d < best_d) best_d = d, best = i;
+  }
+  return best;
+}
+
+// packed = stack (28 bits) | rate id (4 bits) | size (32 bits, saturated).
+uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
+  uint64_t s = size > 0xFFFFFFFFu ? 0xFFFFFFFFu : size;
+  return (static_cast<uint64_t>(stack & 0x0FFFFFFFu) << 36) |
+         (static_cast<uint64_t>(RateId(interval)) << 32) | s;
+}
+
+uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 36); }
+
+void Weights(uint64_t packed, int64_t* bytes, int64_t* count) {
+  double size = static_cast<double>(packed & 0xFFFFFFFFu);
+  uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
+  uint64_t T = rate == 0 ? 0 : g_rates[rate].load(std::memory_order_relaxed);
+  if (T <= 1) {
+    *bytes = static_cast<int64_t>(size);
+    *count = 1000;
+    return;
+  }
+  double p = 1.0 - exp(-(size + 1.0) / static_cast<double>(T));
+  *bytes = static_cast<int64_t>(size / p);
+  *count = static_cast<int64_t>(1000.0 / p);  // milli-blocks
+}
+
+Site* FindSite(uint32_t stack, bool create) {
+  uint32_t key = stack + 1;
+  uint32_t h = (key * 0x9E3779B1u) >> 16;
+  for (uint32_t i = 0; i < kProbe; ++i) {
+    Site& s = g_sites[(h + i) & (kSiteCap - 1)];
+    uint32_t k = s.key.load(std::memory_order_acquire);
+    if (k == key) return &s;
+    if (k != 0) continue;
+    if (!create) return nullptr;
+    uint32_t expected = 0;
+    if (s.key.compare_exchange_strong(expected, key, std::memory_order_acq_rel)) {
+      uint32_t idx = g_nused.fetch_add(1, std::memory_order_acq_rel);
+      __atomic_store_n(&g_used[idx], static_cast<uint32_t>(&s - g_sites) + 1, __ATOMIC_RELEASE);
+      return &s;
+    }
+    if (expected == key) return &s;
+  }
+  return nullptr;
+}
+
+void Apply(uint64_t packed, int sign) {
+  int64_t b, c;
+  Weights(packed, &b, &c);
+  Site* s = FindSite(PackedStack(packed), sign > 0);
+  if (s == nullptr) return;
+  s->bytes.fetch_add(sign * b, std::memory_order_relaxed);
+  s->count.fetch_add(sign * c, std::memory_order_relaxed);
+}
+
+// Top sites by estimated live bytes into `out` (g_snap_lock held).
+void TakeTop(Snap* out) {
+  out->n = 0;
+  uint32_t n = g_nused.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
+    if (slot == 0) continue;
+    Site& s = g_sites[slot - 1];
+    int64_t b = s.bytes.load(std::memory_order_relaxed);
+    if (b <= 0) continue;
+    uint32_t k = out->n;
+    if (k == static_cast<uint32_t>(kSnapshotTop)) {
+      if (b <= out->bytes[k - 1]) continue;
+      --k;  // replaces the smallest
+    } else {
+      ++out->n;
+    }
+    while (k > 0 && out->bytes[k - 1] < b) {
+      out->bytes[k] = out->bytes[k - 1];
+      out->count[k] = out->count[k - 1];
+      out->stack[k] = out->stack[k - 1];
+      --k;
+    }
+    out->bytes[k] = b;
+    int64_t c = s.count.load(std::memory_order_relaxed);
+    out->count[k] = c > 0 ? (c + 500) / 1000 : 0;
+    out->stack[k] = s.key.load(std::memory_order_relaxed) - 1;
+  }
+  out->step = g_cur_step.load(std::memory_order_relaxed);
+  out->stage = g_cur_stage.load(std::memory_order_relaxed);
+  out->valid = true;
+}
+
+size_t Encode(const Snap& s, uint8_t cause, uint32_t stage, uint64_t ts, uint64_t seq,
+              uint8_t* buf, size_t cap) {
+  uint64_t sites[3 * kSnapshotTop];  // (stack, live_bytes_est, live_count_est) per site
+  for (uint32_t i = 0; i < s.n; ++i) {
+    sites[3 * i] = s.stack[i];
+    sites[3 * i + 1] = static_cast<uint64_t>(s.bytes[i]);
+    sites[3 * i + 2] = static_cast<uint64_t>(s.count[i]);
+  }
+  fmt::SiteSnapshotRecord rec;
+  rec.ts = ts;
+  rec.seq = seq;
+  rec.step = s.step;
+  rec.cause = cause;
+  rec.stage_str = stage;
+  rec.sites.values = sites;
+  rec.sites.count = s.n;
+  fmt::RecordEncoder e(buf, cap);
+  return fmt::Encode(e, rec) ? e.size() : 0;
+}
+
+}  // namespace
+
+void InitSites() {
+  if (!g_features.sites) return;
+  g_sites = static_cast<Site*>(RawMmap(sizeof(Site) * kSiteCap));
+  g_used = static_cast<uint32_t*>(RawMmap(sizeof(uint32_t) * kSiteCap));
+  if (g_sites == nullptr || g_used == nullptr || !g_blocks.Init(14)) return;
+  g_run_thresh.store(Threshold(0, g_features.run_ratio_pct), std::memory_order_relaxed);
+  for (auto& t : g_stage_thresh) t.store(UINT64_MAX, std::memory_order_relaxed);
+  g_sites_on = true;
+}
+
+void SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack) {
+  if (!g_sites_on) return;
+  uint64_t packed = Pack(stack, size, interval);
+  if (g_blocks.Insert(addr, packed)) Apply(packed, +1);
+}
+
+void SitesOnFree(uintptr_t addr) {
+  if (!g_sites_on) return;
+  uint64_t packed;
+  if (g_blocks.Remove(addr, &packed)) Apply(packed, -1);
+}
+
+uint64_t SitesRemove(uintptr_t addr) {
+  if (!g_sites_on) return 0;
+  uint64_t packed;
+  if (!g_blocks.Remove(addr, &packed)) return 0;
+  Apply(packed, -1);
+  return packed;
+}
+
+void SitesRestore(uintptr_t addr, uint64_t packed) {
+  if (!g_sites_on || packed == 0) return;
+  if (g_blocks.Insert(addr, packed)) Apply(packed, +1);
+}
+
+void SitesOnLive(uint64_t live) {
+  if (!g_sites_on) return;
+  int depth = g_stage_depth.load(std::memory_order_relaxed);
+  if (depth > kMaxStageDepth) depth = kMaxStageDepth;
+  bool any = live > g_run_thresh.load(std::memory_order_relaxed);
+  for (int i = 0; i < depth && !any; ++i) {
+    any = live > g_stage_thresh[i].load(std::memory_order_relaxed);
+  }
+  if (!any || !g_snap_lock.TryLock()) return;
+  Snap* taken = nullptr;
+  for (int i = 0; i < depth; ++i) {
+    if (live <= g_stage_thresh[i].load(std::memory_order_relaxed)) continue;
+    if (taken == nullptr) {
+      TakeTop(&g_stage_snap[i]);
+      taken = &g_stage_snap[i];
+    } else {
+      g_stage_snap[i] = *taken;
+    }
+    g_stage_thresh[i].store(Threshold(live, g_features.snap_ratio_pct), std::memory_order_relaxed);
+  }
+  if (live > g_run_thresh.load(std::memory_order_relaxed)) {
+    if (taken != nullptr) {
+      g_run_snap = *taken;
+    } else {
+      TakeTop(&g_run_snap);
+    }
+    g_run_pending = true;
+    g_run_thresh.store(Threshold(live, g_features.run_ratio_pct), std::memory_order_relaxed);
+  }
+  g_snap_lock.Unlock();
+}
+
+void SitesStageBegin(int depth, uint64_t live) {
+  if (!g_sites_on || depth < 0 || depth >= kMaxStageDepth) return;
+  SpinLockHolder h(&g_snap_lock);
+  g_stage_snap[depth].valid = false;
+  g_stage_thresh[depth].store(Threshold(live, g_features.snap_ratio_pct),
+                              std::memory_order_relaxed);
+}
+
+size_t SitesStageEnd(int depth, uint32_t stage_id, uint64_t step, uint8_t* buf, size_t cap) {
+  if (!g_sites_on || depth < 0 || depth >= kMaxStageDepth) return 0;
+  SpinLockHolder h(&g_snap_lock);
+  g_stage_thresh[depth].store(UINT64_MAX, std::memory_order_relaxed);
+  Snap& s = g_stage_snap[depth];
+  if (!s.valid) return 0;
+  s.valid = false;
+  s.step = step;
+  return Encode(s, fmt::kSnapshotStagePeak, stage_id, NowRel(), NextSeq(), buf, cap);
+}
+
+size_t SitesTakeRunPeak(uint8_t* buf, size_t cap) {
+  if (!g_sites_on) return 0;
+  SpinLockHolder h(&g_snap_lock);
+  if (!g_run_pending) return 0;
+  g_run_pending = false;
+  return Encode(g_run_snap, fmt::kSnapshotRunPeak, g_run_snap.stage, NowRel(), NextSeq(), buf,
+                cap);
+}
+
+void SitesSetBaseline() {
+  if (!g_sites_on) return;
+  uint32_t n = g_nused.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
+    if (slot == 0) continue;
+    Site& s = g_sites[slot - 1];
+    s.base.store(s.bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+}
+
+uint32_t SitesTop(bool growth) {
+  if (!g_sites_on) return 0;
+  uint32_t n = g_nused.load(std::memory_order_acquire);
+  int64_t best = 0;
+  uint32_t best_stack = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
+    if (slot == 0) continue;
+    Site& s = g_sites[slot - 1];
+    int64_t v = s.bytes.load(std::memory_order_relaxed);
+    if (growth) v -= s.base.load(std::memory_order_relaxed);
+    if (v > best) {
+      best = v;
+      best_stack = s.key.load(std::memory_order_relaxed) - 1;
+    }
+  }
+  return best_stack;
+}
+
+void SitesForkPrepare() {
+  g_snap_lock.Lock();
+  g_blocks.LockAll();
+}
+void SitesForkParent() {
+  g_blocks.UnlockAll();
+  g_snap_lock.Unlock();
+}
+void SitesForkChild() {
+  g_blocks.ResetLocks();
+  g_snap_lock.Reset();
+}
+
+}  // namespace memstep::preload

@@ -1,0 +1,692 @@
+// The trace writer: file creation and header, the ring registry, the
+// background flush thread, module maps, and the fork protocol.
+//
+// One flush cycle (under flush_mu, by the writer thread every
+// MEMSTEP_FLUSH_MS, or by the final flush at exit):
+//   1. snapshot every ring's head (acquire);
+//   2. drain the dictionary log into dict chunks;
+//   3. drain each ring up to its snapshot into data chunks (raw <= 1 MiB),
+//      adding the writer's own COUNTER and LOST records;
+//   4. compress each chunk (zstd level 1 when libzstd.so.1 loads, else raw),
+//      CRC it and write(2) it to the O_APPEND file.
+// Every id is appended to the dictionary log before a record using it is
+// pushed to a ring, so step 1 before step 2 makes definitions precede use.
+// A chunk is written with one write(2) of header + payload: after kill -9
+// every chunk written before reads back.
+//
+// memstep keeps no descriptor open between writes: a program may list every
+// descriptor it has (CPython's tests fstat() them all), close them all, or
+// dup2 its own files over any number. Each chunk opens the trace by path,
+// checks that it is still the file memstep created (device and inode), writes
+// and closes it.
+//
+// The writer thread must not keep the process alive: glibc ends a process
+// when its last thread exits, counting ours. When the thread-group leader has
+// exited (pthread_exit from main, or a fork child's only thread returning)
+// and no other application thread is left, the writer does what that last
+// thread would have done: exit(0).
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/core/fds.h"
+#include "preload/steps/config.h"
+#include "preload/trace/modules.h"
+#include "preload/host/recorder.h"
+#include "preload/host/runtime.h"
+#include "src/format/format.h"
+#include "src/format/records.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace {
+
+constexpr int kMaxRings = 8192;
+constexpr size_t kOutCap = fmt::kMaxChunkRawLen + (fmt::kMaxChunkRawLen >> 7) + 4096;
+
+// Ring registry. Rings are never unmapped; exited ones are reused.
+SpinLock g_registry_lock;  // protects creation and reuse
+Ring* g_rings[kMaxRings];  // [0, g_nrings) published with release
+std::atomic<int> g_nrings{0};
+
+using ZstdCompressFn = size_t (*)(void*, size_t, const void*, size_t, int);
+using ZstdIsErrorFn = unsigned (*)(size_t);
+
+// Everything below is protected by flush_mu (or owned by the writer thread).
+// Constant-initialized (no dynamic initializer may run after our constructor).
+struct Writer {
+  pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
+  bool live = false;  // the trace exists and takes chunks
+  dev_t dev = 0;      // identity of the trace file
+  ino_t ino = 0;
+  uint64_t size = 0;          // bytes written to the trace so far
+  bool fallocate_ok = true;   // the filesystem reserves space (fallocate)
+  char path[4096] = {};
+  uint64_t start_mono = 0;
+  uint32_t chunk_seq = 0;
+  size_t dict_written = 0;
+  uint8_t* raw = nullptr;  // chunk being built
+  size_t raw_len = 0;
+  uint8_t* out = nullptr;  // header + payload to write
+  ZstdCompressFn zstd_compress = nullptr;
+  ZstdIsErrorFn zstd_is_error = nullptr;
+  uint64_t dict_dropped_reported = 0;
+  uint32_t counter_names[8] = {};
+  bool names_ready = false;
+};
+Writer g_w;
+std::atomic<int> g_wake{0};   // futex word: 1 = a producer asked for an early cycle
+uint64_t g_heads[kMaxRings];  // flush_mu
+std::atomic<bool> g_degraded{false};
+
+uint64_t NowRel() { return MonoNs() - g_w.start_mono; }
+
+bool WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// flush_mu held (or the library's own thread before recording starts).
+// Opens the trace for one write, by path, if it is still the file memstep
+// created; -1 with errno set otherwise (ESTALE: another file has its name).
+int OpenTrace() {
+  int fd = open(g_w.path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != g_w.dev || st.st_ino != g_w.ino) {
+    close(fd);
+    errno = ESTALE;
+    return -1;
+  }
+  return fd;
+}
+
+// Room kept after the last chunk for the NOTICE that says recording stopped.
+constexpr uint64_t kTailReserve = 16 << 10;
+
+// flush_mu held. Makes sure `n` more bytes and the tail reserve after them
+// can be written: below the file-size limit (checked here: crossing it would
+// send the program SIGXFSZ) and on disk (fallocate, KEEP_SIZE, where the
+// filesystem has it: after an ENOSPC the reserve still holds the NOTICE).
+// False, with errno set, when they cannot.
+bool Reserve(int fd, uint64_t n) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      g_w.size + n + kTailReserve > rl.rlim_cur) {
+    errno = EFBIG;
+    return false;
+  }
+  if (!g_w.fallocate_ok) return true;
+  if (fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(g_w.size),
+                static_cast<off_t>(n + kTailReserve)) == 0) {
+    return true;
+  }
+  if (errno == ENOSPC || errno == EDQUOT) return false;
+  g_w.fallocate_ok = false;  // not supported here: best effort from now on
+  return true;
+}
+
+// Whether `n` bytes fit below the file-size limit (no SIGXFSZ).
+bool BelowSizeLimit(uint64_t n) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+         g_w.size + n <= rl.rlim_cur;
+}
+
+// flush_mu held.
+void EmitChunk(uint8_t kind) {
+  if (!g_w.live) g_w.raw_len = 0;  // stopped: drop
+  if (g_w.raw_len == 0) return;
+  uint8_t* payload = g_w.out + sizeof(fmt::ChunkHeader);
+  size_t plen = 0;
+  uint8_t codec = fmt::kCodecRaw;
+  if (g_w.zstd_compress != nullptr) {
+    size_t c = g_w.zstd_compress(payload, kOutCap, g_w.raw, g_w.raw_len, 1);
+    if (!g_w.zstd_is_error(c) && c < g_w.raw_len) {
+      plen = c;
+      codec = fmt::kCodecZstd;
+    }
+  }
+  if (codec == fmt::kCodecRaw) {
+    memcpy(payload, g_w.raw, g_w.raw_len);
+    plen = g_w.raw_len;
+  }
+  fmt::ChunkHeader h;
+  fmt::FillChunkHeader(&h, g_w.chunk_seq, codec, kind, NowRel(), payload,
+                       static_cast<uint32_t>(plen), static_cast<uint32_t>(g_w.raw_len));
+  memcpy(g_w.out, &h, sizeof(h));
+  g_w.raw_len = 0;
+  int fd = OpenTrace();
+  if (fd < 0) {
+    Degrade("cannot reopen", g_w.path, errno);
+    return;
+  }
+  bool reserved = Reserve(fd, sizeof(h) + plen);
+  bool written = reserved && WriteAll(fd, g_w.out, sizeof(h) + plen);
+  int err = errno;
+  close(fd);
+  if (!written) {
+    Degrade("cannot write", g_w.path, err);
+    return;
+  }
+  g_w.size += sizeof(h) + plen;
+  ++g_w.chunk_seq;  // numbered once written: the NOTICE after a failure follows without a gap
+}
+
+// Appends bytes to the chunk under construction, emitting it first if full.
+void Append(uint8_t kind, const uint8_t* p, size_t n) {
+  if (g_w.raw_len + n > fmt::kMaxChunkRawLen) EmitChunk(kind);
+  if (n > fmt::kMaxChunkRawLen) return;
+  memcpy(g_w.raw + g_w.raw_len, p, n);
+  g_w.raw_len += n;
+}
+
+int MkdirP(const char* dir) {
+  char buf[1024];
+  size_t n = StrLen(dir);
+  if (n >= sizeof(buf)) return ENAMETOOLONG;
+  memcpy(buf, dir, n + 1);
+  for (size_t i = 1; i <= n; ++i) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char c = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0700) != 0 && errno != EEXIST) return errno;
+      buf[i] = c;
+    }
+  }
+  return 0;
+}
+
+size_t ReadFile(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t n = 0;
+  while (n < cap) {
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += static_cast<size_t>(r);
+  }
+  close(fd);
+  return n;
+}
+
+void PutTlv(uint8_t* buf, size_t* len, size_t cap, uint16_t type, const void* p, size_t n) {
+  if (*len + 6 + n > cap) return;
+  uint32_t n32 = static_cast<uint32_t>(n);
+  memcpy(buf + *len, &type, 2);
+  memcpy(buf + *len + 2, &n32, 4);
+  if (n != 0) memcpy(buf + *len + 6, p, n);
+  *len += 6 + n;
+}
+
+bool WriteHeader(int fd, bool fork_child, const char* parent_path, const char* host) {
+  uint8_t* buf = g_w.out;  // scratch: the header is far smaller than a chunk
+  size_t cap = kOutCap;
+  fmt::FileHeader h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, fmt::kFileMagic, sizeof(h.magic));
+  h.version_major = fmt::kVersionMajor;
+  h.version_minor = fmt::kVersionMinor;
+  h.start_mono_ns = g_w.start_mono;
+  h.start_real_ns = RealNs();
+  h.pid = static_cast<uint32_t>(getpid());
+  h.ppid = static_cast<uint32_t>(getppid());
+  h.page_size = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
+  h.flags = (fork_child ? uint32_t{fmt::kFlagForkChild} : 0u) |
+            (g_hot.glibc ? uint32_t{fmt::kFlagGlibcMalloc} : 0u);
+  uint64_t T0 = g_interval.load(std::memory_order_relaxed);
+  h.sample_interval = T0 <= 1 ? 1 : T0;
+  h.always_bytes = g_config.always_bytes;
+  size_t len = sizeof(h);
+  static char tmp[16384];
+  size_t n = ReadFile("/proc/self/cmdline", tmp, sizeof(tmp));
+  if (n > 0 && tmp[n - 1] == '\0') --n;
+  PutTlv(buf, &len, cap, fmt::kTlvCmdline, tmp, n);
+  PutTlv(buf, &len, cap, fmt::kTlvHostname, host, StrLen(host));
+  n = 0;
+  const char* kRankVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE"};
+  for (const char* var : kRankVars) {
+    const char* v = getenv(var);
+    if (v == nullptr) continue;
+    size_t a = StrLen(var), b = StrLen(v);
+    if (n + a + b + 2 > sizeof(tmp)) break;
+    memcpy(tmp + n, var, a);
+    tmp[n + a] = '=';
+    memcpy(tmp + n + a + 1, v, b);
+    tmp[n + a + 1 + b] = '\0';
+    n += a + b + 2;
+  }
+  if (n > 0) PutTlv(buf, &len, cap, fmt::kTlvRankEnv, tmp, n);
+  ssize_t e = readlink("/proc/self/exe", tmp, sizeof(tmp));
+  if (e > 0) PutTlv(buf, &len, cap, fmt::kTlvExe, tmp, static_cast<size_t>(e));
+  if (parent_path != nullptr) {
+    PutTlv(buf, &len, cap, fmt::kTlvParentTrace, parent_path, StrLen(parent_path));
+  }
+  const char* alloc = g_hot.glibc ? static_cast<const char*>("glibc")
+                      : dlsym(RTLD_DEFAULT, "mallctl") != nullptr ? "jemalloc"
+                                                                  : "other";
+  PutTlv(buf, &len, cap, fmt::kTlvAllocator, alloc, StrLen(alloc));
+  PutTlv(buf, &len, cap, fmt::kTlvEnd, nullptr, 0);
+  h.header_len = static_cast<uint32_t>(len + 4);
+  memcpy(buf, &h, sizeof(h));
+  uint32_t crc = fmt::Crc32c(buf, len);
+  memcpy(buf + len, &crc, 4);
+  if (!Reserve(fd, len + 4) || !WriteAll(fd, buf, len + 4)) return false;
+  g_w.size = len + 4;
+  return true;
+}
+
+// ---- periodic counters ----
+
+const char* const kCounterNames[] = {
+    "rss_bytes",          "mmap_live_bytes",    "mallinfo2.arena",    "mallinfo2.hblkhd",
+    "mallinfo2.uordblks", "mallinfo2.fordblks", "mallinfo2.keepcost", "memstep.sampled_live_blocks",
+};
+constexpr int kNumCounterNames = 8;
+
+void PrepareCounterNames() {
+  if (g_w.names_ready) return;
+  for (int i = 0; i < kNumCounterNames; ++i) {
+    g_w.counter_names[i] = g_dict.InternString(kCounterNames[i], StrLen(kCounterNames[i]));
+  }
+  g_w.names_ready = true;
+}
+
+void CollectCounters(int64_t values[kNumCounterNames]) {
+  for (int i = 0; i < kNumCounterNames; ++i) values[i] = -1;
+  values[0] = static_cast<int64_t>(ReadRssBytes());
+  values[1] = static_cast<int64_t>(g_counters.mmap_live.load(std::memory_order_relaxed));
+  if (g_hot.glibc) {
+    struct mallinfo2 mi = mallinfo2();
+    values[2] = static_cast<int64_t>(mi.arena);
+    values[3] = static_cast<int64_t>(mi.hblkhd);
+    values[4] = static_cast<int64_t>(mi.uordblks);
+    values[5] = static_cast<int64_t>(mi.fordblks);
+    values[6] = static_cast<int64_t>(mi.keepcost);
+  }
+  values[7] = static_cast<int64_t>(g_big.Size());
+}
+
+void RunCycle(bool final) {
+  // Outside flush_mu: loader lock and malloc locks.
+  RefreshMappings();
+  PyFramesPoll();
+  PrepareCounterNames();
+  int64_t values[kNumCounterNames];
+  CollectCounters(values);
+  uint32_t tid = t_state.tid;
+
+  pthread_mutex_lock(&g_w.flush_mu);
+  if (g_state.load() != kRecording || !g_w.live) {
+    pthread_mutex_unlock(&g_w.flush_mu);
+    return;
+  }
+  // 1. Snapshot the rings.
+  int nrings = g_nrings.load(std::memory_order_acquire);
+  for (int i = 0; i < nrings; ++i) g_heads[i] = g_rings[i]->head.load(std::memory_order_acquire);
+  // 2. Dictionary.
+  size_t end = g_dict.End();
+  const uint8_t* log = g_dict.log();
+  while (g_w.dict_written < end) {
+    uint32_t len;
+    memcpy(&len, log + g_w.dict_written, 4);
+    Append(fmt::kChunkDict, log + g_w.dict_written + 4, len);
+    g_w.dict_written += 4 + len;
+  }
+  EmitChunk(fmt::kChunkDict);
+  // 3. Rings, then the writer's own records.
+  static uint8_t tmp[Ring::kCap];
+  uint8_t rec[128];
+  for (int i = 0; i < nrings; ++i) {
+    Ring* r = g_rings[i];
+    uint64_t tail = r->tail.load(std::memory_order_relaxed);
+    uint64_t head = g_heads[i];
+    if (head > tail) {
+      size_t n = static_cast<size_t>(head - tail);
+      r->CopyOut(tail, head, tmp);
+      Append(fmt::kChunkData, tmp, n);
+      r->tail.store(head, std::memory_order_release);
+    }
+    uint64_t lr = r->lost_records.load(std::memory_order_relaxed);
+    uint64_t lb = r->lost_bytes.load(std::memory_order_relaxed);
+    if (lr != r->reported_records) {
+      fmt::LostRecord lost;
+      lost.ts = NowRel();
+      lost.records = lr - r->reported_records;
+      lost.bytes = lb - r->reported_bytes;
+      lost.cause = 1;
+      fmt::RecordEncoder e(rec, sizeof(rec));
+      if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
+      r->reported_records = lr;
+      r->reported_bytes = lb;
+    }
+    if (r->state.load(std::memory_order_acquire) == Ring::kExited &&
+        r->head.load(std::memory_order_acquire) == head) {
+      r->state.store(Ring::kFree, std::memory_order_release);
+    }
+  }
+  uint64_t dropped = g_dict.dropped();
+  if (dropped != g_w.dict_dropped_reported) {
+    fmt::LostRecord lost;
+    lost.ts = NowRel();
+    lost.records = dropped - g_w.dict_dropped_reported;
+    lost.bytes = 0;
+    lost.cause = 2;
+    fmt::RecordEncoder e(rec, sizeof(rec));
+    if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
+    g_w.dict_dropped_reported = dropped;
+  }
+  for (int i = 0; i < kNumCounterNames; ++i) {
+    if (values[i] < 0 || g_w.counter_names[i] == 0) continue;
+    fmt::CounterRecord counter;
+    counter.ts = NowRel();
+    counter.seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+    counter.tid = tid;
+    counter.name_str = g_w.counter_names[i];
+    counter.value = values[i];
+    fmt::RecordEncoder e(rec, sizeof(rec));
+    if (fmt::Encode(e, counter)) Append(fmt::kChunkData, rec, e.size());
+  }
+  {
+    static uint8_t snap[2048];
+    size_t n = SitesTakeRunPeak(snap, sizeof(snap));
+    if (n > 0) Append(fmt::kChunkData, snap, n);
+  }
+  EmitChunk(fmt::kChunkData);
+  // 4. Trailer.
+  if (final && g_w.live) {
+    fmt::Counters c;
+    c.alloc_bytes = g_counters.alloc_bytes.load();
+    c.alloc_count = g_counters.alloc_count.load();
+    c.free_bytes = g_counters.free_bytes.load();
+    c.free_count = g_counters.free_count.load();
+    c.live_bytes = c.alloc_bytes > c.free_bytes ? c.alloc_bytes - c.free_bytes : 0;
+    c.peak_bytes = g_counters.run_max.load();
+    if (c.peak_bytes < c.live_bytes) c.peak_bytes = c.live_bytes;
+    c.mmap_live_bytes = g_counters.mmap_live.load();
+    c.rss_bytes = values[0] > 0 ? static_cast<uint64_t>(values[0]) : 0;
+    fmt::TrailerRecord trailer;
+    trailer.ts = NowRel();
+    trailer.counters = c;
+    trailer.clean_exit = 1;
+    fmt::RecordEncoder e(rec, sizeof(rec));
+    if (fmt::Encode(e, trailer)) Append(fmt::kChunkTrailer, rec, e.size());
+    EmitChunk(fmt::kChunkTrailer);
+    g_state.store(kStopped);
+  }
+  pthread_mutex_unlock(&g_w.flush_mu);
+}
+
+// The leader has exited and every thread left is ours (the writer).
+bool ApplicationThreadsGone() {
+  ProcStat st;
+  return ReadProcStat(&st) && st.state == 'Z' && st.num_threads <= 2;
+}
+
+void* WriterMain(void*) {
+  ThreadState& t = t_state;
+  t.guard = 1;  // permanently: this thread only forwards
+  t.tid = GetTid();
+  const uint64_t period_ns = g_config.flush_ms * 1000000;
+  // Liveness is checked at least this often, whatever the flush period.
+  constexpr uint64_t kLivenessNs = 100000000;
+  uint64_t next_flush = MonoNs() + period_ns;
+  for (;;) {
+    uint64_t now = MonoNs();
+    uint64_t wait = next_flush > now ? next_flush - now : 0;
+    if (wait > kLivenessNs) wait = kLivenessNs;
+    struct timespec ts = {static_cast<time_t>(wait / 1000000000),
+                          static_cast<long>(wait % 1000000000)};
+    // Sleeps unless a producer wakes us (ring half full).
+    long r = syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    bool woken = r == 0 || g_wake.load(std::memory_order_relaxed) != 0;
+    g_wake.store(0, std::memory_order_relaxed);
+    if (g_state.load() != kRecording) break;
+    if (ApplicationThreadsGone()) exit(0);  // as glibc's last thread would; flushes in our destructor
+    if (!woken && MonoNs() < next_flush) continue;
+    next_flush = MonoNs() + period_ns;
+    RunCycle(false);
+    AlertsWriterPoll();
+    WindowsWriterPoll();
+  }
+  return nullptr;
+}
+
+bool LoadZstd() {
+  void* h = g_real.dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  g_w.zstd_compress = reinterpret_cast<ZstdCompressFn>(dlsym(h, "ZSTD_compress"));
+  g_w.zstd_is_error = reinterpret_cast<ZstdIsErrorFn>(dlsym(h, "ZSTD_isError"));
+  if (g_w.zstd_compress == nullptr || g_w.zstd_is_error == nullptr) g_w.zstd_compress = nullptr;
+  return g_w.zstd_compress != nullptr;
+}
+
+}  // namespace
+
+std::atomic<int> g_trace_pid{0};
+
+bool WriterOpen(bool fork_child, const char* parent_path) {
+  g_trace_pid.store(static_cast<int>(getpid()), std::memory_order_relaxed);
+  if (g_w.raw == nullptr) {
+    g_w.raw = static_cast<uint8_t*>(RawMmap(fmt::kMaxChunkRawLen));
+    g_w.out = static_cast<uint8_t*>(RawMmap(kOutCap + sizeof(fmt::ChunkHeader)));
+    if (g_w.raw == nullptr || g_w.out == nullptr) {
+      Degrade("cannot reserve memory", nullptr, ENOMEM);
+      return false;
+    }
+    const char* nz = getenv("MEMSTEP_NO_ZSTD");
+    if (nz == nullptr || nz[0] == '\0' || nz[0] == '0') LoadZstd();
+  }
+  g_w.start_mono = MonoNs();
+  g_w.chunk_seq = 0;
+  g_w.size = 0;
+  g_w.fallocate_ok = true;
+  g_w.dict_written = 0;
+  g_w.raw_len = 0;
+  char host[256];
+  if (gethostname(host, sizeof(host)) != 0) memcpy(host, "unknown", 8);
+  host[sizeof(host) - 1] = '\0';
+  const char* rank = getenv("RANK");
+  if (rank == nullptr || rank[0] == '\0') rank = "na";
+  int err = MkdirP(g_config.dir);
+  if (err != 0) {
+    Degrade("cannot create directory", g_config.dir, err);
+    return false;
+  }
+  int pid = getpid();
+  int fd = -1;
+  g_w.live = false;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (attempt == 0) {
+      snprintf(g_w.path, sizeof(g_w.path), "%s/memstep.%s.%s.%d.trace", g_config.dir, host, rank,
+               pid);
+    } else {
+      snprintf(g_w.path, sizeof(g_w.path), "%s/memstep.%s.%s.%d.%d.trace", g_config.dir, host, rank,
+               pid, attempt);
+    }
+    // O_EXCL|O_NOFOLLOW: never through a link another user planted (a shared
+    // /tmp); 0600: traces hold command lines, paths and addresses.
+    fd = open(g_w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    Degrade("cannot create", g_w.path, errno);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  if (ok) {
+    g_w.dev = st.st_dev;
+    g_w.ino = st.st_ino;
+    ok = WriteHeader(fd, fork_child, parent_path, host);
+  }
+  int write_err = errno;
+  close(fd);  // every later write opens it again (OpenTrace)
+  if (!ok) {
+    Degrade("cannot write", g_w.path, write_err);
+    return false;
+  }
+  g_w.live = true;
+  return true;
+}
+
+void WriterStartThread() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  if (pthread_create(&th, &attr, WriterMain, nullptr) != 0) {
+    // No background thread: the final flush at exit still writes everything
+    // that fits in the rings.
+  }
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void WriterCycle(bool final) { RunCycle(final); }
+
+void WakeWriter() {
+  if (g_wake.load(std::memory_order_relaxed) != 0 || g_wake.exchange(1) != 0) return;
+  ErrnoSaver errno_saver;
+  syscall(SYS_futex, &g_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+Ring* AcquireRing(uint32_t tid) {
+  SpinLockHolder lock(&g_registry_lock);
+  int n = g_nrings.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    Ring* r = g_rings[i];
+    if (r->state.load(std::memory_order_acquire) == Ring::kFree) {
+      r->Reuse(tid);
+      r->state.store(Ring::kActive, std::memory_order_release);
+      return r;
+    }
+  }
+  if (n >= kMaxRings) return nullptr;
+  constexpr size_t kHeader = 4096;
+  static_assert(sizeof(Ring) <= kHeader, "Ring header fits its page");
+  uint8_t* mem = static_cast<uint8_t*>(RawMmap(kHeader + Ring::kCap));
+  if (mem == nullptr) return nullptr;
+  Ring* r = reinterpret_cast<Ring*>(mem);  // zeroed memory is a valid empty Ring
+  r->data = mem + kHeader;
+  r->tid = tid;
+  r->state.store(Ring::kActive, std::memory_order_relaxed);
+  g_rings[n] = r;
+  g_nrings.store(n + 1, std::memory_order_release);
+  return r;
+}
+
+void RetireRing(Ring* r) { r->state.store(Ring::kExited, std::memory_order_release); }
+
+void WriterForkPrepare() { pthread_mutex_lock(&g_w.flush_mu); }
+void RegistryLock() { g_registry_lock.Lock(); }
+void RegistryUnlock() { g_registry_lock.Unlock(); }
+
+void WriterForkParent() { pthread_mutex_unlock(&g_w.flush_mu); }
+
+void WriterForkChild() {
+  g_registry_lock.Reset();
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&g_w.flush_mu, &fresh, sizeof(fresh));
+  Ring* mine = t_state.ring;
+  int n = g_nrings.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    Ring* r = g_rings[i];
+    r->DropAll(r == mine ? t_state.tid : 0);
+    r->state.store(r == mine ? Ring::kActive : Ring::kFree, std::memory_order_relaxed);
+  }
+  if (g_state.load() != kRecording) return;
+  static char parent[4096];
+  memcpy(parent, g_w.path, sizeof(parent));
+  g_w.live = false;  // the parent's file: the child gets its own
+  // The re-emitted dictionary log has every mapping the parent recorded; the
+  // refresh adds any the parent had not written yet (known ones are skipped).
+  g_maps_dirty.store(1);
+  if (!WriterOpen(true, parent)) {
+    g_state.store(kStopped);
+    return;
+  }
+  WriterStartThread();
+}
+
+void Degrade(const char* what, const char* detail, int err) {
+  g_state.store(kStopped);
+  if (g_degraded.exchange(true)) return;
+  char line[1400];
+  int n = snprintf(line, sizeof(line),
+                   "memstep: %s%s%s: %s; recording stopped, the program continues\n", what,
+                   detail != nullptr ? " " : "", detail != nullptr ? detail : "", strerror(err));
+  if (n <= 0) return;
+  size_t len = static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n) : sizeof(line) - 1;
+  if (!g_config.quiet) (void)!write(2, line, len);
+  // Best effort: a notice in the trace (a data chunk defining its own string),
+  // in the room Reserve kept for it, if the file is still the one we created.
+  if (!g_w.live || g_w.raw == nullptr || g_w.out == nullptr) return;
+  g_w.live = false;
+  int fd = OpenTrace();
+  if (fd < 0) return;
+  uint8_t* rec = g_w.raw;
+  fmt::RecordEncoder e(rec, 2048);
+  const uint32_t kNoticeStr = 0x7fffffff;
+  fmt::StringRecord text;
+  text.id = kNoticeStr;
+  text.text = fmt::ByteView{reinterpret_cast<const uint8_t*>(line), static_cast<uint64_t>(len)};
+  fmt::NoticeRecord notice;
+  notice.ts = MonoNs() - g_w.start_mono;
+  notice.code = static_cast<uint64_t>(err);
+  notice.message_str = kNoticeStr;
+  if (fmt::Encode(e, text) && fmt::Encode(e, notice)) {
+    fmt::ChunkHeader h;
+    fmt::FillChunkHeader(&h, g_w.chunk_seq++, fmt::kCodecRaw, fmt::kChunkData, 0, rec,
+                         static_cast<uint32_t>(e.size()), static_cast<uint32_t>(e.size()));
+    memcpy(g_w.out, &h, sizeof(h));
+    memcpy(g_w.out + sizeof(h), rec, e.size());
+    if (BelowSizeLimit(sizeof(h) + e.size())) (void)WriteAll(fd, g_w.out, sizeof(h) + e.size());
+  }
+  close(fd);
+  g_w.raw_len = 0;
+}
+
+const char* TracePath() { return g_w.path; }
+uint64_t StartMonoNs() { return g_w.start_mono; }
+
+std::atomic<uint64_t> g_last_rss{0};
+
+uint64_t LastRssBytes() { return g_last_rss.load(std::memory_order_relaxed); }
+
+uint64_t ReadRssBytes() {
+  ProcStat st;
+  uint64_t rss = ReadProcStat(&st) ? st.rss_bytes : 0;
+  g_last_rss.store(rss, std::memory_order_relaxed);
+  return rss;
+}
+
+}  // namespace memstep::preload
