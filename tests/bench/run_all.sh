@@ -9,12 +9,27 @@
 #
 #   tests/bench/run_all.sh BUILD_DIR [--quick]
 #
+# The output starts with a header (exact command, machine, compiler, glibc,
+# commit, load average before and after), then the table, then one line per
+# project goal, "PASS name: measured X (goal <= Y)" or "FAIL ...", and last
+# "N passed, M failed" alone on a line. scripts/bench_doc.py turns saved
+# outputs of full runs into docs/benchmarks.md.
+#
 # --quick uses tiny iteration counts (the ctest smoke test); numbers from it
-# mean nothing. Works with whatever is built: without libmemstep.so or
-# heaptrack their rows are left out (and a note says so). Exits 1 when any
-# run fails (a crash under memstep fails the smoke test), after the table.
+# mean nothing, so its goal lines read "SKIP (quick) ..." and never fail.
+# Works with whatever is built: without libmemstep.so or heaptrack their rows
+# are left out (and a note says so); in a full run the goals they measure then
+# FAIL as "measured nothing". Exits 1 when any run fails (a crash under memstep
+# fails the smoke test) or, in a full run, when any goal FAILs, after the
+# table and the goal lines.
 # Environment: MEMSTEP_BENCH_TMP (scratch directory, default $TMPDIR or /tmp).
 set -u -o pipefail
+
+COMMAND=$(printf '%q ' "$0" "$@"); COMMAND=${COMMAND% }
+START_DIR=$PWD
+LOAD_BEFORE=$(cat /proc/loadavg 2>/dev/null || echo unknown)
+START_UTC=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+START_S=$SECONDS
 
 BUILD=${1:?usage: run_all.sh BUILD_DIR [--quick]}
 QUICK=0
@@ -139,6 +154,10 @@ bench() {
   local bare_wall=${w[bare]} bare_metric
   OUT=${o[bare]}; bare_metric=$(field "$key")
   for mode in "${modes[@]}"; do
+    OUT=${o[$mode]}; MET[$name/$mode]=$(field "$key"); SZ[$name/$mode]=${z[$mode]}
+  done
+  (( HAVE_HEAPTRACK && same )) && SZ[$name/heaptrack]=$ht_size
+  for mode in "${modes[@]}"; do
     local size_x="-" size=${z[$mode]}
     [[ $mode != bare && $same == 1 ]] && size_x=$(ratio "$ht_size" "$size")
     [[ $mode == bare ]] && size=-
@@ -163,6 +182,10 @@ bench() {
     "$ht_size" 1.00 "$(metric_extra "$key" "$ht_metric" "$ht_bare_metric")"
 }
 
+# Figures the goals read, per "workload/mode": the metric (MET) and the trace
+# bytes (SZ) of the full-count rows.
+declare -A MET SZ
+
 MF=("$BIN/malloc_free_bench")
 ST=("$BIN/storm_bench")
 RE=("$BIN/realistic_bench")
@@ -175,7 +198,43 @@ bench storm allocs_per_s "$STORM_REPEAT" "${ST[@]}" --allocs-per-thread "$STORM_
   "${ST[@]}" --allocs-per-thread "$STORM_N"
 bench realistic median_step_s "$REAL_REPEAT" "${RE[@]}" --steps "$REAL_STEPS" -- "${RE[@]}" --steps "$REAL_STEPS"
 
+LOAD_AFTER=$(cat /proc/loadavg 2>/dev/null || echo unknown)
+ELAPSED=$(( SECONDS - START_S ))
+
+# ---- header: what ran, where, on what -------------------------------------
+first_line() { "$@" 2>/dev/null | head -1; }
+cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt" 2>/dev/null | head -1; }
+CXX_PATH=$(cache_var CMAKE_CXX_COMPILER)
+CXX_VERSION=$( [[ -n $CXX_PATH ]] && first_line "$CXX_PATH" --version)
+GLIBC=$(getconf GNU_LIBC_VERSION 2>/dev/null); GLIBC=${GLIBC#glibc }
+GLIBC_PKG=$(dpkg-query -W -f='${Version}' libc6 2>/dev/null || true)
+SRC_DIR=$(cd "$(dirname "$0")" && pwd)
+# Read-only git: the commit, and whether the tree built differs from it.
+if COMMIT=$(git -C "$SRC_DIR" log -1 --format='%h %s' 2>/dev/null); then
+  git -C "$SRC_DIR" diff-index --quiet HEAD -- 2>/dev/null || COMMIT+=" (plus uncommitted changes)"
+else
+  COMMIT=unknown
+fi
+OS=$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null | head -1)
+VIRT=$(systemd-detect-virt 2>/dev/null || true)
+
 echo "memstep benchmarks ($(nproc) cores$( (( QUICK )) && echo ', --quick: numbers are meaningless'))"
+echo "command: $COMMAND"
+echo "directory: $START_DIR"
+echo "run mode: $( (( QUICK )) && echo quick || echo full)"
+echo "started: $START_UTC"
+echo "duration_s: $ELAPSED"
+echo "commit: $COMMIT"
+echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+echo "nproc: $(nproc)"
+echo "memory: $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+echo "kernel: $(uname -srm)"
+echo "os: ${OS:-unknown}${VIRT:+ (virtualization: $VIRT)}"
+echo "glibc: ${GLIBC:-unknown}${GLIBC_PKG:+ (package $GLIBC_PKG)}"
+echo "compiler: ${CXX_PATH:-unknown}${CXX_VERSION:+ ($CXX_VERSION)}, build type $(cache_var CMAKE_BUILD_TYPE)"
+echo "heaptrack: $( (( HAVE_HEAPTRACK )) && first_line heaptrack --version || echo 'not installed')"
+echo "loadavg before: $LOAD_BEFORE"
+echo "loadavg after: $LOAD_AFTER"
 (( HAVE_MEMSTEP )) || echo "note: $LIB not found: memstep rows skipped"
 (( HAVE_HEAPTRACK )) || echo "note: heaptrack not installed: heaptrack rows skipped"
 printf '%-12s %-12s %9s %8s %12s %8s  %s\n' workload mode wall_s x_bare trace_bytes ht/trace metric
@@ -191,7 +250,60 @@ malloc_free and storm report their best in-process round, realistic its median s
   (step_x: over bare's); bare/memstep/unsampled run interleaved, best wall of
   $MF_REPEAT (malloc_free) / $STORM_REPEAT (storm) / $REAL_REPEAT (realistic) rounds (@ht rows: best of as many runs).
 unsampled = MEMSTEP_SAMPLE_INTERVAL=1000000000000 (nothing sampled, exact counters only).
-goals: malloc_free added_ns <= 8 (unsampled); storm slowdown <= 1.5x (aim 1.25x);
-  realistic memstep step_x (and x_bare) <= 1.02; ht/trace >= 20.
+goal definitions (memstep rows at the full counts, default settings):
+  realistic-step-time: memstep median step / bare median step (step_x) <= 1.02
+  storm-alloc-rate: bare allocs/s / memstep allocs/s (slowdown) <= 1.40 (aim 1.25)
+  malloc-free-added-ns: memstep ns/pair - bare ns/pair (added_ns) <= 3.00
+  realistic-trace-size: heaptrack trace bytes / memstep trace bytes (ht/trace) >= 10
 EOF
+
+# ---- goals -----------------------------------------------------------------
+# goal NAME VALUE OP LIMIT UNIT DECIMALS [AIM] [WHY]: VALUE is compared after
+# rounding to DECIMALS, the precision it is printed with, so a line never
+# shows a passing number for a miss. An empty VALUE is "not measured" (WHY).
+PASSED=0; GOAL_FAILED=0
+meets() { awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN { exit !(op == "<=" ? v + 0 <= l + 0 : v + 0 >= l + 0) }'; }
+goal() {
+  local name=$1 value=$2 op=$3 limit=$4 unit=$5 dec=$6 aim=${7:-} why=${8:-}
+  local shown lim verdict aim_note=""
+  lim=$limit
+  if [[ -z $value ]]; then
+    shown="nothing${why:+ ($why)}"
+    verdict=FAIL
+  else
+    shown=$(awk -v v="$value" -v d="$dec" 'BEGIN { printf "%.*f", d, v }')
+    if meets "$shown" "$op" "$lim"; then verdict=PASS; else verdict=FAIL; fi
+    if [[ -n $aim ]]; then
+      aim_note="; aim $op $aim$unit: $(meets "$shown" "$op" "$aim" && echo reached || echo 'not reached')"
+    fi
+    shown+=$unit
+  fi
+  (( QUICK )) && verdict="SKIP (quick)"
+  case $verdict in
+    PASS) PASSED=$(( PASSED + 1 )) ;;
+    FAIL) GOAL_FAILED=$(( GOAL_FAILED + 1 )) ;;
+  esac
+  echo "$verdict $name: measured $shown (goal $op $lim$unit$aim_note)"
+}
+
+# div A B / minus A B: empty when either side is missing (a run failed or its
+# mode did not run) or the divisor is not positive.
+div() { [[ -n ${1:-} && -n ${2:-} && $1 != - && $2 != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.17g", a / b }'; }
+minus() { [[ -n ${1:-} && -n ${2:-} ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.17g", a - b }'; }
+
+WHY="a run failed"
+(( HAVE_MEMSTEP )) || WHY="libmemstep.so not built"
+WHY_HT=$WHY
+(( HAVE_HEAPTRACK )) || WHY_HT="heaptrack not installed"
+echo "goals$( (( QUICK )) && echo ' (--quick: not checked)'):"
+goal realistic-step-time "$(div "${MET[realistic/memstep]:-}" "${MET[realistic/bare]:-}")" \
+  "<=" 1.02 x 3 "" "$WHY"
+goal storm-alloc-rate "$(div "${MET[storm/bare]:-}" "${MET[storm/memstep]:-}")" \
+  "<=" 1.40 x 3 1.25 "$WHY"
+goal malloc-free-added-ns "$(minus "${MET[malloc_free/memstep]:-}" "${MET[malloc_free/bare]:-}")" \
+  "<=" 3.00 " ns" 2 "" "$WHY"
+goal realistic-trace-size "$(div "${SZ[realistic/heaptrack]:-}" "${SZ[realistic/memstep]:-}")" \
+  ">=" 10 x 1 "" "$WHY_HT"
+echo "$PASSED passed, $GOAL_FAILED failed"
+(( GOAL_FAILED )) && FAILED=1
 exit "$FAILED"
