@@ -153,16 +153,5 @@ done
   --a-xml "$WORK/a.xml" --b-xml "$WORK/b.xml" --a-rc "$rc_a" --b-rc "$rc_b" \
   --report "$WORK/report.json" --report-rc "$rc_r" >"$WORK/compare.out" 2>&1
 rc_c=$?
-compare_out=$(cat "$WORK/compare.out" 2>/dev/null)
-if [ $rc_c -eq 0 ] && [ "${KEEP_WORK:-0}" != 1 ]; then
-  rm -rf "$WORK"
-else
-  echo "cpython_slice: logs kept in $WORK (a.log: without memstep, b.log: with; traces/, report.json)"
-fi
-[ -n "$compare_out" ] && printf '%s\n' "$compare_out"
-if [ $rc_c -gt 1 ] || ! printf '%s\n' "$compare_out" | tail -1 | grep -qE '^[0-9]+ passed, [0-9]+ failed$'; then
-  echo "cpython_slice: FAIL: could not compare the runs"
-  echo "0 passed, 1 failed"
-  exit 1
-fi
-exit $rc_c
+. "$HERE/common.sh"
+finish cpython_slice $rc_c
