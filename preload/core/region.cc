@@ -125,10 +125,4 @@ void Region::ResetLocks() {
   for (Class& k : classes_) k.lock.Reset();
 }
 
-size_t Region::CarvedBytes() const {
-  size_t n = 0;
-  for (const Class& k : classes_) n += __atomic_load_n(&k.carved, __ATOMIC_RELAXED);
-  return n;
-}
-
 }  // namespace memstep::preload

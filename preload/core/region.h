@@ -74,9 +74,6 @@ class Region {
   void UnlockAll();
   void ResetLocks();
 
-  // Bytes handed out of class spans so far (carved, live or on free lists).
-  size_t CarvedBytes() const;
-
  private:
   struct Class {
     SpinLock lock;

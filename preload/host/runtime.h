@@ -263,7 +263,6 @@ void WriterForkParent();
 void WriterForkChild();
 // Prints one line on stderr, writes a kTagNotice if possible, stops recording.
 void Degrade(const char* what, const char* detail, int err);
-const char* TracePath();
 uint64_t StartMonoNs();
 uint64_t ReadRssBytes();
 // The RSS of the latest ReadRssBytes (a step boundary or a writer cycle, so at

@@ -675,7 +675,6 @@ void Degrade(const char* what, const char* detail, int err) {
   g_w.raw_len = 0;
 }
 
-const char* TracePath() { return g_w.path; }
 uint64_t StartMonoNs() { return g_w.start_mono; }
 
 std::atomic<uint64_t> g_last_rss{0};
