@@ -456,6 +456,7 @@ void* WriterMain(void*) {
   // Liveness is checked at least this often, whatever the flush period.
   constexpr uint64_t kLivenessNs = 100000000;
   uint64_t next_flush = MonoNs() + period_ns;
+  uint64_t next_liveness = MonoNs() + kLivenessNs;
   for (;;) {
     uint64_t now = MonoNs();
     uint64_t wait = next_flush > now ? next_flush - now : 0;
@@ -467,7 +468,10 @@ void* WriterMain(void*) {
     bool woken = r == 0 || g_wake.load(std::memory_order_relaxed) != 0;
     g_wake.store(0, std::memory_order_relaxed);
     if (g_state.load() != kRecording) break;
-    if (ApplicationThreadsGone()) exit(0);  // as glibc's last thread would; flushes in our destructor
+    if (MonoNs() >= next_liveness) {  // not on every early wake: it reads a /proc file
+      next_liveness = MonoNs() + kLivenessNs;
+      if (ApplicationThreadsGone()) exit(0);  // as glibc's last thread would; our destructor flushes
+    }
     if (!woken && MonoNs() < next_flush) continue;
     next_flush = MonoNs() + period_ns;
     RunCycle(false);

@@ -136,22 +136,12 @@ if grep -q '^memstep: ' "$WORK/b.log"; then
     | sed -E 's/[0-9]+(\.[0-9]+)?\.trace/PID.trace/' | sort | uniq -c | sed 's/^/  /'
 fi
 
-t0=$(now)
-"$MEMSTEP" report "$WORK/traces" --format json >"$WORK/report.json" 2>"$WORK/report.err"
-rc_r=$?
-t1=$(now)
-echo "cpython_slice: memstep report --format json: exit $rc_r in $(secs "$t0" "$t1") s" \
-  "($(find "$WORK/traces" -name '*.trace' | wc -l) trace files, $(du -sh "$WORK/traces" | cut -f1))"
-[ $rc_r -eq 0 ] || sed 's/^/  report: /' "$WORK/report.err" | head -20
-
-for f in a.xml b.xml; do
-  [ -s "$WORK/$f" ] || echo "cpython_slice: $WORK/$f is missing (see $WORK/${f%.xml}.log)"
-done
+. "$HERE/common.sh"
+report_traces cpython_slice  # sets rc_r
 
 "$PY" "$HERE/suite_compare.py" regrtest --label cpython_slice \
   --a-log "$WORK/a.log" --b-log "$WORK/b.log" \
   --a-xml "$WORK/a.xml" --b-xml "$WORK/b.xml" --a-rc "$rc_a" --b-rc "$rc_b" \
   --report "$WORK/report.json" --report-rc "$rc_r" >"$WORK/compare.out" 2>&1
 rc_c=$?
-. "$HERE/common.sh"
 finish cpython_slice $rc_c

@@ -114,21 +114,11 @@ if grep -v -E '^memstep: (run directory|see the report)' "$WORK/b.log" | grep -q
   grep '^memstep: ' "$WORK/b.log" | grep -v -E 'run directory|see the report' | sort | uniq -c | sed 's/^/  /'
 fi
 
-t0=$(now)
-"$MEMSTEP" report "$WORK/traces" --format json >"$WORK/report.json" 2>"$WORK/report.err"
-rc_r=$?
-t1=$(now)
-echo "numpy_pytest: memstep report --format json: exit $rc_r in $(secs "$t0" "$t1") s" \
-  "($(find "$WORK/traces" -name '*.trace' | wc -l) trace files, $(du -sh "$WORK/traces" | cut -f1))"
-[ $rc_r -eq 0 ] || sed 's/^/  report: /' "$WORK/report.err" | head -20
-
-for f in a.xml b.xml; do
-  [ -s "$WORK/$f" ] || echo "numpy_pytest: $WORK/$f is missing (see $WORK/${f%.xml}.log)"
-done
+. "$HERE/common.sh"
+report_traces numpy_pytest  # sets rc_r
 
 "$PY" "$HERE/suite_compare.py" pytest --label numpy_pytest \
   --a-xml "$WORK/a.xml" --b-xml "$WORK/b.xml" --a-rc "$rc_a" --b-rc "$rc_b" \
   --report "$WORK/report.json" --report-rc "$rc_r" >"$WORK/compare.out" 2>&1
 rc_c=$?
-. "$HERE/common.sh"
 finish numpy_pytest $rc_c
