@@ -31,7 +31,7 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
-Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, uint64_t{1} << 20, 100,
+Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, 10, 0, uint64_t{1} << 20, 100,
                    false, false, false, "./memstep-out"};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
@@ -69,12 +69,6 @@ void EnsureThread(ThreadState& t) {
 }
 
 namespace {
-
-uint64_t MonoNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Lossless mode: waits for the writer to drain the ring, at most kMaxWaitNs per
 // record, then drops and counts as usual. Never waits inside dlopen/dlclose
@@ -119,8 +113,14 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n) {
 // libunwind takes dl_load_write_lock (a different lock, as a C++ exception in
 // a constructor does); the dictionary lock, taken after unwinding, is never
 // held while calling into the loader (modules.cc collects before interning).
-uint32_t CaptureStack(ThreadState& t) {
-  if (g_unw_backtrace == nullptr || !Recording()) return 0;
+std::atomic<uint64_t> g_capture_ns{0};
+std::atomic<uint64_t> g_capture_count{0};
+
+namespace {
+
+// The stack of the current call, interned. CaptureStack times it: the leak
+// hunt (progressive.cc) sizes its sampling rate from this cost.
+uint32_t CaptureStackUntimed() {
   // With Python frames the native stack is unwound deeper, down to the
   // interpreter loop where the Python frames take over (pyframes.cc).
   constexpr int kDeep = 192;
@@ -140,6 +140,18 @@ uint32_t CaptureStack(ThreadState& t) {
   }
   for (; i < n && m < fmt::kMaxFrames; ++i) ips[m++] = reinterpret_cast<uintptr_t>(buf[i]);
   return g_dict.InternStack(ips, m);
+}
+
+}  // namespace
+
+uint32_t CaptureStack(ThreadState& t) {
+  (void)t;
+  if (g_unw_backtrace == nullptr || !Recording()) return 0;
+  uint64_t t0 = MonoNs();
+  uint32_t id = CaptureStackUntimed();
+  g_capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
+  g_capture_count.fetch_add(1, std::memory_order_relaxed);
+  return id;
 }
 
 uint64_t NextSeq() { return g_seq.fetch_add(1, std::memory_order_relaxed); }
@@ -164,7 +176,15 @@ bool DecideSample(ThreadState& t, uint64_t* interval) {
   uint64_t T = g_interval.load(std::memory_order_relaxed);
   if (!t.seeded) {
     t.seeded = 1;
-    t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    if (g_config.seed != 0) {
+      // MEMSTEP_SEED: reproducible gaps, one stream per thread in the order
+      // the threads drew their first gap.
+      static std::atomic<uint64_t> ordinal{0};
+      uint64_t k = ordinal.fetch_add(1, std::memory_order_relaxed);
+      t.sampler.Seed(g_config.seed * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull + 1);
+    } else {
+      t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    }
     t.gap_interval = T;
     t.bytes_until_sample += t.sampler.NextGap(T);
     if (t.bytes_until_sample >= 0) return false;

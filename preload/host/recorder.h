@@ -54,6 +54,10 @@ void EnsureThread(ThreadState& t);
 void Push(ThreadState& t, const uint8_t* rec, size_t n);
 // Interned stack of the caller (0 when unwinding is not possible).
 uint32_t CaptureStack(ThreadState& t);
+// Time spent in CaptureStack (ns) and its calls, since start: the cost of a
+// sample, which the leak hunt's CPU budget is measured in.
+extern std::atomic<uint64_t> g_capture_ns;
+extern std::atomic<uint64_t> g_capture_count;
 void ThreadExit(void*);
 
 // Python frames in stacks (pyframes.cc).

@@ -83,6 +83,7 @@ struct ThreadState {
   uint8_t in_dl;  // inside our dlclose wrapper (dlopen: dl_sp); see InLoader
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
+  uint8_t own;        // memstep's own thread (the writer): its allocations are not the program's
   uint32_t tid;
   Ring* ring;
   Sampler sampler;
@@ -120,6 +121,8 @@ struct Config {
   uint64_t sample_interval;  // T_steady, bytes; <= 1: every allocation
   uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
   bool progressive;          // T changes at step boundaries (progressive.cc)
+  uint32_t hunt_budget_pct;  // leak hunt: sampling's share of wall time (0 = no hunt)
+  uint64_t seed;             // MEMSTEP_SEED: reproducible sampling gaps (0 = from the clock)
   uint64_t always_bytes;
   uint64_t flush_ms;
   bool lossless;  // a full ring makes the producer wait (bounded) instead of dropping

@@ -82,6 +82,22 @@ void SitesSetBaseline();
 // Stack with the largest growth since the baseline (0 = unknown); or, with
 // `growth` false, the largest live estimate.
 uint32_t SitesTop(bool growth);
+// The leak hunt (progressive.cc). Samples taken while the hunt is on are
+// hunt-born: each site tallies those live at a step end that were born in an
+// earlier step (long-lived), in estimated bytes and in samples.
+void SitesHuntOn(bool on);
+// At every step end: this step's hunt-born blocks become long-lived.
+void SitesHuntStepEnd();
+// Remembers every site's long-lived hunt-born tally.
+void SitesHuntCheckpoint();
+struct HuntTally {
+  int64_t explained = 0;  // growth of the explaining sites since the checkpoint, bytes
+  int64_t samples = 0;    // their new long-lived samples
+  uint32_t sites = 0;
+};
+// The sites that grew most since the checkpoint, largest first, until their
+// growth reaches `growth` (at most 8).
+HuntTally SitesHuntExplain(int64_t growth);
 void SitesForkPrepare();
 void SitesForkParent();
 void SitesForkChild();

@@ -1,6 +1,7 @@
 // Progressive sampling (design.md "Progressive sampling"; sampling-and-format.md
 // 1.6 and 6.2): the mean sampling interval T changes at step boundaries.
 //
+// The schedule:
 //  - warm-up: T_warm from the program's first step marker for its first
 //    kWarmSteps steps. Time windows (no markers) have no warm-up: T starts at
 //    T_steady, since nothing tells where a warm-up would end, and a program
@@ -9,17 +10,46 @@
 //  - then T doubles every kDecaySteps steps up to T_steady;
 //  - a boost sets T_warm for kBoostSteps steps and then restores the T it
 //    found (the decay goes on), at most once every kBoostGap steps, when the
-//    step's exact heap peak exceeds the run's
-//    maximum by 5 %, when the exact heap live at step end has risen in at
-//    least 15 of the last 19 steps (a growth alarm), or on memstep_boost().
+//    step's exact heap peak exceeds the run's maximum by 5 %, when the exact
+//    heap live at step end has risen in at least 15 of the last 19 steps (a
+//    growth alarm), or on memstep_boost().
+//
+// The leak hunt (docs/analysis.md "Leak hunt") overrides the schedule with a
+// smaller T while the exact heap live bytes at step end grow significantly
+// (one-sided Mann-Kendall, p < 0.001, over the last 8..24 step ends, Theil-
+// Sen slope g >= 256 B/step) and the sampled sites do not explain it:
+//  - T_hunt aims at g/2 rounded down to a power of two (about two long-lived
+//    samples per step of a leak of small objects) within a CPU budget: the
+//    share of the step's wall time spent capturing stacks (timed in
+//    CaptureStack) stays under MEMSTEP_HUNT_BUDGET percent (default 10).
+//    The first T assumes every sampled byte costs a stack of its own (an
+//    upper bound on the cost); then T halves, step by step, towards g/2
+//    while the measured share is below 40 % of the budget, and doubles when
+//    it is above it. Never larger than the schedule's T;
+//  - kHuntSettle steps after the begin, a checkpoint (by then objects that
+//    live a few steps have reached their level); kHuntWindow steps after it,
+//    at every step end, the growth of the exact live bytes since the
+//    checkpoint is compared with the growth of the sites' long-lived
+//    hunt-born samples (sites.cc): the hunt ends "explained" when
+//    the sites that grew most cover >= 75 % of it with >= 12 long-lived
+//    samples, "stopped" when the exact growth stopped (no rise over the last
+//    kHuntWindow steps, p > 0.1), and "gave up" after kHuntMaxSteps;
+//  - then T doubles every step back to the schedule's; a new hunt may begin
+//    kHuntCooldown steps later (twice that after an explained one).
+// Each begin and end writes a HUNT record.
 //
 // Estimates stay unbiased because every sample carries the T its gap was
 // drawn with (recorder.cc DecideSample); a thread finishes its current gap
 // at the old T, which keeps the hot path free of any rate check. Each change
 // writes a RATE record.
 
+#include <math.h>
+
+#include <algorithm>
+
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -36,6 +66,40 @@ constexpr uint64_t kBoostGap = 50;
 constexpr uint32_t kHist = 20;          // step-end live bytes kept for the alarm
 constexpr uint32_t kAlarmRises = 15;    // of the kHist - 1 step-to-step changes
 
+constexpr uint32_t kHuntHist = 24;        // step-end live bytes for the trend test
+constexpr uint32_t kHuntMinSteps = 8;     // fewest step ends the test runs on
+constexpr double kHuntZ = 3.09;           // one-sided p = 0.001
+constexpr double kHuntGoneZ = 1.28;       // growth "stopped": not even p = 0.1
+constexpr uint64_t kHuntMinRate = 256;    // bytes/step below which growth is ignored
+constexpr uint64_t kHuntSettle = 4;       // steps from the begin to the checkpoint
+constexpr uint64_t kHuntWindow = 8;       // steps after it before the first check
+constexpr uint64_t kHuntMaxSteps = 64;    // then the hunt gives up
+constexpr int64_t kHuntMinSamples = 12;   // new long-lived samples an explanation needs
+constexpr double kHuntCover = 0.75;       // share of the exact growth the sites must cover
+constexpr uint64_t kHuntCooldown = 32;    // steps after a hunt before the next may begin
+constexpr uint64_t kHuntMinT = 256;
+constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one stack before any was timed
+
+struct Hunt {
+  enum Phase : uint8_t { kIdle, kHunting, kDecaying };
+  Phase phase = kIdle;
+  uint64_t hist[kHuntHist] = {};
+  uint32_t n = 0;           // valid entries; newest at (steps - 1) % kHuntHist
+  uint64_t began = 0;       // `steps` at the begin
+  uint64_t base_live = 0;   // live bytes at the begin
+  uint64_t chk_live = 0;    // at the checkpoint, kHuntSettle steps later
+  uint64_t T = 0;           // the hunt's T, or the decaying T
+  uint64_t rate = 0;        // growth at the begin, bytes/step
+  uint64_t next_ok = 0;     // `steps` from which a hunt may begin
+  uint32_t explained = 0;   // hunts that ended explained
+  uint64_t prev_ns = 0;     // at the previous step end: time, allocated bytes,
+  uint64_t prev_alloc = 0;  // and stack capture time and count
+  uint64_t prev_cap_ns = 0;
+  uint64_t prev_cap_n = 0;
+  double cap_ns_avg = 0;    // stack capture time and count, decayed by half each step
+  double cap_n_avg = 0;
+};
+
 struct State {
   uint64_t steps = 0;        // steps ended
   uint64_t warm_until = 0;   // `steps` value that ends the warm-up (0: none)
@@ -43,9 +107,11 @@ struct State {
   uint64_t last_boost = 0;   // `steps` when the last boost began; 0 = never
   uint32_t boost_left = 0;   // steps of the current boost still to run
   uint64_t resume = 0;       // T to go back to when the boost ends
-  uint64_t since_change = 0; // steps since T last changed
+  uint64_t since_change = 0; // steps since the schedule's T last changed
+  uint64_t sched = 0;        // the schedule's T (the hunt may use a smaller one)
   uint64_t live[kHist] = {};
   uint32_t nlive = 0;        // valid entries (<= kHist); newest at (steps - 1) % kHist
+  Hunt hunt;
 };
 
 SpinLock g_prog_lock;  // after g_api_lock in the lock order; never held while pushing
@@ -64,11 +130,95 @@ bool GrowthAlarm(const State& s) {
   return rises >= kAlarmRises && last > first;
 }
 
+// Mann-Kendall z (no tie correction: ties only make it more cautious) and
+// the Theil-Sen slope of the newest m step-end values.
+struct Trend {
+  double z = 0;
+  double slope = 0;
+};
+
+Trend TrendOf(const Hunt& h, uint64_t steps, uint32_t m) {
+  Trend out;
+  if (m < 3 || m > h.n) return out;
+  double x[kHuntHist];
+  for (uint32_t i = 0; i < m; ++i) {
+    x[i] = static_cast<double>(h.hist[(steps - m + i) % kHuntHist]);
+  }
+  double slopes[kHuntHist * (kHuntHist - 1) / 2] = {};
+  uint32_t k = 0;
+  long s = 0;
+  for (uint32_t i = 0; i < m; ++i) {
+    for (uint32_t j = i + 1; j < m; ++j) {
+      s += (x[j] > x[i]) - (x[j] < x[i]);
+      slopes[k++] = (x[j] - x[i]) / (j - i);
+    }
+  }
+  std::nth_element(slopes, slopes + k / 2, slopes + k);
+  out.slope = slopes[k / 2];
+  double var = m * (m - 1.0) * (2.0 * m + 5.0) / 18.0;
+  out.z = s > 0 ? (s - 1) / sqrt(var) : (s < 0 ? (s + 1) / sqrt(var) : 0.0);
+  return out;
+}
+
+uint64_t Pow2Floor(uint64_t v) { return v < 2 ? 1 : uint64_t{1} << (63 - __builtin_clzll(v)); }
+uint64_t Pow2Ceil(uint64_t v) { return v < 2 ? 1 : Pow2Floor(v - 1) << 1; }
+
+// The cost of one stack capture (ns): an average over recent steps, which
+// leaves out the cold unwinds of start-up; the all-time average before that.
+double CaptureCost(const Hunt& h) {
+  if (h.cap_n_avg >= 8) return h.cap_ns_avg / h.cap_n_avg;
+  uint64_t all_n = g_capture_count.load(std::memory_order_relaxed);
+  if (all_n >= 16) {
+    return static_cast<double>(g_capture_ns.load(std::memory_order_relaxed)) / all_n;
+  }
+  return kDefaultCaptureNs;
+}
+
+// The first T of a hunt: g/2 (rounded down to a power of two), but not so
+// small that sampling would exceed the CPU budget if every sampled byte were
+// a sample of its own (da/T samples of the step's da allocated bytes: an
+// upper bound), and at most the schedule's T.
+uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64_t da) {
+  uint64_t T = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
+  const double budget = g_config.hunt_budget_pct / 100.0;
+  if (dt_ns > 0) {
+    double floor = static_cast<double>(da) * CaptureCost(h) / (budget * static_cast<double>(dt_ns));
+    if (floor >= static_cast<double>(sched)) return sched;
+    uint64_t f = Pow2Ceil(static_cast<uint64_t>(floor) + 1);
+    if (f > T) T = f;
+  }
+  return T < sched ? T : sched;
+}
+
+// A hunt's T for the next step, from the measured share of the last step's
+// wall time spent capturing stacks: doubled above the budget, halved (down
+// to g/2) below 40 % of it.
+uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent) {
+  const double budget = g_config.hunt_budget_pct / 100.0;
+  const uint64_t target = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
+  uint64_t T = h.T;
+  if (spent > budget) {
+    T *= 2;
+  } else if (spent < 0.4 * budget && T / 2 >= target) {
+    T /= 2;
+  }
+  return T < sched ? T : sched;
+}
+
 void EmitRate(ThreadState& t, uint64_t interval) {
   uint8_t buf[32];
   fmt::RateRecord rec;
   rec.ts = NowRel();
   rec.interval = interval;
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+void EmitHunt(ThreadState& t, const fmt::HuntRecord& h) {
+  uint8_t buf[128];
+  fmt::HuntRecord rec = h;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
   fmt::RecordEncoder e(buf, sizeof(buf));
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
@@ -80,6 +230,125 @@ bool SetInterval(uint64_t T) {
   return true;
 }
 
+// The schedule's T after this step end (warm-up, boosts, decay).
+uint64_t ScheduleStep(State& s, uint64_t peak, bool user_steps) {
+  const uint64_t steady = g_config.sample_interval;
+  const uint64_t warm = g_config.warm_interval;
+  bool warming = user_steps && s.steps < s.warm_until;
+  bool new_peak = !warming && s.run_max > 0 && peak > s.run_max + s.run_max / 20;
+  if (peak > s.run_max) s.run_max = peak;
+  uint64_t T = s.sched;
+  if (warming) {
+    T = warm;
+  } else if (s.boost_left > 0) {
+    // A boost is a short dense window: when it ends, T is what it was.
+    --s.boost_left;
+    T = s.boost_left > 0 ? warm : s.resume;
+  } else if (s.hunt.phase == Hunt::kIdle && (new_peak || GrowthAlarm(s)) &&
+             (s.last_boost == 0 || s.steps - s.last_boost >= kBoostGap)) {
+    s.last_boost = s.steps;
+    s.boost_left = kBoostSteps;
+    s.resume = T;
+    T = warm;
+  } else if (T < steady && s.since_change >= kDecaySteps) {
+    T = T * 2 < steady ? T * 2 : steady;
+  } else if (T > steady) {
+    T = steady;
+  }
+  if (T != s.sched) s.since_change = 0;
+  s.sched = T;
+  return T;
+}
+
+// The hunt's part of a step end. Returns the T the hunt asks for (0: none)
+// and fills `rec` (phase 0 or 1) when a hunt begins or ends.
+uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
+  Hunt& h = s.hunt;
+  h.hist[(s.steps - 1) % kHuntHist] = live;
+  if (h.n < kHuntHist) ++h.n;
+  const uint64_t now = NowRel();
+  const uint64_t alloc = g_counters.alloc_bytes.load(std::memory_order_relaxed);
+  const uint64_t cap_ns = g_capture_ns.load(std::memory_order_relaxed);
+  const uint64_t cap_n = g_capture_count.load(std::memory_order_relaxed);
+  const uint64_t dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
+  const uint64_t da = alloc - h.prev_alloc;
+  const uint64_t dcap_ns = cap_ns - h.prev_cap_ns, dcap_n = cap_n - h.prev_cap_n;
+  h.prev_ns = now;
+  h.prev_alloc = alloc;
+  h.prev_cap_ns = cap_ns;
+  h.prev_cap_n = cap_n;
+  h.cap_ns_avg = h.cap_ns_avg / 2 + static_cast<double>(dcap_ns);
+  h.cap_n_avg = h.cap_n_avg / 2 + static_cast<double>(dcap_n);
+  const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
+  if (g_config.hunt_budget_pct == 0 || !g_features.sites) return 0;
+  switch (h.phase) {
+    case Hunt::kIdle: {
+      if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
+      Trend tr = TrendOf(h, s.steps, h.n);
+      if (tr.z < kHuntZ || tr.slope < kHuntMinRate) return 0;
+      h.phase = Hunt::kHunting;
+      h.began = s.steps;
+      h.base_live = live;
+      h.rate = static_cast<uint64_t>(tr.slope);
+      h.T = HuntFirstInterval(h, s.sched, dt, da);
+      SitesHuntCheckpoint();
+      SitesHuntOn(true);
+      *emit = true;
+      rec->phase = 0;
+      rec->outcome = 0;
+      rec->interval = h.T;
+      rec->rate = h.rate;
+      return h.T;
+    }
+    case Hunt::kHunting: {
+      h.T = HuntNextInterval(h, s.sched, spent);
+      const uint64_t in_hunt = s.steps - h.began;
+      if (in_hunt == kHuntSettle) {
+        // Objects that live a few steps (hunt-born, long-lived at a step end
+        // or two) have reached their level: growth counts from here.
+        SitesHuntCheckpoint();
+        h.chk_live = live;
+      }
+      if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
+      // Since the checkpoint: the exact growth against the growth of the
+      // sites' long-lived hunt-born samples.
+      const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
+      HuntTally tally = SitesHuntExplain(growth > 0 ? growth : 0);
+      uint8_t outcome = 0;
+      if (growth > 0 && tally.samples >= kHuntMinSamples &&
+          static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth)) {
+        outcome = fmt::kHuntExplained;
+      } else if (growth <= 0 ||
+                 TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
+        outcome = fmt::kHuntStopped;
+      } else if (in_hunt >= kHuntMaxSteps) {
+        outcome = fmt::kHuntGaveUp;
+      }
+      if (outcome == 0) return h.T;
+      SitesHuntOn(false);
+      if (outcome == fmt::kHuntExplained) ++h.explained;
+      h.phase = Hunt::kDecaying;
+      h.next_ok = s.steps + (h.explained > 0 ? 2 * kHuntCooldown : kHuntCooldown);
+      *emit = true;
+      rec->phase = 1;
+      rec->outcome = outcome;
+      rec->interval = h.T;
+      rec->rate = h.rate;
+      rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
+      rec->explained = tally.explained > 0 ? static_cast<uint64_t>(tally.explained) : 0;
+      rec->samples = static_cast<uint64_t>(tally.samples);
+      rec->sites = tally.sites;
+      return h.T;
+    }
+    case Hunt::kDecaying:
+      h.T *= 2;
+      if (h.T < s.sched) return h.T;
+      h.phase = Hunt::kIdle;
+      return 0;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void ProgressiveInit() {
@@ -88,6 +357,7 @@ void ProgressiveInit() {
   if (g_config.warm_interval == 0 || g_config.warm_interval > steady) {
     g_config.warm_interval = steady / 4 > 1 ? steady / 4 : steady;
   }
+  g_prog.sched = steady;
   g_interval.store(steady, std::memory_order_relaxed);
 }
 
@@ -98,16 +368,19 @@ void ProgressiveStepsBegin(ThreadState& t) {
     SpinLockHolder lock(&g_prog_lock);
     g_prog.warm_until = g_prog.steps + kWarmSteps;
     g_prog.since_change = 0;
-    changed = SetInterval(g_config.warm_interval);
+    g_prog.sched = g_config.warm_interval;
+    uint64_t T = g_prog.sched;
+    if (g_prog.hunt.phase != Hunt::kIdle && g_prog.hunt.T < T) T = g_prog.hunt.T;
+    changed = SetInterval(T);
   }
-  if (changed && Recording()) EmitRate(t, g_config.warm_interval);
+  if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
 }
 
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps) {
   if (!g_config.progressive) return;
-  const uint64_t steady = g_config.sample_interval;
-  const uint64_t warm = g_config.warm_interval;
   uint64_t changed_to = 0;
+  bool hunt_emit = false;
+  fmt::HuntRecord hunt_rec;
   {
     SpinLockHolder lock(&g_prog_lock);
     State& s = g_prog;
@@ -115,31 +388,19 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     ++s.steps;
     if (s.nlive < kHist) ++s.nlive;
     ++s.since_change;
-    bool warming = user_steps && s.steps < s.warm_until;
-    bool new_peak = !warming && s.run_max > 0 && peak > s.run_max + s.run_max / 20;
-    if (peak > s.run_max) s.run_max = peak;
-    uint64_t T = g_interval.load(std::memory_order_relaxed);
-    if (warming) {
-      T = warm;
-    } else if (s.boost_left > 0) {
-      // A boost is a short dense window: when it ends, T is what it was.
-      --s.boost_left;
-      T = s.boost_left > 0 ? warm : s.resume;
-    } else if ((new_peak || GrowthAlarm(s)) &&
-               (s.last_boost == 0 || s.steps - s.last_boost >= kBoostGap)) {
-      s.last_boost = s.steps;
-      s.boost_left = kBoostSteps;
-      s.resume = T;
-      T = warm;
-    } else if (T < steady && s.since_change >= kDecaySteps) {
-      T = T * 2 < steady ? T * 2 : steady;
-      s.since_change = 0;
-    } else if (T > steady) {
-      T = steady;
-    }
+    uint64_t T = ScheduleStep(s, peak, user_steps);
+    uint64_t hunt_T = HuntStep(s, live, &hunt_emit, &hunt_rec);
+    if (hunt_T != 0 && hunt_T < T) T = hunt_T;
+    hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
+    hunt_rec.stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
     if (SetInterval(T)) changed_to = T;
   }
-  if (changed_to != 0 && Recording()) EmitRate(t, changed_to);
+  // This step's hunt-born samples become long-lived (after HuntStep read
+  // the long-lived tallies of this step end).
+  SitesHuntStepEnd();
+  if (!Recording()) return;
+  if (hunt_emit) EmitHunt(t, hunt_rec);
+  if (changed_to != 0) EmitRate(t, changed_to);
 }
 
 void ProgressiveBoost(ThreadState& t, uint32_t steps) {
@@ -147,11 +408,14 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
   bool changed;
   {
     SpinLockHolder lock(&g_prog_lock);
-    if (g_prog.boost_left == 0) g_prog.resume = g_interval.load(std::memory_order_relaxed);
+    if (g_prog.boost_left == 0) g_prog.resume = g_prog.sched;
     if (steps > g_prog.boost_left) g_prog.boost_left = steps;
-    changed = SetInterval(g_config.warm_interval);
+    g_prog.sched = g_config.warm_interval;
+    uint64_t T = g_prog.sched;
+    if (g_prog.hunt.phase != Hunt::kIdle && g_prog.hunt.T < T) T = g_prog.hunt.T;
+    changed = SetInterval(T);
   }
-  if (changed && Recording()) EmitRate(t, g_config.warm_interval);
+  if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
 }
 
 void ProgressiveForkChild() {

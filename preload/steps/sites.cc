@@ -36,6 +36,15 @@ struct Site {
   std::atomic<int64_t> bytes;
   std::atomic<int64_t> count;
   std::atomic<int64_t> base;  // bytes at the growth baseline
+  // The leak hunt's tallies of hunt-born samples (taken while a hunt runs):
+  // long-lived (born before the current step and live) and this step's, in
+  // bytes and in samples; the long-lived ones at the hunt's checkpoint.
+  std::atomic<int64_t> hunt_old;
+  std::atomic<int64_t> hunt_new;
+  std::atomic<int32_t> hunt_old_n;
+  std::atomic<int32_t> hunt_new_n;
+  int64_t hunt_chk;
+  int32_t hunt_chk_n;
 };
 
 struct Snap {
@@ -97,14 +106,25 @@ uint32_t RateId(uint64_t interval) {
   return best;
 }
 
-// packed = stack (28 bits) | rate id (4 bits) | size (32 bits, saturated).
+// Hunt-born samples: whether a hunt runs, and the hunt's step counter (it
+// advances at every step end; a block keeps its low 4 bits).
+std::atomic<bool> g_hunt_on{false};
+std::atomic<uint32_t> g_hunt_epoch{0};
+
+// packed = stack (23 bits) | hunt-born (1) | hunt epoch at birth (4 bits) |
+// rate id (4 bits) | size (32 bits, saturated). Stack ids stay below 2^21
+// (the dictionary's stack table).
 uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
   uint64_t s = size > 0xFFFFFFFFu ? 0xFFFFFFFFu : size;
-  return (static_cast<uint64_t>(stack & 0x0FFFFFFFu) << 36) |
+  uint64_t hunt = 0;
+  if (g_hunt_on.load(std::memory_order_relaxed)) {
+    hunt = 0x10 | (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
+  }
+  return (static_cast<uint64_t>(stack & 0x7FFFFFu) << 41) | (hunt << 36) |
          (static_cast<uint64_t>(RateId(interval)) << 32) | s;
 }
 
-uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 36); }
+uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 41); }
 
 void Weights(uint64_t packed, int64_t* bytes, int64_t* count) {
   double size = static_cast<double>(packed & 0xFFFFFFFFu);
@@ -147,6 +167,23 @@ void Apply(uint64_t packed, int sign) {
   if (s == nullptr) return;
   s->bytes.fetch_add(sign * b, std::memory_order_relaxed);
   s->count.fetch_add(sign * c, std::memory_order_relaxed);
+  const uint32_t hunt = static_cast<uint32_t>(packed >> 36) & 0x1F;
+  if (hunt == 0) return;
+  // Born in this step: this step's tally; else the long-lived one. A block
+  // born 16k steps ago is booked here as this step's for one step: the move
+  // at the step end puts it right.
+  bool now = sign > 0 || (hunt & 0xF) == (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
+  (now ? s->hunt_new : s->hunt_old).fetch_add(sign * b, std::memory_order_relaxed);
+  (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign, std::memory_order_relaxed);
+}
+
+template <typename F>
+void ForEachSite(F f) {
+  uint32_t n = g_nused.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
+    if (slot != 0) f(g_sites[slot - 1]);
+  }
 }
 
 // Top sites by estimated live bytes into `out` (g_snap_lock held).
@@ -327,6 +364,65 @@ uint32_t SitesTop(bool growth) {
     }
   }
   return best_stack;
+}
+
+void SitesHuntOn(bool on) {
+  if (g_sites_on) g_hunt_on.store(on, std::memory_order_relaxed);
+}
+
+void SitesHuntStepEnd() {
+  if (!g_sites_on) return;
+  g_hunt_epoch.fetch_add(1, std::memory_order_relaxed);
+  ForEachSite([](Site& s) {
+    int64_t b = s.hunt_new.exchange(0, std::memory_order_relaxed);
+    int32_t n = s.hunt_new_n.exchange(0, std::memory_order_relaxed);
+    if (b != 0) s.hunt_old.fetch_add(b, std::memory_order_relaxed);
+    if (n != 0) s.hunt_old_n.fetch_add(n, std::memory_order_relaxed);
+  });
+}
+
+void SitesHuntCheckpoint() {
+  if (!g_sites_on) return;
+  ForEachSite([](Site& s) {
+    s.hunt_chk = s.hunt_old.load(std::memory_order_relaxed);
+    s.hunt_chk_n = s.hunt_old_n.load(std::memory_order_relaxed);
+  });
+}
+
+HuntTally SitesHuntExplain(int64_t growth) {
+  HuntTally out;
+  if (!g_sites_on) return out;
+  // The sites whose long-lived hunt-born bytes grew most since the
+  // checkpoint, largest first, until they cover `growth`.
+  constexpr int kTop = 8;
+  int64_t d[kTop];
+  int32_t n[kTop];
+  int k = 0;
+  ForEachSite([&](Site& s) {
+    int64_t v = s.hunt_old.load(std::memory_order_relaxed) - s.hunt_chk;
+    if (v <= 0) return;
+    int32_t m = s.hunt_old_n.load(std::memory_order_relaxed) - s.hunt_chk_n;
+    int i;
+    if (k < kTop) {
+      i = k++;
+    } else {
+      if (v <= d[kTop - 1]) return;
+      i = kTop - 1;
+    }
+    while (i > 0 && d[i - 1] < v) {
+      d[i] = d[i - 1];
+      n[i] = n[i - 1];
+      --i;
+    }
+    d[i] = v;
+    n[i] = m;
+  });
+  for (int i = 0; i < k && out.explained < growth; ++i) {
+    out.explained += d[i];
+    out.samples += n[i] > 0 ? n[i] : 0;
+    ++out.sites;
+  }
+  return out;
 }
 
 void SitesForkPrepare() {

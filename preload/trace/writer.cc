@@ -451,6 +451,7 @@ bool ApplicationThreadsGone() {
 void* WriterMain(void*) {
   ThreadState& t = t_state;
   t.guard = 1;  // permanently: this thread only forwards
+  t.own = 1;    // and its allocations (zstd's contexts) never reach the counters
   t.tid = GetTid();
   const uint64_t period_ns = g_config.flush_ms * 1000000;
   // Liveness is checked at least this often, whatever the flush period.

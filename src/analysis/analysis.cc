@@ -228,6 +228,115 @@ std::vector<EpochRow> BuildEpochs(const std::vector<StepRow>& steps) {
 using internal::MedianOf;
 using internal::Project;
 
+// The leak hunts of a trace: each begin paired with the next end, and the
+// smallest T in force between them (RATE records).
+std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t) {
+  std::vector<ProcessSummary::Hunt> out;
+  const reader::Hunt* open = nullptr;
+  auto close = [&](const reader::Hunt* end) {
+    ProcessSummary::Hunt h;
+    h.begin_step = open->step;
+    h.end_step = end != nullptr ? end->step : open->step;
+    h.rate = open->rate;
+    h.min_interval = open->interval;
+    const uint64_t until = end != nullptr ? end->ts : UINT64_MAX;
+    for (const reader::Rate& r : t.rates) {
+      if (r.ts >= open->ts && r.ts <= until && r.interval > 0) {
+        h.min_interval = std::min(h.min_interval, r.interval);
+      }
+    }
+    h.stack_ns = open->stack_ns;
+    if (end != nullptr) {
+      h.outcome = end->outcome;
+      h.growth = end->growth;
+      h.explained = end->explained;
+      h.samples = end->samples;
+      h.stack_ns = end->stack_ns;
+    }
+    out.push_back(h);
+    open = nullptr;
+  };
+  for (const reader::Hunt& h : t.hunts) {
+    if (h.phase == 0) {
+      if (open != nullptr) close(nullptr);
+      open = &h;
+    } else if (open != nullptr) {
+      close(&h);
+    }
+  }
+  if (open != nullptr) close(nullptr);
+  return out;
+}
+
+// Exact heap growth that the growing heap sites do not explain
+// (docs/analysis.md "Unattributed growth"), and how to get it attributed.
+void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
+                  const GrowthOptions& exact_options, const Options& options,
+                  ProcessSummary& ps) {
+  const Growth& g = ps.live_growth;
+  if ((g.cls != GrowthClass::kLeak && g.cls != GrowthClass::kBoundedGrowth) || !(g.slope > 0)) {
+    return;
+  }
+  double sum = 0, var = 0;
+  for (const Site& s : sites) {
+    if (s.pid != ps.pid || s.kind != SiteKind::kHost) continue;
+    if (s.growth.cls != GrowthClass::kLeak && s.growth.cls != GrowthClass::kBoundedGrowth) continue;
+    sum += s.growth.slope;
+    const double sd = (s.growth.slope_high - s.growth.slope_low) / (2 * 1.959964);
+    var += sd * sd;
+  }
+  const double exact_sd = (g.slope_high - g.slope_low) / (2 * 1.959964);
+  var += exact_sd * exact_sd;
+  ps.attributed_bytes_per_step = std::min(sum, g.slope);
+  const double missing = g.slope - sum;
+  if (!(missing > std::max(exact_options.min_rate, 3 * std::sqrt(var))) ||
+      !(missing > 0.25 * g.slope)) {
+    return;
+  }
+  ps.unattributed_bytes_per_step = missing;
+  // The T that would see it about twice a step, and what that would cost:
+  // the run's allocated bytes per step over T stacks (an upper bound), at the
+  // cost per stack the hunt measured (else an assumed 20 us).
+  double T = 256;
+  while (T * 2 <= missing / 2) T *= 2;
+  std::vector<double> alloc;
+  for (const StepRow& r : steps) {
+    if (r.pid == ps.pid) alloc.push_back(static_cast<double>(r.alloc_bytes));
+  }
+  std::sort(alloc.begin(), alloc.end());
+  const double per_step = alloc.empty() ? 0 : alloc[alloc.size() / 2];
+  double stack_ns = 20000;
+  bool measured = false;
+  for (const ProcessSummary::Hunt& h : ps.hunts) {
+    if (h.stack_ns > 0) stack_ns = static_cast<double>(h.stack_ns), measured = true;
+  }
+  const double stacks = per_step / T;
+  std::string cost;
+  if (ps.median_step_s > 0) {
+    cost = absl::StrFormat(", about %.0f %% of a %.3g s step", 100 * stacks * stack_ns * 1e-9 /
+                                                                  ps.median_step_s,
+                           ps.median_step_s);
+  }
+  std::string hunt_state = "no leak hunt ran (it needs progressive sampling and a hunt budget)";
+  if (!ps.hunts.empty()) {
+    const ProcessSummary::Hunt& h = ps.hunts.back();
+    hunt_state = absl::StrFormat(
+        "the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step, h.end_step,
+        h.min_interval,
+        h.outcome == format::kHuntExplained ? "explained the growth then"
+        : h.outcome == format::kHuntStopped ? "stopped: the growth paused"
+        : h.outcome == format::kHuntGaveUp  ? "gave up within its CPU budget"
+                                            : "was still running");
+  }
+  (void)options;
+  ps.attribute_hint = absl::StrFormat(
+      "%s; to attribute it, rerun with --hunt-budget 30 (a larger share of time for the hunt), "
+      "or with --sample-interval %d --fixed-interval: up to %.0f stacks per step at %s%.0f us "
+      "each%s",
+      hunt_state, static_cast<uint64_t>(T), stacks, measured ? "" : "an assumed ",
+      stack_ns / 1000, cost);
+}
+
 ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options,
                            uint64_t memory_limit) {
   ProcessResult r;
@@ -248,6 +357,15 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
   std::vector<std::vector<double>> old_by_step;  // [site][row]: of it, allocated before the step
   std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
+  std::vector<std::vector<double>> cohort_var;  // [site][row]: Horvitz-Thompson variance
+  // The largest sampling interval T in force during each row (RATE records).
+  std::vector<double> interval_by_row(rows, static_cast<double>(t.header.sample_interval));
+  std::vector<reader::Rate> rates(t.rates.begin(), t.rates.end());
+  std::stable_sort(rates.begin(), rates.end(),
+                   [](const reader::Rate& a, const reader::Rate& b) { return a.ts < b.ts; });
+  size_t next_rate = 0;
+  double interval_now = static_cast<double>(t.header.sample_interval);
+  size_t row_now = 0;
   double peak = -1;
   size_t peak_index = 0;
   uint64_t peak_ts = 0;
@@ -261,8 +379,14 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   for (const auto& [name, run] : max_run) targets.push_back(StageTarget{&name, run});
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
+    while (next_rate < rates.size() && rates[next_rate].ts <= e.ts) {
+      interval_now = static_cast<double>(rates[next_rate++].interval);
+      if (row_now < rows) interval_by_row[row_now] = std::max(interval_by_row[row_now], interval_now);
+    }
     if (e.tag == format::kTagStep && e.phase == 0 && row_of_step.contains(e.step)) {
       replay.set_cohort(static_cast<uint32_t>(row_of_step[e.step]));
+      row_now = row_of_step[e.step];
+      if (row_now < rows) interval_by_row[row_now] = interval_now;
     }
     replay.Apply(e);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
@@ -291,10 +415,13 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       if (i == last_step_end) {
         cohort_bytes.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
         cohort_samples.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
-        replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes) {
+        cohort_var.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
+        replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
           if (cohort >= rows) return;
           cohort_bytes[site][cohort] += bytes;
           cohort_samples[site][cohort] += 1;
+          // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
+          if (count > 1) cohort_var[site][cohort] += bytes * bytes * (1 - 1 / count);
         });
       }
       // Between steps, allocations belong to the next step.
@@ -425,10 +552,10 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   if (exact.min_window_growth == defaults.min_window_growth) {
     exact.min_window_growth /= kExactSeriesBoundDivisor;
   }
-  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}}, ps.warmup_steps, exact);
+  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}, {}, {}}, ps.warmup_steps, exact);
   const bool have_rss = std::any_of(rss.begin(), rss.end(), [](double v) { return v > 0; });
   if (have_rss) {
-    ps.rss_growth = ClassifyGrowth(GrowthInput{rss, {}, {}}, ps.warmup_steps, options.growth);
+    ps.rss_growth = ClassifyGrowth(GrowthInput{rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };
@@ -443,6 +570,19 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     Project(ps.live_growth.slope, used, limit, ps.median_step_s, &ps.steps_to_limit,
             &ps.seconds_to_limit);
   }
+
+  // Call sites: the site bounds, or the exact series' smaller ones when the
+  // exact heap itself grows (LEAK or BOUNDED_GROWTH): then a small leak that
+  // the leak hunt sampled densely can be named at its site, while on a run
+  // whose exact heap does not grow no site is held to less than the bounds.
+  GrowthOptions site_options = options.growth;
+  if (ps.live_growth.cls == GrowthClass::kLeak ||
+      ps.live_growth.cls == GrowthClass::kBoundedGrowth) {
+    site_options.min_rate = std::min(site_options.min_rate, exact.min_rate);
+    site_options.min_window_growth =
+        std::min(site_options.min_window_growth, exact.min_window_growth);
+  }
+  site_options.widen_sparse_halves = ps.live_growth.cls == GrowthClass::kLeak;
 
   FrameResolver resolver(t, options.symbolize);
   const auto& acc = replay.sites();
@@ -476,14 +616,17 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     in.end_bytes_by_cohort = i < cohort_bytes.size() ? cohort_bytes[i] : std::vector<double>(rows, 0.0);
     in.end_samples_by_cohort =
         i < cohort_samples.size() ? cohort_samples[i] : std::vector<double>(rows, 0.0);
+    in.end_var_by_cohort = i < cohort_var.size() ? cohort_var[i] : std::vector<double>(rows, 0.0);
+    in.interval_by_row = a.key.kind == HeapReplay::Kind::kHost ? interval_by_row
+                                                                : std::vector<double>(rows, 0.0);
     const double top = in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end());
-    if (top < options.growth.min_window_growth && rows >= ps.warmup_steps + options.growth.min_window) {
+    if (top < site_options.min_window_growth && rows >= ps.warmup_steps + site_options.min_window) {
       s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
       s.growth.warmup = ps.warmup_steps;
       s.growth.capacity = top;
       s.growth.reason = "never above the window growth threshold";
     } else {
-      s.growth = ClassifyGrowth(in, ps.warmup_steps, options.growth);
+      s.growth = ClassifyGrowth(in, ps.warmup_steps, site_options);
     }
     if (s.growth.cls == GrowthClass::kLeak) {
       Project(s.growth.slope, used, limit, ps.median_step_s, &s.steps_to_limit,
@@ -504,6 +647,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
               &s.seconds_to_limit);
     }
   }
+  ps.hunts = SummarizeHunts(t);
+  Unattributed(r.sites, r.steps, exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
   HostContext host{&row_of_step, ps.warmup_steps, ps.median_step_s, used, limit, exact};
   AnalyzeDevices(t, host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks,

@@ -277,6 +277,26 @@ struct ProcessSummary {
   Growth live_growth;               // exact heap live bytes at step ends
   Growth rss_growth;                // RSS at step ends
   bool fragmentation = false;       // RSS grows (significantly) while live bytes do not
+  // Leak hunts the library ran (HUNT records; docs/analysis.md "Leak hunt").
+  struct Hunt {
+    uint64_t begin_step = 0;
+    uint64_t end_step = 0;        // = begin_step when the trace ends mid-hunt
+    uint8_t outcome = 0;          // format::HuntOutcome; 0: still running at the end
+    uint64_t min_interval = 0;    // the smallest T in force during the hunt
+    uint64_t rate = 0;            // exact growth when it began, bytes/step
+    uint64_t growth = 0;          // at its end: exact growth since its checkpoint
+    uint64_t explained = 0;       //   and the explaining sites' growth
+    uint64_t samples = 0;         //   on this many long-lived samples
+    uint64_t stack_ns = 0;        // cost of one stack capture, ns
+  };
+  std::vector<Hunt> hunts;
+  // Exact heap growth (live_growth LEAK or BOUNDED_GROWTH) against the heap
+  // sites that grow (LEAK or BOUNDED_GROWTH): what they explain per step, and
+  // what remains unattributed when it is significant (else 0), with how to
+  // get it attributed (docs/analysis.md "Unattributed growth").
+  double attributed_bytes_per_step = 0;
+  double unattributed_bytes_per_step = 0;
+  std::string attribute_hint;
   double median_step_s = 0;
   double steps_to_limit = -1;       // live_growth LEAK: steps until the memory limit; -1 n/a
   double seconds_to_limit = -1;

@@ -311,7 +311,7 @@ Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOp
     g.reason = "never above the window growth threshold";
     return g;
   }
-  return ClassifyGrowth(GrowthInput{y, {}, {}}, warmup, exact);
+  return ClassifyGrowth(GrowthInput{y, {}, {}, {}, {}}, warmup, exact);
 }
 
 double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }

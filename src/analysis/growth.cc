@@ -31,6 +31,38 @@ std::vector<double> Thin(const std::vector<double>& y, size_t a, size_t b, size_
 
 std::string Kib(double bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024); }
 
+constexpr double kZ95 = 1.959964;
+
+// The Horvitz-Thompson rate (bytes/row) of what stayed: the cohorts of rows
+// [a, b) live at the end, over b - a rows, and its 95 % half-width from the
+// sampling variance plus one sample's worth of bytes (the mean T of those
+// rows, times 1.5: with no sample at all the upper bound is ~3 T, the
+// Poisson bound for zero events).
+struct CohortRate {
+  double rate = 0;
+  double half_width = 0;
+};
+
+CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
+  CohortRate r;
+  if (b <= a) return r;
+  double bytes = 0, var = 0, t_sum = 0;
+  for (size_t i = a; i < b && i < in.end_bytes_by_cohort.size(); ++i) {
+    bytes += in.end_bytes_by_cohort[i];
+    if (!in.end_var_by_cohort.empty()) {
+      var += in.end_var_by_cohort[i];
+    } else if (i < in.end_samples_by_cohort.size() && in.end_samples_by_cohort[i] > 0) {
+      var += in.end_bytes_by_cohort[i] * in.end_bytes_by_cohort[i] / in.end_samples_by_cohort[i];
+    }
+    if (i < in.interval_by_row.size()) t_sum += in.interval_by_row[i];
+  }
+  const double n = static_cast<double>(b - a);
+  const double t_mean = t_sum / n;
+  r.rate = bytes / n;
+  r.half_width = kZ95 * std::sqrt(var + 2.25 * t_mean * t_mean) / n;
+  return r;
+}
+
 }  // namespace
 
 const char* GrowthClassName(GrowthClass c) {
@@ -79,16 +111,31 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   g.window_samples = cohorts ? Sum(in.end_samples_by_cohort, ws, n) : -1;
   g.window_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, n) : -1;
 
+  // Call sites: what the window's cohorts kept, per step (the last row's
+  // cohort is left out: what it allocated had no step to be freed in).
+  const size_t kept_end = N > 2 ? n - 1 : n;
+  const CohortRate kept = cohorts ? RateOfCohorts(in, ws, kept_end) : CohortRate{};
+  const CohortRate kept1 = cohorts ? RateOfCohorts(in, ws, ws + half) : CohortRate{};
+  const CohortRate kept2 = cohorts ? RateOfCohorts(in, ws + half, kept_end) : CohortRate{};
+  if (cohorts) {
+    g.slope_first_half = kept1.rate;
+    g.slope_second_half = kept2.rate;
+  }
+  // The effect size: the Theil-Sen slope, or for call sites the kept rate
+  // when larger (a rate that changed during the window, as in a leak hunt,
+  // leaves flat stretches that pull the Theil-Sen slope down).
+  const double effect = cohorts ? std::max(t.slope, kept.rate) : t.slope;
+
   if (t.p_increasing < o.p_value && t.slope > 0) {
-    const bool rate_ok = t.slope >= o.min_rate;
-    const bool growth_ok = t.slope * static_cast<double>(N) >= o.min_window_growth;
+    const bool rate_ok = effect >= o.min_rate;
+    const bool growth_ok = effect * static_cast<double>(N) >= o.min_window_growth;
     const bool samples_ok = !cohorts || g.window_samples >= o.min_samples;
     if (!rate_ok || !growth_ok || !samples_ok) {
       g.cls = GrowthClass::kNoTrend;
       g.reason = !rate_ok     ? absl::StrFormat("trend of %s/step below the %s/step threshold",
-                                                Kib(t.slope), Kib(o.min_rate))
+                                                Kib(effect), Kib(o.min_rate))
                  : !growth_ok ? absl::StrFormat("window growth %s below %s",
-                                                Kib(t.slope * static_cast<double>(N)),
+                                                Kib(effect * static_cast<double>(N)),
                                                 Kib(o.min_window_growth))
                               : absl::StrFormat("only %.0f live samples from the window, need %.0f",
                                                 g.window_samples, o.min_samples);
@@ -96,13 +143,30 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
     }
     // Persistence, allowing for sampling noise: fails only when the second
     // half's upper bound is below `persistence` x the first half's lower one.
-    const bool persistent = h2.slope_high >= o.persistence * h1.slope_low;
+    // Call sites, when the exact heap is LEAK (widen_sparse_halves): the
+    // second half's bound is widened by the sampling uncertainty of what its
+    // cohorts kept (and one sample's worth of bytes), so that a half sampled
+    // sparsely (after a leak hunt, say) never reads as slowing; a cache that
+    // stopped growing because it frees as much as it allocates still does.
+    const bool widen = cohorts && o.widen_sparse_halves;
+    const bool persistent =
+        h2.slope_high + (widen ? kept2.half_width : 0.0) >= o.persistence * h1.slope_low;
+    // Retention, with the same benefit of the doubt for a sparse half.
+    const double retained_hi =
+        g.retained_bytes + (widen ? kept1.half_width * static_cast<double>(half) : 0.0);
     const bool retained =
-        !cohorts || g.retained_bytes >= o.retention * t.slope * static_cast<double>(half);
+        !cohorts || retained_hi >= o.retention * t.slope * static_cast<double>(half);
     if (persistent && retained) {
       g.cls = GrowthClass::kLeak;
+      if (cohorts) {
+        // The leak's rate: what the window's cohorts kept per step, unbiased,
+        // with its sampling interval (docs/analysis.md "Intervals").
+        g.slope = kept.rate;
+        g.slope_low = std::max(0.0, kept.rate - kept.half_width);
+        g.slope_high = kept.rate + kept.half_width;
+      }
       g.reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
-                                 t.p_increasing, Kib(t.slope), N);
+                                 t.p_increasing, Kib(g.slope), N);
     } else {
       g.cls = GrowthClass::kBoundedGrowth;
       g.reason = !persistent

@@ -56,6 +56,12 @@ struct GrowthOptions {
   double min_samples = 10;          // sampled allocations from window cohorts live at the end
   double persistence = 0.5;         // second-half slope vs first-half slope
   double retention = 0.25;          // first-half cohorts live at the end vs b*N/2
+  // Call sites: the second half's persistence bound is widened by the
+  // sampling uncertainty of what its cohorts kept (a half sampled sparsely
+  // after a leak hunt is flat for want of samples). Set when the exact heap
+  // itself is LEAK: a site's sparse half is then given the benefit of the
+  // doubt, never while the exact heap stopped growing.
+  bool widen_sparse_halves = false;
 };
 
 struct GrowthInput {
@@ -66,6 +72,14 @@ struct GrowthInput {
   // which they were allocated (before the first step: row 0).
   std::vector<double> end_bytes_by_cohort;
   std::vector<double> end_samples_by_cohort;
+  // Horvitz-Thompson variance of end_bytes_by_cohort (sum of (s/p)^2 (1 - p)
+  // over its samples); empty: estimated as bytes^2 / samples.
+  std::vector<double> end_var_by_cohort;
+  // The sampling interval T in force in each row (the largest, when it
+  // changed within the row); empty: unknown. One more sample's worth of
+  // bytes (T) is added to the uncertainty of a cohort rate, so that rows
+  // sampled sparsely never read as "nothing retained".
+  std::vector<double> interval_by_row;
 };
 
 struct Growth {
@@ -78,8 +92,8 @@ struct Growth {
   double slope = 0;           // Theil-Sen bytes/step over the window
   double slope_low = 0;       // 95 % CI
   double slope_high = 0;
-  double slope_first_half = 0;
-  double slope_second_half = 0;
+  double slope_first_half = 0;   // call sites: the Horvitz-Thompson rate of
+  double slope_second_half = 0;  // each half's cohorts live at the end
   double retained_bytes = 0;  // first-half cohorts live at the end (-1: not checked)
   double window_samples = 0;  // window cohorts' samples live at the end (-1: not checked)
   double window_bytes = 0;    // their estimated bytes (-1: not checked); / window = the

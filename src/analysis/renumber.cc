@@ -121,6 +121,7 @@ bool RenumberRepeatedSteps(reader::Trace* t) {
   for (reader::Alert& a : t->alerts) a.step = at(a.step, a.seq);
   for (reader::SiteSnapshot& s : t->snapshots) s.step = at(s.step, s.seq);
   for (reader::DeviceInfo& i : t->device_info) i.step = at(i.step, i.seq);
+  for (reader::Hunt& h : t->hunts) h.step = at(h.step, h.seq);
   return true;
 }
 

@@ -14,7 +14,8 @@
 //   MREMAP 0x12000,0x2000 -> 0x40000,0x8000           moves that part (still
 //     site 3) and grows it: site 3 live = 4 KiB + 32 KiB = 36 KiB.
 // Cohorts: set_cohort(k) tags what is allocated from then on (the analysis
-// passes the step row); ForEachLive reports each live object's cohort, and
+// passes the step row); ForEachLive reports each live object's cohort and its estimated bytes and
+// count (1/p), and
 // Accumulator::young_bytes is what is live from the current cohort (so
 // live_bytes - young_bytes is the part allocated before the step began).
 // A FREE of an address that was never sampled is ignored (the common case).
@@ -74,8 +75,10 @@ class HeapReplay {
   // allocation and every live piece of an anonymous mapping.
   template <typename Fn>
   void ForEachLive(Fn fn) const {
-    for (const auto& [addr, l] : live_) fn(l.site, l.cohort, l.bytes);
-    for (const auto& [start, r] : ranges_) fn(r.site, r.cohort, static_cast<double>(r.end - start));
+    for (const auto& [addr, l] : live_) fn(l.site, l.cohort, l.bytes, l.count);
+    for (const auto& [start, r] : ranges_) {
+      fn(r.site, r.cohort, static_cast<double>(r.end - start), 1.0);
+    }
   }
 
   const std::vector<Accumulator>& sites() const { return sites_; }

@@ -161,6 +161,9 @@ enum Tag : uint8_t {
   // current device; default-pool ReservedMemCurrent/UsedMemCurrent, 0 if no
   // stream-ordered allocation was seen), read at a step end.
   kTagDevInfo = 0x27,
+  // The leak hunt (docs/analysis.md "Leak hunt") began (phase 0) or ended
+  // (phase 1, `outcome` a HuntOutcome) at the end of `step`.
+  kTagHunt = 0x28,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).
@@ -178,6 +181,13 @@ enum AlertRule : uint8_t {
 };
 
 // Why a SITE_SNAPSHOT was taken (kTagSiteSnapshot `cause`).
+// How a leak hunt ended (kTagHunt phase 1).
+enum HuntOutcome : uint8_t {
+  kHuntExplained = 1,  // sampled sites explain the exact growth within the tolerance
+  kHuntStopped = 2,    // the exact growth stopped before it was explained
+  kHuntGaveUp = 3,     // still unexplained after the longest hunt
+};
+
 enum SnapshotCause : uint8_t {
   kSnapshotStagePeak = 0,  // the latest peak of a stage, emitted at stage end
   kSnapshotRunPeak = 1,    // the run's peak grew by >= 10 %

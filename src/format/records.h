@@ -97,6 +97,11 @@ inline constexpr uint64_t kMaxSnapshotSites = kMaxChunkRawLen / 3;
     MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint64_t, step) MS_S(int32_t, device)             \
     MS_U(uint64_t, free) MS_U(uint64_t, total) MS_U(uint64_t, pool_reserved)                      \
     MS_U(uint64_t, pool_used))                                                                    \
+  R(Hunt, kTagHunt, "HUNT",                                                                       \
+    MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint64_t, step) MS_U(uint8_t, phase)              \
+    MS_U(uint8_t, outcome) MS_U(uint64_t, interval) MS_U(uint64_t, rate) MS_U(uint64_t, growth)   \
+    MS_U(uint64_t, explained) MS_U(uint64_t, samples) MS_U(uint64_t, sites)                       \
+    MS_U(uint64_t, stack_ns))                                                                     \
   R(Lost, kTagLost, "LOST",                                                                       \
     MS_U(uint64_t, ts) MS_U(uint64_t, records) MS_U(uint64_t, bytes) MS_U(uint64_t, cause))       \
   R(Notice, kTagNotice, "NOTICE",                                                                 \

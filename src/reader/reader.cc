@@ -46,6 +46,7 @@ struct ChunkRecords {
   std::vector<std::pair<Alert, uint64_t>> alerts;            // alert, stage string id
   std::vector<std::pair<SiteSnapshot, uint64_t>> snapshots;  // snapshot, stage string id
   std::vector<DeviceInfo> device_info;
+  std::vector<Hunt> hunts;
   bool has_trailer = false;
   Trailer trailer;
   uint64_t max_ts = 0;
@@ -218,6 +219,26 @@ bool Take(const format::DevInfoRecord& r, ChunkRecords& c) {
   i.pool_used = r.pool_used;
   c.max_ts = std::max(c.max_ts, i.ts);
   c.device_info.push_back(i);
+  return true;
+}
+
+bool Take(const format::HuntRecord& r, ChunkRecords& c) {
+  if (r.phase > 1 || r.outcome > format::kHuntGaveUp) return false;
+  Hunt h;
+  h.ts = r.ts;
+  h.seq = r.seq;
+  h.step = r.step;
+  h.phase = r.phase;
+  h.outcome = r.outcome;
+  h.interval = r.interval;
+  h.rate = r.rate;
+  h.growth = r.growth;
+  h.explained = r.explained;
+  h.samples = r.samples;
+  h.sites = r.sites;
+  h.stack_ns = r.stack_ns;
+  c.max_ts = std::max(c.max_ts, h.ts);
+  c.hunts.push_back(h);
   return true;
 }
 
@@ -401,6 +422,7 @@ void Merge(ChunkRecords& c, Trace& t) {
     t.snapshots.push_back(std::move(s));
   }
   for (const DeviceInfo& i : c.device_info) t.device_info.push_back(i);
+  t.hunts.insert(t.hunts.end(), c.hunts.begin(), c.hunts.end());
   if (c.has_trailer) {
     t.has_trailer = true;
     t.trailer = c.trailer;
@@ -600,6 +622,8 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
                    [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.seq < b.seq; });
   std::stable_sort(t.device_info.begin(), t.device_info.end(),
                    [](const DeviceInfo& a, const DeviceInfo& b) { return a.seq < b.seq; });
+  std::stable_sort(t.hunts.begin(), t.hunts.end(),
+                   [](const Hunt& a, const Hunt& b) { return a.seq < b.seq; });
   CountUnknownRefs(t);
   if (t.unknown_refs > 0) {
     t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));

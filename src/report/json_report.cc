@@ -208,6 +208,28 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Key("rss_growth");
   WriteGrowth(w, p.rss_growth);
   w.Field("fragmentation", p.fragmentation);
+  w.Field("attributed_bytes_per_step", p.attributed_bytes_per_step);
+  w.Field("unattributed_bytes_per_step", p.unattributed_bytes_per_step);
+  w.Field("attribute_hint", p.attribute_hint);
+  w.Key("hunts");
+  w.BeginArray();
+  for (const ProcessSummary::Hunt& h : p.hunts) {
+    w.BeginObject();
+    w.Field("begin_step", h.begin_step);
+    w.Field("end_step", h.end_step);
+    w.Field("outcome", h.outcome == format::kHuntExplained ? "explained"
+                       : h.outcome == format::kHuntStopped ? "stopped"
+                       : h.outcome == format::kHuntGaveUp  ? "gave_up"
+                                                           : "running");
+    w.Field("min_interval", h.min_interval);
+    w.Field("rate_bytes_per_step", h.rate);
+    w.Field("growth_bytes", h.growth);
+    w.Field("explained_bytes", h.explained);
+    w.Field("samples", h.samples);
+    w.Field("stack_ns", h.stack_ns);
+    w.EndObject();
+  }
+  w.EndArray();
   OptionalDouble(w, "steps_to_limit", p.steps_to_limit);
   OptionalDouble(w, "seconds_to_limit", p.seconds_to_limit);
   w.Key("notices");

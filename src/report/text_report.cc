@@ -52,8 +52,7 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
     return;
   }
   const size_t limit = o.frames > 0 ? static_cast<size_t>(o.frames) : frames.size();
-  for (size_t i = 0; i < frames.size() && i < limit; ++i) {
-    const analysis::Frame& f = frames[i];
+  auto line = [&](const analysis::Frame& f) {
     absl::StrAppend(&out, "        ", f.inlined ? "[inlined] " : "", f.function);
     if (!f.file.empty()) {
       absl::StrAppend(&out, "  ", f.file);
@@ -61,9 +60,27 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
     }
     if (!f.module.empty()) absl::StrAppend(&out, "  (", Basename(f.module), ")");
     absl::StrAppend(&out, "\n");
+  };
+  bool python_shown = false;
+  for (size_t i = 0; i < frames.size() && i < limit; ++i) {
+    line(frames[i]);
+    python_shown |= frames[i].module == "<python>";
   }
-  if (frames.size() > limit) {
-    absl::StrAppend(&out, "        ... ", frames.size() - limit, " more frames\n");
+  size_t shown = std::min(limit, frames.size());
+  // The Python line that made the allocation is what a Python user looks
+  // for: the innermost Python frame and its caller, even below the limit.
+  if (!python_shown) {
+    for (size_t i = shown; i < frames.size(); ++i) {
+      if (frames[i].module != "<python>") continue;
+      absl::StrAppend(&out, "        ... ", i - shown, " frames down to Python:\n");
+      line(frames[i]);
+      shown = i + 1;
+      if (shown < frames.size() && frames[shown].module == "<python>") line(frames[shown++]);
+      break;
+    }
+  }
+  if (frames.size() > shown) {
+    absl::StrAppend(&out, "        ... ", frames.size() - shown, " more frames\n");
   }
 }
 
@@ -371,6 +388,41 @@ std::string Projection(double steps, double seconds) {
   return out;
 }
 
+// The leak hunts (the last three) and the exact growth no site explains.
+void AppendHunts(const ProcessSummary& p, std::string& out) {
+  const size_t n = p.hunts.size();
+  if (n > 3) absl::StrAppend(&out, "    leak hunts: ", n, " (the last 3:)\n");
+  for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) {
+    const ProcessSummary::Hunt& h = p.hunts[i];
+    absl::StrAppend(&out, "    leak hunt: steps ", h.begin_step, "-", h.end_step, ", growth ",
+                    HumanBytes(static_cast<double>(h.rate)), "/step, T down to ",
+                    HumanBytes(static_cast<double>(h.min_interval)), ": ");
+    switch (h.outcome) {
+      case format::kHuntExplained:
+        absl::StrAppend(&out, "explained (sites ", HumanBytes(static_cast<double>(h.explained)),
+                        " of ", HumanBytes(static_cast<double>(h.growth)), ", ", h.samples,
+                        " samples)\n");
+        break;
+      case format::kHuntStopped:
+        absl::StrAppend(&out, "the growth stopped\n");
+        break;
+      case format::kHuntGaveUp:
+        absl::StrAppend(&out, "gave up, unexplained (sites ",
+                        HumanBytes(static_cast<double>(h.explained)), " of ",
+                        HumanBytes(static_cast<double>(h.growth)), ")\n");
+        break;
+      default:
+        absl::StrAppend(&out, "still running at the end\n");
+    }
+  }
+  if (p.unattributed_bytes_per_step > 0) {
+    absl::StrAppend(&out, "    UNATTRIBUTED: ", HumanBytes(p.unattributed_bytes_per_step),
+                    "/step of the exact heap growth is in no growing site (the sites explain ",
+                    HumanBytes(p.attributed_bytes_per_step), "/step)\n      ", p.attribute_hint,
+                    "\n");
+  }
+}
+
 void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   using analysis::GrowthClass;
   absl::StrAppend(&out, "\nGrowth (memory limit ", HumanBytes(static_cast<double>(r.memory_limit_bytes)),
@@ -402,6 +454,7 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
                       "/step while heap live bytes do not (allocator caching or "
                       "fragmentation, not a leak)\n");
     }
+    AppendHunts(p, out);
     internal::AppendDeviceGrowth(p, out);
   }
   std::vector<const Site*> growing;

@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -139,6 +141,18 @@ ChildResult Wait(Child* child, int timeout_s) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       result.timed_out = true;
+      // A hang is worth its stacks: every thread's backtrace, when gdb is
+      // installed, before the kill.
+      if (access("/usr/bin/gdb", X_OK) == 0) {
+        std::string cmd = "timeout -k 5 60 /usr/bin/gdb -p " + std::to_string(child->pid) +
+                          " -batch -nx -ex 'thread apply all bt' 2>&1";
+        if (FILE* f = popen(cmd.c_str(), "r")) {
+          result.output += "\n--- timed out; gdb backtraces ---\n";
+          size_t got;
+          while ((got = fread(buf, 1, sizeof(buf), f)) > 0) result.output.append(buf, got);
+          pclose(f);
+        }
+      }
       kill(child->pid, SIGKILL);
       break;
     }

@@ -23,6 +23,8 @@
 //   progressive      kProgSteps steps, each keeping kProgLeakBlocks blocks and
 //                    churning; calls memstep_boost(kProgBoostSteps) inside
 //                    step kProgBoostAt
+//   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
+//                    step in SIZE-byte objects (PlantedHuntLeak)
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -297,6 +299,54 @@ int ModeProgressive() {
   return 0;
 }
 
+// ---- mode "hunt" ---------------------------------------------------------
+// A training-like loop for the leak hunt: kHuntSteps steps of about
+// kHuntStepMs each (the hunt's CPU budget is a share of wall time); every
+// step churns ~2.3 MiB of 16 B..4 KiB objects freed in the step, keeps 64
+// buffers of 8 KiB for two steps (long-lived churn), and, when LEAK > 0,
+// keeps LEAK bytes in objects of SIZE bytes (PlantedHuntLeak).
+
+NOINLINE void PlantedHuntLeak(std::vector<void*>* kept, long bytes, long size) {
+  for (long done = 0; done < bytes; done += size) {
+    void* p = malloc(static_cast<size_t>(size));
+    memset(p, 1, 16);
+    kept->push_back(p);
+  }
+}
+
+NOINLINE void PlantedHuntChurn(int step) {
+  static void* pool[2][64];
+  std::vector<void*> tmp;
+  tmp.reserve(kHuntChurnBlocks);
+  for (int i = 0; i < kHuntChurnBlocks; ++i) {
+    void* p = malloc(16 + static_cast<size_t>((i * 131 + step * 17) % 4080));
+    Escape(p);
+    tmp.push_back(p);
+  }
+  for (void* p : tmp) free(p);
+  for (void*& p : pool[step % 2]) {
+    free(p);
+    p = malloc(8192);
+    Escape(p);
+  }
+}
+
+int ModeHunt(long leak, long size) {
+  std::vector<void*> kept;
+  kept.reserve(static_cast<size_t>(kHuntSteps * (leak / (size > 0 ? size : 1) + 1)));
+  for (int step = 0; step < kHuntSteps; ++step) {
+    StepBegin(step);
+    StageBegin("forward");
+    PlantedHuntChurn(step);
+    if (leak > 0) PlantedHuntLeak(&kept, leak, size);
+    StageEnd("forward");
+    usleep(kHuntStepMs * 1000);
+    StepEnd(step);
+  }
+  Say("hunt done %ld\n", kHuntSteps);
+  return 0;
+}
+
 // ---- modes "fork", "exec", "exit" ---------------------------------------
 
 NOINLINE void PlantedParent6666x3() {
@@ -547,6 +597,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "progress") == 0) return ModeProgress();
   if (strcmp(mode, "oom") == 0) return ModeOom();
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
+  if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   fprintf(stderr, "unknown mode %s\n", mode);
   return 2;

@@ -89,6 +89,11 @@ inline constexpr size_t kProgLeakSize = 4000;
 inline constexpr int kProgChurnBlocks = 4000;
 inline constexpr size_t kProgChurnSize = 1000;
 inline constexpr int kProgBoostAt = 50;
+
+// Mode "hunt": the leak hunt's planted loop.
+inline constexpr long kHuntSteps = 60;
+inline constexpr int kHuntStepMs = 10;
+inline constexpr int kHuntChurnBlocks = 1100;
 inline constexpr uint32_t kProgBoostSteps = 5;
 
 }  // namespace memstep::e2e::facts

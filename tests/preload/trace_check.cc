@@ -144,6 +144,20 @@ bool Take(const fmt::DevFailRecord& r, Stats*) {
 
 bool Take(const fmt::DevInfoRecord&, Stats*) { return true; }
 
+bool Take(const fmt::HuntRecord& r, Stats*) {
+  if (r.phase > 1 || (r.phase == 1 && (r.outcome < 1 || r.outcome > 3))) {
+    return Fail("HUNT phase/outcome out of range");
+  }
+  if (g_dump) {
+    std::printf(
+        "HUNT step=%llu phase=%llu outcome=%llu interval=%llu rate=%llu growth=%llu "
+        "explained=%llu samples=%llu sites=%llu stack_ns=%llu\n",
+        (ull)r.step, (ull)r.phase, (ull)r.outcome, (ull)r.interval, (ull)r.rate, (ull)r.growth,
+        (ull)r.explained, (ull)r.samples, (ull)r.sites, (ull)r.stack_ns);
+  }
+  return true;
+}
+
 bool Take(const fmt::StepRecord& r, Stats* s) {
   const fmt::Counters& c = r.counters;
   if (c.peak_bytes < c.live_bytes) return Fail("STEP peak < live");

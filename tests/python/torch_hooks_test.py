@@ -6,6 +6,7 @@ ProfiledTrainingTest runs tests/python/train_mlp.py under libmemstep.so, as
 `memstep run` does, and reads `memstep report --format json`.
 """
 
+import glob
 import os
 import subprocess
 import sys
@@ -367,6 +368,37 @@ class ProfiledTrainingTest(unittest.TestCase):
             self.assertNotEqual(leaks, [])
             best = max(s["growth_bytes_per_step"] for s in leaks)
             self.assertLess(abs(best - truth), 0.5 * truth, best)
+
+    def test_small_leak_named_at_its_line(self):
+        # The issue's case: 14 KiB/step kept in a Python list, default
+        # settings. The exact heap proves the leak; the leak hunt samples it
+        # densely enough that the site, and the Python line that keeps the
+        # tensor, are named (docs/analysis.md "Leak hunt"). Seeded for replay.
+        out = common.temp_dir(self)
+        argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
+                str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN),
+                "--optimizer", "adam", "--leak", "small"]
+        r = common.run_profiled(argv, out, extra_env={"MEMSTEP_SEED": "7"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(TRAIN) as f:
+            line = next(i for i, text in enumerate(f, 1) if "LEAK_SMALL_LINE" in text)
+        check = os.environ.get("MEMSTEP_TEST_CHECK", "")
+        self.assertTrue(check, "MEMSTEP_TEST_CHECK is not set")
+        traces = glob.glob(os.path.join(out, "*.trace"))
+        self.assertEqual(len(traces), 1, traces)
+        dump = subprocess.run([check, traces[0], "--dump"], capture_output=True, text=True,
+                              timeout=60).stdout
+        hunts = [h for h in dump.splitlines() if h.startswith("HUNT ")]
+        self.assertTrue(any(" phase=0 " in h for h in hunts), hunts)
+        report = common.report_json(out)
+        self.assertEqual(report["processes"][0]["live_growth"]["class"], "LEAK")
+        named = [s for s in leak_sites(report)
+                 if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
+                        for f in s["frames"])]
+        self.assertEqual(len(named), 1, [(s["class"], s["frames"][:3]) for s in report["sites"]
+                                         if s.get("class") != "NO_TREND"])
+        rate = named[0]["growth_bytes_per_step"]
+        self.assertLess(abs(rate - 14336), 0.5 * 14336, named[0]["growth"])
 
     def test_explicit_markers_win(self):
         report = self.run_train("--explicit")

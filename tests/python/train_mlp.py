@@ -5,7 +5,8 @@ the zero-code hooks of python/startup (under `memstep run`). The classic leak,
 keeping tensors with their autograd graph across steps: `--leak loss` appends
 each step's loss tensor (after backward() its graph nodes stay alive, a few
 KiB per step); `--leak features` appends the hidden features (batch x hidden
-float32 plus their graph). Without --leak only Python floats are kept.
+float32 plus their graph); `--leak small` keeps a new 14 KiB tensor per step
+(the leak hunt's test). Without --leak only Python floats are kept.
 
 `--fake-cuda-stats` replaces torch.cuda, for memstep's statistics collector
 only, with tests/python/fake_torch_cuda.py (round = step number), since CI
@@ -51,7 +52,7 @@ def main():
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--optimizer", choices=["sgd", "adam", "mysgd"], default="adam")
-    p.add_argument("--leak", choices=["none", "loss", "features"], default="none")
+    p.add_argument("--leak", choices=["none", "loss", "features", "small"], default="none")
     p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
     p.add_argument("--eval", action="store_true", help="a no_grad evaluation pass per epoch")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -104,6 +105,8 @@ def main():
                 kept.append(loss)
             elif args.leak == "features":
                 kept.append(features)
+            elif args.leak == "small":
+                kept.append(torch.randn(3584) * 1.0)  # LEAK_SMALL_LINE: 14 KiB per step
             else:
                 kept.append(loss.item())
             steps += 1

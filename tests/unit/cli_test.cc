@@ -174,6 +174,19 @@ TEST_F(CliRunTest, SetsTheEnvironment) {
   EXPECT_EQ(Memstep({"run", "--sample-warm", "0", "--", "true"}, Env({"MEMSTEP_OUT=" + out}))
                 .exit_code,
             1);
+
+  // The leak hunt's budget: a percentage, "%" optional; the option wins.
+  r = Memstep({"run", "--hunt-budget", "25%", "--", "sh", "-c", "echo $MEMSTEP_HUNT_BUDGET"},
+              Env({"MEMSTEP_OUT=" + out, "MEMSTEP_HUNT_BUDGET=5"}));
+  EXPECT_EQ(r.out, "25\n");
+  r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_HUNT_BUDGET"},
+              Env({"MEMSTEP_OUT=" + out, "MEMSTEP_HUNT_BUDGET=0"}));
+  EXPECT_EQ(r.out, "0\n");
+  for (const char* bad : {"101", "-1", "ten", "10%%"}) {
+    r = Memstep({"run", "--hunt-budget", bad, "--", "true"}, Env({"MEMSTEP_OUT=" + out}));
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find("not a percentage 0..100"), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 TEST_F(CliRunTest, DefaultRunDirectoryIsCreatedInCwd) {

@@ -249,6 +249,7 @@ int RunMain(const std::vector<std::string>& args) {
   const std::string progressive_env = Env("MEMSTEP_PROGRESSIVE");
   bool fixed_interval = !progressive_env.empty() && progressive_env == "0";
   std::string flush_text;
+  std::string hunt_text = Env("MEMSTEP_HUNT_BUDGET");
   if (const char* e = getenv("MEMSTEP_OUT")) out_dir = e;
   if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
   if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
@@ -321,6 +322,8 @@ int RunMain(const std::vector<std::string>& args) {
       target = &warm_text;
     } else if (name == "--flush-ms") {
       target = &flush_text;
+    } else if (name == "--hunt-budget") {
+      target = &hunt_text;
     } else if (absl::StartsWith(a, "-")) {
       return UsageError(absl::StrCat("unknown option '", a, "'"));
     } else {
@@ -416,7 +419,18 @@ int RunMain(const std::vector<std::string>& args) {
   for (int k = 0; k < 4; ++k) sigaction(kForwarded[k], &sa, &old_actions[k]);
 
   std::cout.flush();
-  std::cerr.flush();
+  std::cerr.flush();  std::string hunt;
+  if (!hunt_text.empty()) {
+    std::string v = hunt_text;
+    if (absl::EndsWith(v, "%")) v.pop_back();
+    absl::StatusOr<uint64_t> pct = ParseUint(v);
+    if (!pct.ok() || *pct > 100) {
+      return UsageError(absl::StrCat("--hunt-budget / MEMSTEP_HUNT_BUDGET: '", hunt_text,
+                                     "' is not a percentage 0..100 (10, 10%; 0 = no leak hunt)"));
+    }
+    hunt = absl::StrCat(*pct);
+  }
+
   pid_t child = fork();
   if (child < 0) return Error(absl::StrCat("fork: ", strerror(errno)));
   if (child == 0) {
@@ -428,6 +442,7 @@ int RunMain(const std::vector<std::string>& args) {
     if (!warm.empty()) setenv("MEMSTEP_SAMPLE_WARM", warm.c_str(), 1);
     setenv("MEMSTEP_PROGRESSIVE", fixed_interval ? "0" : "1", 1);
     if (!flush.empty()) setenv("MEMSTEP_FLUSH_MS", flush.c_str(), 1);
+    if (!hunt.empty()) setenv("MEMSTEP_HUNT_BUDGET", hunt.c_str(), 1);
     for (const auto& [name, value] : step_env.set) setenv(name.c_str(), value.c_str(), 1);
     // The library is also the NVTX injection library; never replace the user's.
     setenv("NVTX_INJECTION64_PATH", lib->c_str(), 0);

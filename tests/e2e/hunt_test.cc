@@ -1,0 +1,159 @@
+// The leak hunt end to end (docs/analysis.md "Leak hunt"): e2e_planted "hunt"
+// runs a training-like loop under the default settings; a small leak must be
+// named at its site (PlantedHuntLeak) within kHuntSteps steps, and leak-free
+// runs must name no site.
+//
+// Statistical goal (issue 9): a 10 KiB/step leak of small objects is named
+// within 60 steps in >= 95 % of seeds, with < 1 % false LEAK sites on
+// leak-free runs. Each run is seeded (MEMSTEP_SEED) so that a failure can be
+// replayed; the hunt's rate also follows measured time, so a replay is close
+// but not bit-identical. Measured over 200 seeds on a 2-core Xeon: see
+// docs/analysis.md.
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "src/analysis/analysis.h"
+#include "src/format/format.h"
+#include "src/reader/reader.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/planted_facts.h"
+
+namespace memstep::e2e {
+namespace {
+
+using namespace facts;  // NOLINT
+
+struct HuntRun {
+  bool ok = false;
+  int leak_sites = 0;        // LEAK sites in PlantedHuntLeak
+  int other_leak_sites = 0;  // LEAK sites anywhere else
+  int hunts = 0;             // HUNT begin records
+  double rate = 0;           // the named site's rate, bytes/step
+  double rate_low = 0, rate_high = 0;
+};
+
+bool InLeakFunction(const analysis::Site& s) {
+  for (const analysis::Frame& f : s.frames) {
+    if (f.function.find("PlantedHuntLeak") != std::string::npos) return true;
+  }
+  return false;
+}
+
+HuntRun RunHunt(uint64_t seed, long leak, long size) {
+  HuntRun out;
+  TempDir dir;
+  std::vector<std::string> env = TracedEnv(dir.path(), 0);
+  env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
+  ChildResult r = RunChild({PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)},
+                           env);
+  EXPECT_FALSE(r.timed_out) << "seed " << seed << ": " << r.output;
+  EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.output;
+  std::vector<std::string> files = dir.Files(".trace");
+  if (files.size() != 1) return out;
+  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return out;
+  for (const reader::Hunt& h : t->hunts) out.hunts += h.phase == 0;
+  absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(dir.path());
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) return out;
+  for (const analysis::Site& s : report->sites) {
+    if (s.growth.cls != analysis::GrowthClass::kLeak) continue;
+    if (InLeakFunction(s)) {
+      ++out.leak_sites;
+      out.rate = s.growth.slope;
+      out.rate_low = s.growth.slope_low;
+      out.rate_high = s.growth.slope_high;
+    } else {
+      ++out.other_leak_sites;
+    }
+  }
+  out.ok = true;
+  return out;
+}
+
+// The exact series the hunt starts from must be the program's alone: with
+// dense sampling the writer thread compresses many chunks, and zstd's
+// per-chunk context (~0.5 MiB, malloc'd and freed) once showed up in it as
+// steps of +-0.5 MiB lasting ~7 steps. Every step after the first keeps the
+// same 20 blocks: the step-to-step change is the same within 1 KiB.
+TEST(HuntTest, ExactSeriesHasNothingOfTheProfiler) {
+  TempDir dir;
+  std::vector<std::string> env = TracedEnv(dir.path(), 4096);
+  env.push_back("MEMSTEP_PROGRESSIVE=0");
+  ChildResult r = RunChild({PlantedProgram(), "hunt", "10240", "512"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> files = dir.Files(".trace");
+  ASSERT_EQ(files.size(), 1u);
+  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<int64_t> live;
+  for (const reader::Event& e : t->events) {
+    if (e.tag == format::kTagStep && e.phase == 1) {
+      live.push_back(static_cast<int64_t>(t->counters[e.counters].live_bytes));
+    }
+  }
+  ASSERT_EQ(live.size(), static_cast<size_t>(kHuntSteps));
+  std::vector<int64_t> deltas;
+  for (size_t i = 2; i < live.size(); ++i) deltas.push_back(live[i] - live[i - 1]);
+  std::vector<int64_t> sorted = deltas;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t median = sorted[sorted.size() / 2];
+  EXPECT_GE(median, 10240);
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    EXPECT_LT(std::llabs(deltas[i] - median), 1024) << "step " << i + 2;
+  }
+}
+
+// 10 KiB/step in 512-byte objects, 30 seeds: named in >= 28 (95 %); its
+// interval covers the truth in most; never another LEAK site.
+int Seeds() {
+  const char* e = getenv("MEMSTEP_HUNT_TEST_SEEDS");  // more, to measure the rates
+  return e != nullptr && atoi(e) > 0 ? atoi(e) : 30;
+}
+
+TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
+  const int kSeeds = Seeds();
+  constexpr long kLeak = 10 * 1024;
+  int named = 0, hunted = 0, covered = 0, false_sites = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    HuntRun r = RunHunt(seed, kLeak, 512);
+    ASSERT_TRUE(r.ok) << "seed " << seed;
+    hunted += r.hunts > 0;
+    named += r.leak_sites == 1;
+    // The truth: 10 KiB/step requested, 20 x 520 B/step as the exact
+    // counters count it (malloc's usable size), to which the rate may be
+    // calibrated; 2 % slack for the program's other few bytes per step.
+    covered += r.leak_sites == 1 && r.rate_low <= 1.02 * 20 * 520 && 0.98 * kLeak <= r.rate_high;
+    false_sites += r.other_leak_sites;
+    if (r.leak_sites != 1) printf("seed %d: not named (replay with MEMSTEP_SEED)\n", static_cast<int>(seed));
+  }
+  printf("hunt: %d of %d seeds hunted, named %d, interval covers 10 KiB/step in %d, %d other LEAK sites\n",
+         hunted, kSeeds, named, covered, false_sites);
+  EXPECT_EQ(hunted, kSeeds);
+  EXPECT_GE(named, kSeeds * 95 / 100);
+  EXPECT_EQ(false_sites, 0);
+}
+
+// No leak: no LEAK site in 30 seeds (each run has ~10 sites: < 1 % false
+// LEAK sites would allow 3; none is the measured rate).
+TEST(HuntTest, LeakFreeRunsNameNoSite) {
+  const int kSeeds = Seeds();
+  int false_sites = 0, hunted = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    HuntRun r = RunHunt(1000 + seed, 0, 512);
+    ASSERT_TRUE(r.ok) << "seed " << seed;
+    false_sites += r.leak_sites + r.other_leak_sites;
+    hunted += r.hunts > 0;
+  }
+  printf("no leak: %d of %d seeds hunted, %d LEAK sites\n", hunted, kSeeds, false_sites);
+  EXPECT_EQ(false_sites, 0);
+}
+
+}  // namespace
+}  // namespace memstep::e2e
