@@ -55,6 +55,15 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n);
 // Interned stack of the caller (0 when unwinding is not possible).
 uint32_t CaptureStack(ThreadState& t);
 void ThreadExit(void*);
+// The sampling decision of an allocation whose countdown ran out: draws the
+// next gap; true with *interval (the T the gap was drawn with, 0 for T <= 1)
+// when it is sampled.
+bool DecideSample(ThreadState& t, uint64_t* interval);
+// ALLOC record (and the in-process site estimate) of a sampled block; FREE
+// record with the sequence number taken before the block was released.
+void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
+               uint32_t stack);
+void EmitFree(ThreadState& t, const void* p, uint64_t seq);
 
 // Python frames in stacks (pyframes.cc).
 void PyFramesPoll();     // writer thread: finds CPython 3.11 (once, again after dlopen)
