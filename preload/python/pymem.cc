@@ -398,16 +398,19 @@ void WrapArenaFree(void*, void* p, size_t size) {
 
 // ---- validation ----
 
-// Reads n bytes at `addr` without faulting.
-bool SafeRead(uintptr_t addr, void* out, size_t n) {
+// Reads n bytes at `addr` without faulting. *denied: the system call itself
+// is not allowed (a seccomp filter: EPERM, ENOSYS), as opposed to EFAULT.
+bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied) {
   struct iovec local = {out, n};
   struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n)) return true;
+  if (errno == EPERM || errno == ENOSYS) *denied = true;
+  return false;
 }
 
 // The pool size for which every block of `ptrs` (requested sizes `sizes`) has
 // a consistent pool header, or 0.
-size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n) {
+size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n, bool* denied) {
   static const size_t kCandidates[] = {size_t{1} << 14, size_t{1} << 12};
   for (size_t ps : kCandidates) {
     bool ok = true;
@@ -415,7 +418,7 @@ size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n) {
       uintptr_t a = reinterpret_cast<uintptr_t>(ptrs[i]);
       uintptr_t pool = a & ~(uintptr_t{ps} - 1);
       uint8_t hdr[pymem::kPoolHeaderSize];
-      ok = ptrs[i] != nullptr && SafeRead(pool, hdr, sizeof(hdr)) &&
+      ok = ptrs[i] != nullptr && SafeRead(pool, hdr, sizeof(hdr), denied) &&
            pymem::HeaderMatches(hdr, ps, a - pool, sizes[i]);
     }
     if (ok) return ps;
@@ -502,7 +505,12 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   constexpr int kN = sizeof(kSizes) / sizeof(kSizes[0]);
   void* ptrs[kN];
   for (int i = 0; i < kN; ++i) ptrs[i] = obj.malloc(obj.ctx, kSizes[i]);
-  size_t ps = ValidateLayout(ptrs, kSizes, kN);
+  bool denied = false;
+  size_t ps;
+  {
+    ErrnoSaver errno_saver;
+    ps = ValidateLayout(ptrs, kSizes, kN, &denied);
+  }
   for (int i = kN - 1; i >= 0; --i) {
     if (ptrs[i] != nullptr) obj.free(obj.ctx, ptrs[i]);
   }
@@ -520,6 +528,11 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
                        "objects are counted by the malloc hooks"
                      : "Python's allocator is malloc with debug hooks (PYTHONMALLOC="
                        "malloc_debug): not wrapped, its objects are counted by the malloc hooks");
+      return 0;
+    }
+    if (denied) {
+      Refuse("process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
+             "layout cannot be checked safely");
       return 0;
     }
     char why[160] = "pymalloc's pool layout was not recognised (allocator: ";
