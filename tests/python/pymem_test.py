@@ -25,6 +25,9 @@ Checked:
   * the program's output and exit code are unchanged, also with
     PYTHONMALLOC=malloc (not wrapped: a NOTICE in the trace, nothing on
     stderr), debug and pymalloc_debug (not hooked: one stderr line);
+  * blocks moving between pymalloc and malloc, zero-size and calloc requests
+    keep the exact heap flat; a fork child's exact heap grows by the truth
+    while it frees 3000 of the parent's objects;
   * memstep_pymem_state: hooked, pool size 16 KiB (Debian's 3.11), and a C
     program (not Python) calling memstep_pymem_install gets 0, no output.
 """
@@ -264,6 +267,49 @@ class PymemTest(unittest.TestCase):
         self.assertLess(abs(min(live[32:]) - min(live[5:32])), 8 * 1024, live)
         p = report["processes"][0]
         self.assertGreater(p["alloc_count"], 60 * 200 * 8)
+
+    def test_fork_child_counts_its_own_objects(self):
+        """A fork child inherits the arena table and the sampled-block bits:
+        its own kept objects show in its exact heap like the parent's, and
+        objects it frees that the parent allocated do not underflow it."""
+        code = textwrap.dedent("""\
+            import os, memstep
+            kept = []
+            def keep(step):
+                for i in range(100):
+                    kept.append({"step": step, "i": i})
+                    kept.append([step, i, None])
+                    kept.append("s-%d-%d" % (step, i))
+            for step in range(20):
+                memstep.step(step)
+                keep(step)
+            memstep.step_end()
+            pid = os.fork()
+            if pid == 0:
+                del kept[:3000]                        # the parent's blocks, freed here
+                for step in range(20, 60):
+                    memstep.step(step)
+                    keep(step)
+                memstep.step_end()
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            print("child", os.waitstatus_to_exitcode(status))
+            os._exit(0)
+            """)
+        out = os.path.join(common.temp_dir(self), "run")
+        r = common.run_profiled([sys.executable, "-c", code], out, hooks=True, window=0,
+                                sample_interval="4K")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "child 0\n")
+        report = common.report_json(out)
+        self.assertEqual(len(report["processes"]), 2)
+        child = [p for p in report["processes"] if p["fork_child"]][0]
+        rows = [s for s in report["steps"] if s["pid"] == child["pid"] and s["step"] >= 20]
+        self.assertEqual([s["step"] for s in rows], list(range(20, 60)))
+        live = slope_of([s["live_bytes_end"] for s in rows])
+        self.assertLess(abs(live - self.truth), 0.10 * self.truth, (live, self.truth))
+        mm = [s["mmap_live_bytes_end"] for s in rows]
+        self.assertLessEqual(mm[-1] - mm[5], 256 * 1024, mm)
 
     def test_state_and_plain_c_program(self):
         code = textwrap.dedent("""\
