@@ -32,7 +32,7 @@ namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
 Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, uint64_t{1} << 20, 100,
-                   false, false, false, "./memstep-out"};
+                   false, false, false, "./memstep-out", 0};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
 ShardedAddrMap<uint64_t, 6> g_big;
@@ -164,7 +164,16 @@ bool DecideSampleImpl(ThreadState& t, uint64_t* interval) {
   uint64_t T = g_interval.load(std::memory_order_relaxed);
   if (!t.seeded) {
     t.seeded = 1;
-    t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    if (g_config.seed != 0) {
+      // Fixed seeds (MEMSTEP_SEED): the n-th thread to draw gets seed + n, so
+      // a program whose allocations are deterministic is sampled the same way
+      // in every run.
+      static std::atomic<uint64_t> ordinal{0};
+      t.sampler.Seed(g_config.seed * 0x9E3779B97F4A7C15ull +
+                     ordinal.fetch_add(1, std::memory_order_relaxed));
+    } else {
+      t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
+    }
     t.gap_interval = T;
     t.bytes_until_sample += t.sampler.NextGap(T);
     if (t.bytes_until_sample >= 0) return false;

@@ -127,6 +127,7 @@ struct Config {
   bool disabled;
   bool quiet;
   char dir[1024];
+  uint64_t seed;  // MEMSTEP_SEED: fixed sampler seeds (tests); 0 = from the clock
 };
 extern Config g_config;
 

@@ -35,6 +35,7 @@ void ReadConfig() {
     else EnvReject("MEMSTEP_FLUSH_MS", "0", "a positive number of milliseconds");
   }
   if (EnvSize("MEMSTEP_SAMPLE_WARM", &v)) g_config.warm_interval = v;
+  if (EnvCount("MEMSTEP_SEED", &v)) g_config.seed = v;
   const char* prog = getenv("MEMSTEP_PROGRESSIVE");
   if (prog != nullptr && prog[0] != '\0') g_config.progressive = prog[0] != '0';
   // Recording every allocation is a request for exact data: by default a full

@@ -16,9 +16,10 @@ Checked:
     step within 30 %. At --sample-interval 4K about 9 samples per step are
     drawn (35 KiB / 4 KiB); the least-squares slope over 55 steps of that
     compound Poisson series has a relative standard error of about
-    sqrt(1.2 / (9 x 55)) = 5 %, so 30 % is 6 standard errors (a false
-    failure has probability of about 2e-9; the seeds are not fixed, the
-    sampler is seeded per thread from the clock);
+    sqrt(1.2 / (9 x 55)) = 5 %, so 30 % is 6 standard errors (over random
+    seeds a false failure would have probability of about 2e-9; the runs use
+    MEMSTEP_SEED and PYTHONHASHSEED, so they draw the same samples each time
+    the interpreter allocates the same way);
   * arenas whose blocks are counted are not anonymous mmaps: the mmap live
     series stays flat over the steps (the ~4 MiB kept need ~4 new 1 MiB
     arenas), while with MEMSTEP_PYMEM=0 it grows by >= 2 MiB (so this test
@@ -88,6 +89,8 @@ SCRIPT = textwrap.dedent("""\
         main(STEPS, probe)
     """).replace("STEPS", str(STEPS))
 DICT_LINE, LIST_LINE, STR_LINE = 7, 8, 9
+# Fixed sampler seeds and string hashes: the same samples in every run.
+SEEDED = {"MEMSTEP_SEED": "12345", "PYTHONHASHSEED": "0"}
 
 
 def slope_of(values, first=5):
@@ -119,6 +122,7 @@ class PymemTest(unittest.TestCase):
 
     def profile(self, extra_env=None, sample_interval="4K"):
         out = os.path.join(common.temp_dir(self), "run")
+        extra_env = dict(SEEDED, **(extra_env or {}))
         # hooks=True: `--no-python-hooks` leaves sitecustomize off PYTHONPATH (nothing
         # of memstep runs in Python then); without torch the step hooks do nothing.
         r = common.run_profiled([sys.executable, self.script], out, hooks=True, window=0,
@@ -255,7 +259,7 @@ class PymemTest(unittest.TestCase):
             """)
         out = os.path.join(common.temp_dir(self), "run")
         r = common.run_profiled([sys.executable, "-c", code], out, hooks=True, window=0,
-                                sample_interval="4K")
+                                sample_interval="4K", extra_env=SEEDED)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "ok\n")
         report = common.report_json(out)
@@ -300,7 +304,7 @@ class PymemTest(unittest.TestCase):
             """)
         out = os.path.join(common.temp_dir(self), "run")
         r = common.run_profiled([sys.executable, "-c", code], out, hooks=True, window=0,
-                                sample_interval="4K")
+                                sample_interval="4K", extra_env=SEEDED)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "child 0\n")
         report = common.report_json(out)
