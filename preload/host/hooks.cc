@@ -381,9 +381,12 @@ MEMSTEP_EXPORT size_t malloc_usable_size(void* p) noexcept {
 
 MEMSTEP_EXPORT void* mmap(void* a, size_t l, int pr, int fl, int fd, off_t o) noexcept {
   void* p = g_real.mmap(a, l, pr, fl, fd, o);
-  if (p != MAP_FAILED && (fl & MAP_ANONYMOUS) != 0 && !t_state.guard &&
-      g_state.load(std::memory_order_relaxed) == kRecording) {
-    RecordMmap(p, l, pr, fl);
+  if (p != MAP_FAILED && (fl & MAP_ANONYMOUS) != 0) {
+    if (t_state.guard) {
+      t_state.guarded_mmap = reinterpret_cast<uintptr_t>(p);  // not recorded (pymem.cc)
+    } else if (g_state.load(std::memory_order_relaxed) == kRecording) {
+      RecordMmap(p, l, pr, fl);
+    }
   }
   return p;
 }

@@ -160,7 +160,7 @@ namespace {
 
 // Decides whether the allocation whose countdown went negative is sampled.
 // Draws the thread's first gap lazily (memoryless: unbiased).
-bool DecideSample(ThreadState& t, uint64_t* interval) {
+bool DecideSampleImpl(ThreadState& t, uint64_t* interval) {
   int st = g_state.load(std::memory_order_relaxed);
   if (st == kNotYet) {
     t.bytes_until_sample = 0;  // ask again on the next allocation
@@ -209,6 +209,10 @@ uint8_t KindOf(AllocFn fn) {
   }
 }
 
+}  // namespace
+
+bool DecideSample(ThreadState& t, uint64_t* interval) { return DecideSampleImpl(t, interval); }
+
 void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
                uint32_t stack) {
   if (!Recording()) return;
@@ -241,6 +245,8 @@ void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
   fmt::RecordEncoder e(buf, sizeof(buf));
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
+
+namespace {
 
 bool IsPow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 

@@ -59,6 +59,15 @@ uint32_t CaptureStack(ThreadState& t);
 extern std::atomic<uint64_t> g_capture_ns;
 extern std::atomic<uint64_t> g_capture_count;
 void ThreadExit(void*);
+// The sampling decision of an allocation whose countdown ran out: draws the
+// next gap; true with *interval (the T the gap was drawn with, 0 for T <= 1)
+// when it is sampled.
+bool DecideSample(ThreadState& t, uint64_t* interval);
+// ALLOC record (and the in-process site estimate) of a sampled block; FREE
+// record with the sequence number taken before the block was released.
+void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
+               uint32_t stack);
+void EmitFree(ThreadState& t, const void* p, uint64_t seq);
 
 // Python frames in stacks (pyframes.cc).
 void PyFramesPoll();     // writer thread: finds CPython 3.11 (once, again after dlopen)

@@ -90,6 +90,7 @@ struct ThreadState {
   uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
   uintptr_t dl_sp;        // %rsp at the entry of the outermost dlopen running (0: none)
   uintptr_t dl_ret;       // the return address its caller left at dl_sp
+  uintptr_t guarded_mmap; // the last anonymous mmap made with the guard set (pymem.cc: arenas)
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 

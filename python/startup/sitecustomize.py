@@ -15,6 +15,13 @@ Contract:
     Import errors propagate unchanged.
   * Any other `sitecustomize` further along sys.path (the user's, the
     distribution's) still runs, after this one, as before.
+  * Python's allocator: when libmemstep.so is preloaded (LD_PRELOAD names
+    it), not MEMSTEP_DISABLE=1 and not MEMSTEP_PYMEM=0, it first calls the
+    library's memstep_pymem_install() through ctypes.PyDLL(None) (the GIL
+    held), which hooks pymalloc's domains and arenas (docs/python.md), before
+    any other code of the program runs. This is independent of
+    MEMSTEP_PYTHON_HOOKS. Any failure is silent here (the library says why
+    on stderr when it refuses).
 """
 
 import os
@@ -79,6 +86,22 @@ class _TorchFinder:
         return spec
 
 
+def _install_pymem():
+    env = os.environ
+    if "libmemstep" not in env.get("LD_PRELOAD", ""):
+        return
+    if env.get("MEMSTEP_DISABLE") == "1" or env.get("MEMSTEP_PYMEM") == "0":
+        return
+    try:
+        import ctypes
+        install = ctypes.PyDLL(None).memstep_pymem_install
+    except Exception:  # an older library, or no ctypes: Python's allocator stays unhooked
+        return
+    install.restype = ctypes.c_int
+    install.argtypes = []
+    install()
+
+
 def _install():
     if os.environ.get("MEMSTEP_PYTHON_HOOKS") != "1":
         return
@@ -136,5 +159,9 @@ def _chain():
             sys.modules["sitecustomize"] = ours
 
 
+try:
+    _install_pymem()
+except Exception:
+    pass
 _install()
 _chain()

@@ -596,6 +596,11 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     s.stack_id = a.key.stack;
     s.frames = resolver.Resolve(a.key.stack, a.first_ts);
     s.samples = a.samples;
+    if (s.kind == SiteKind::kHost) {
+      s.allocator = a.pymalloc_samples == 0            ? "malloc"
+                    : a.pymalloc_samples == a.samples ? "pymalloc"
+                                                      : "mixed";
+    }
     s.alloc_bytes = a.alloc_bytes;
     s.alloc_count = a.alloc_count;
     s.live_bytes_end = std::max(a.live_bytes, 0.0);

@@ -47,6 +47,10 @@ struct Site {
   std::string api;           // device sites: API of its first allocation ("cudaMalloc", ...)
   std::vector<Frame> frames;
   uint64_t samples = 0;             // sampled allocations recorded for this site
+  // Host sites: which allocator served its samples: "malloc" (the malloc
+  // family), "pymalloc" (CPython's own allocator, ALLOC kind 4), "mixed";
+  // "" for other sites.
+  std::string allocator;
   double alloc_bytes = 0;           // estimated bytes allocated over the run
   double alloc_count = 0;           // estimated allocations over the run
   double live_bytes_end = 0;        // estimated bytes still live at the end of the trace

@@ -107,6 +107,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       const uint32_t site = SiteIndex(Kind::kHost, e.stack, e.ts);
       Accumulator& s = sites_[site];
       ++s.samples;
+      if (e.kind == format::kKindPymalloc) ++s.pymalloc_samples;
       s.alloc_bytes += bytes;
       s.alloc_count += count;
       s.live_bytes += bytes;

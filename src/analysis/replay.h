@@ -56,6 +56,7 @@ class HeapReplay {
     SiteKey key;
     uint64_t first_ts = 0;    // first event of the site (for module lookup)
     uint64_t samples = 0;
+    uint64_t pymalloc_samples = 0;  // ALLOC records of kind kKindPymalloc among them
     double alloc_bytes = 0;
     double alloc_count = 0;
     double live_bytes = 0;

@@ -200,6 +200,7 @@ enum AllocKind : uint8_t {
   kKindCalloc = 1,
   kKindRealloc = 2,
   kKindAligned = 3,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
+  kKindPymalloc = 4,  // a block of CPython's pymalloc (object/mem domains, <= 512 B)
 };
 
 // Device allocation kinds (kTagDevAlloc `kind`). JSON names in

@@ -361,6 +361,7 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.Field("pid", s.pid);
   w.Field("stack_id", s.stack_id);
   w.Field("samples", s.samples);
+  w.Field("allocator", s.allocator);
   w.Field("alloc_bytes", s.alloc_bytes);
   w.Field("alloc_count", s.alloc_count);
   w.Field("live_bytes_end", s.live_bytes_end);

@@ -372,8 +372,11 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
     if (!at_peak && s->kind == SiteKind::kHost) {
       absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));
     }
-    absl::StrAppend(&out, absl::StrFormat("%s  %d samples  %s allocated in total",
+    absl::StrAppend(&out, absl::StrFormat("%s%s  %d samples  %s allocated in total",
                                           SiteKindName(s->kind),
+                                          s->allocator == "pymalloc" ? " (pymalloc)"
+                                          : s->allocator == "mixed"  ? " (malloc+pymalloc)"
+                                                                     : "",
                                           s->samples, HumanBytes(s->alloc_bytes)));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
     absl::StrAppend(&out, "\n");

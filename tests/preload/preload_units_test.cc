@@ -18,10 +18,84 @@
 #include "preload/core/interval_set.h"
 #include "preload/core/region.h"
 #include "preload/core/sampler.h"
+#include "preload/python/pymem_layout.h"
 #include "src/format/format.h"
 
 namespace memstep::preload {
 namespace {
+
+// ---- pymalloc's pool header (preload/python/pymem_layout.h) ----
+
+// A pool header as CPython's init_pool and pymalloc_alloc leave it after
+// `used` blocks of size class `szidx` were handed out from a fresh pool.
+void FakePool(uint8_t* hdr, size_t pool_size, uint32_t szidx, uint32_t used) {
+  memset(hdr, 0xAB, pymem::kPoolHeaderSize);
+  const uint32_t bs = static_cast<uint32_t>(pymem::BlockSize(szidx));
+  // pymalloc bumps nextoffset one block ahead while it is <= maxnextoffset.
+  const uint32_t capacity = static_cast<uint32_t>((pool_size - pymem::kPoolHeaderSize) / bs);
+  const uint32_t ahead = used + 1 < capacity ? used + 1 : capacity;
+  const uint32_t next = static_cast<uint32_t>(pymem::kPoolHeaderSize) + ahead * bs;
+  const uint32_t max_next = static_cast<uint32_t>(pool_size) - bs;
+  memcpy(hdr + pymem::kPoolCount, &used, 4);
+  memcpy(hdr + pymem::kPoolSzidx, &szidx, 4);
+  memcpy(hdr + pymem::kPoolNextOffset, &next, 4);
+  memcpy(hdr + pymem::kPoolMaxNextOffset, &max_next, 4);
+}
+
+TEST(PymemLayoutTest, SizeClassesAndBlockSizes) {
+  for (size_t n = 1; n <= 512; ++n) {
+    uint32_t c = pymem::SizeClass(n);
+    size_t bs = pymem::BlockSize(c);
+    EXPECT_GE(bs, n);
+    EXPECT_LT(bs - n, 16u) << n;
+    EXPECT_EQ(bs % 16, 0u);
+  }
+  EXPECT_EQ(pymem::BlockSize(0), 16u);
+  EXPECT_EQ(pymem::BlockSize(31), 512u);
+  EXPECT_EQ(pymem::SizeClass(16), 0u);
+  EXPECT_EQ(pymem::SizeClass(17), 1u);
+}
+
+TEST(PymemLayoutTest, HeaderOfEveryBlockMatches) {
+  uint8_t hdr[pymem::kPoolHeaderSize];
+  for (size_t ps : {size_t{1} << 14, size_t{1} << 12}) {
+    for (size_t n : {1, 8, 16, 17, 100, 256, 257, 500, 512}) {
+      const uint32_t c = pymem::SizeClass(n);
+      const size_t bs = pymem::BlockSize(c);
+      const uint32_t capacity = static_cast<uint32_t>((ps - pymem::kPoolHeaderSize) / bs);
+      for (uint32_t used = 1; used <= capacity; used += 7) {
+        FakePool(hdr, ps, c, used);
+        for (uint32_t i = 0; i < used; ++i) {
+          const size_t off = pymem::kPoolHeaderSize + i * bs;
+          EXPECT_TRUE(pymem::HeaderMatches(hdr, ps, off, n)) << ps << " " << n << " " << i;
+          EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, off + 16, n) && bs > 16);
+          EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, off, n + 16 <= 512 ? n + 16 : n - 16));
+        }
+        // The other pool size, a block beyond the used ones, zero and large requests.
+        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps == 4096 ? 16384 : 4096,
+                                          pymem::kPoolHeaderSize, n));
+        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize + (used + 1) * bs, n));
+        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize, 0));
+        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize, 513));
+        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, 0, n));
+      }
+    }
+  }
+}
+
+TEST(PymemLayoutTest, GarbageDoesNotMatch) {
+  // glibc chunk headers and zeroed memory where a pool header would be.
+  uint8_t hdr[pymem::kPoolHeaderSize] = {};
+  EXPECT_FALSE(pymem::HeaderMatches(hdr, 16384, 48, 1));
+  Sampler s;
+  s.Seed(99);
+  int matched = 0;
+  for (int i = 0; i < 100000; ++i) {
+    for (size_t k = 0; k < sizeof(hdr); ++k) hdr[k] = static_cast<uint8_t>(s.Next());
+    matched += pymem::HeaderMatches(hdr, 16384, 48, 1);
+  }
+  EXPECT_EQ(matched, 0);
+}
 
 // ---- Sampler ----
 // Tolerances are 5 standard errors: with a fixed seed the tests are

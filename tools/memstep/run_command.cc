@@ -67,8 +67,10 @@ std::string StepUsage() {
          "  --no-python-hooks       no zero-code PyTorch step hooks     MEMSTEP_PYTHON_HOOKS=0\n"
          "Alerts print one line on stderr (\"memstep: ALERT growth: ...\") and never stop the\n"
          "program unless --alert-abort. NVTX_INJECTION64_PATH is set to libmemstep.so unless\n"
-         "already set. Python hooks: PYTHONPATH gets <python>/startup and <python>, where\n"
-         "<python> is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/../share/memstep/python.\n";
+         "already set. Python: PYTHONPATH gets <python>/startup and <python>, where <python>\n"
+         "is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/../share/memstep/python; its\n"
+         "start-up hook also hooks Python's own allocator (pymalloc), also with\n"
+         "--no-python-hooks; MEMSTEP_PYMEM=0 leaves it alone.\n";
 }
 
 int UsageError(const std::string& message) {
@@ -161,10 +163,9 @@ std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
     regfree(&re);
     env->set.emplace_back("MEMSTEP_STEP_RANGE", step_range);
   }
-  if (!python_hooks) {
-    env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "0");
-    return "";
-  }
+  // The start-up hook goes on PYTHONPATH either way: with --no-python-hooks
+  // (MEMSTEP_PYTHON_HOOKS=0) it installs no PyTorch hooks but still hooks
+  // Python's own allocator (unless MEMSTEP_PYMEM=0).
   std::string dir = Env("MEMSTEP_PYTHON_DIR");
   if (dir.empty()) {
     const std::string exe_dir = ExeDir();
@@ -175,11 +176,12 @@ std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
       }
     }
   }
+  if (!python_hooks) env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "0");
   if (dir.empty() || !IsDir(dir)) return "";  // no hooks installed: skip silently
   std::string path = absl::StrCat(dir, "/startup:", dir);
   if (std::string old = Env("PYTHONPATH"); !old.empty()) absl::StrAppend(&path, ":", old);
   env->set.emplace_back("PYTHONPATH", path);
-  env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
+  if (python_hooks) env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
   return "";
 }
 

@@ -1,0 +1,578 @@
+// Python's own allocator (pymalloc): its blocks counted and sampled like malloc's.
+//
+// CPython serves requests of up to 512 bytes from pymalloc: pools of one size
+// class inside 1 MiB arenas that it takes with mmap. The malloc hooks never see
+// those blocks, and the arenas show up as anonymous mmaps. memstep_pymem_install
+// (called from memstep's sitecustomize through ctypes.PyDLL, so with the GIL
+// held, before the user's program runs) wraps, as tracemalloc does:
+//
+//  - the object and mem domains (PyMem_SetAllocator): every block the previous
+//    allocator returns that lies in an arena known to memstep is counted in the
+//    exact counters (its size class, read back from the pool header, at
+//    allocation and at free: the same number both times) and goes through the
+//    same Poisson countdown as malloc (requested size + 1), so a sampled block
+//    gets an ALLOC record of kind kKindPymalloc with its stack (Python frames
+//    from pyframes.cc) and its FREE record. Anything else the previous
+//    allocator returns (requests above 512 bytes, zero-size requests, a failed
+//    pool allocation: pymalloc passes them on to PyMem_RawMalloc, so to malloc)
+//    is the malloc hooks' and is not counted here. The raw domain is not
+//    wrapped: all it serves is malloc's.
+//  - the arena allocator (PyObject_SetArenaAllocator): each arena mapped after
+//    the install is entered in an address table (and its mmap, made under the
+//    reentrancy guard, is not recorded as an anonymous mapping). Blocks of
+//    arenas mapped before the install are not counted, neither at allocation
+//    nor at free, and those arenas stay counted as mmap until they are
+//    unmapped: what is counted is counted symmetrically and exactly.
+//
+// Block sizes come from the pool header at the pool's start (address & ~(POOL
+// SIZE - 1)): szidx (u32 at offset 36) gives the block size (szidx + 1) * 16.
+// The install validates that layout against blocks it allocates itself (every
+// header field must match for each of 34 requests; the pool size, 16 KiB or 4
+// KiB, is found the same way; headers are read with process_vm_readv, which
+// cannot fault) and does not hook anything when it fails: PYTHONMALLOC=malloc
+// or debug, a free-threaded build (mimalloc), an unknown layout.
+//
+// Sampled blocks are marked in a bitmap per arena (one bit per 16 bytes), read
+// at every free of a counted block. The object and mem domains are called with
+// the GIL held (one GIL per obmalloc state, also with 3.12's per-interpreter
+// GILs), so a block and its arena's bits change under one GIL; the arena table
+// is shared by all interpreters and changes under a spinlock, read lock-free.
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "preload/host/recorder.h"
+#include "preload/host/runtime.h"
+#include "preload/python/pymem_layout.h"
+#include "preload/steps/config.h"
+#include "src/format/format.h"
+
+namespace memstep::preload {
+
+namespace fmt = ::memstep::format;
+
+namespace {
+
+struct PyMemAllocatorEx {
+  void* ctx;
+  void* (*malloc)(void* ctx, size_t size);
+  void* (*calloc)(void* ctx, size_t nelem, size_t elsize);
+  void* (*realloc)(void* ctx, void* ptr, size_t new_size);
+  void (*free)(void* ctx, void* ptr);
+};
+struct PyObjectArenaAllocator {
+  void* ctx;
+  void* (*alloc)(void* ctx, size_t size);
+  void (*free)(void* ctx, void* ptr, size_t size);
+};
+enum { kDomainRaw = 0, kDomainMem = 1, kDomainObj = 2 };
+
+using GetAllocatorFn = void (*)(int, PyMemAllocatorEx*);
+using SetAllocatorFn = void (*)(int, PyMemAllocatorEx*);
+using GetArenaFn = void (*)(PyObjectArenaAllocator*);
+using SetArenaFn = void (*)(PyObjectArenaAllocator*);
+using NameFn = const char* (*)();
+
+// ---- the arena table ----
+//
+// Two levels: addr >> 32 selects a leaf (allocated on first use), then the
+// 256 KiB granule within those 4 GiB. An arena of size S >= 256 KiB overlaps
+// at most two arenas per granule, so each granule has two slots.
+constexpr int kGranuleShift = 18;
+constexpr size_t kLeafEntries = size_t{1} << (32 - kGranuleShift);
+constexpr size_t kTopEntries = size_t{1} << 16;  // 48-bit user addresses
+
+struct Arena {
+  uintptr_t base;
+  size_t size;
+  uint64_t* bits;  // one bit per 16 bytes: sampled blocks
+  size_t bits_len;
+  Arena* next_free;
+};
+struct Granule {
+  std::atomic<Arena*> slot[2];
+};
+struct Leaf {
+  Granule g[kLeafEntries];
+};
+
+std::atomic<Leaf*>* g_top = nullptr;  // kTopEntries
+SpinLock g_arena_lock;                // registration and removal
+Arena* g_arena_free = nullptr;        // free list of records (under the lock)
+Arena* g_arena_pool = nullptr;        // bump allocation of records
+size_t g_arena_pool_left = 0;
+
+PyMemAllocatorEx g_prev[3];
+PyObjectArenaAllocator g_prev_arena;
+size_t g_pool_size = 0;   // validated POOL_SIZE
+size_t g_arena_size = 0;  // of the first arena seen; others are not entered
+std::atomic<int> g_installed{0};  // 0 not tried, 1 hooked, 2 refused
+
+MEMSTEP_ALWAYS_INLINE Arena* FindArena(uintptr_t a) {
+  Leaf* leaf = g_top[(a >> 32) & (kTopEntries - 1)].load(std::memory_order_acquire);
+  if (leaf == nullptr) return nullptr;
+  Granule& g = leaf->g[(a >> kGranuleShift) & (kLeafEntries - 1)];
+  for (auto& s : g.slot) {
+    Arena* ar = s.load(std::memory_order_acquire);
+    if (ar != nullptr && a - ar->base < ar->size) return ar;
+  }
+  return nullptr;
+}
+
+// Under g_arena_lock.
+Granule* GranuleFor(uintptr_t a, bool create) {
+  std::atomic<Leaf*>& top = g_top[(a >> 32) & (kTopEntries - 1)];
+  Leaf* leaf = top.load(std::memory_order_acquire);
+  if (leaf == nullptr) {
+    if (!create) return nullptr;
+    leaf = static_cast<Leaf*>(RawMmap(sizeof(Leaf)));
+    if (leaf == nullptr) return nullptr;
+    top.store(leaf, std::memory_order_release);
+  }
+  return &leaf->g[(a >> kGranuleShift) & (kLeafEntries - 1)];
+}
+
+bool RegisterArena(uintptr_t base, size_t size) {
+  size_t bits_len = ((size >> 4) + 63) / 64 * 8;
+  auto* bits = static_cast<uint64_t*>(RawMmap(bits_len));
+  if (bits == nullptr) return false;
+  SpinLockHolder lock(&g_arena_lock);
+  Arena* ar = g_arena_free;
+  if (ar != nullptr) {
+    g_arena_free = ar->next_free;
+  } else {
+    if (g_arena_pool_left == 0) {
+      g_arena_pool = static_cast<Arena*>(RawMmap(size_t{1} << 16));
+      if (g_arena_pool == nullptr) {
+        RawMunmap(bits, bits_len);
+        return false;
+      }
+      g_arena_pool_left = (size_t{1} << 16) / sizeof(Arena);
+    }
+    ar = g_arena_pool++;
+    --g_arena_pool_left;
+  }
+  ar->base = base;
+  ar->size = size;
+  ar->bits = bits;
+  ar->bits_len = bits_len;
+  ar->next_free = nullptr;
+  // Every granule the arena overlaps needs a free slot (at most two arenas of
+  // size >= 256 KiB overlap one granule, but be defensive).
+  uintptr_t first = base >> kGranuleShift, last = (base + size - 1) >> kGranuleShift;
+  for (uintptr_t gi = first; gi <= last; ++gi) {
+    Granule* g = GranuleFor(gi << kGranuleShift, true);
+    if (g == nullptr || (g->slot[0].load(std::memory_order_relaxed) != nullptr &&
+                         g->slot[1].load(std::memory_order_relaxed) != nullptr)) {
+      for (uintptr_t gj = first; gj < gi; ++gj) {  // undo
+        Granule* h = GranuleFor(gj << kGranuleShift, false);
+        for (auto& s : h->slot) {
+          if (s.load(std::memory_order_relaxed) == ar) s.store(nullptr, std::memory_order_release);
+        }
+      }
+      RawMunmap(bits, bits_len);
+      ar->next_free = g_arena_free;
+      g_arena_free = ar;
+      return false;
+    }
+    auto& s = g->slot[0].load(std::memory_order_relaxed) == nullptr ? g->slot[0] : g->slot[1];
+    s.store(ar, std::memory_order_release);
+  }
+  return true;
+}
+
+// Removes the arena at `base` (true) or finds none (false).
+bool UnregisterArena(uintptr_t base) {
+  Arena* ar = FindArena(base);
+  if (ar == nullptr || ar->base != base) return false;
+  SpinLockHolder lock(&g_arena_lock);
+  uintptr_t first = base >> kGranuleShift, last = (base + ar->size - 1) >> kGranuleShift;
+  for (uintptr_t gi = first; gi <= last; ++gi) {
+    Granule* g = GranuleFor(gi << kGranuleShift, false);
+    if (g == nullptr) continue;
+    for (auto& s : g->slot) {
+      if (s.load(std::memory_order_relaxed) == ar) s.store(nullptr, std::memory_order_release);
+    }
+  }
+  // No block of an arena being freed is live, so no reader holds `ar`.
+  RawMunmap(ar->bits, ar->bits_len);
+  ar->bits = nullptr;
+  ar->next_free = g_arena_free;
+  g_arena_free = ar;
+  return true;
+}
+
+// ---- blocks ----
+
+struct Block {
+  Arena* arena;  // null: not counted here
+  size_t size;   // size class (bytes)
+  size_t bit;    // index in arena->bits
+};
+
+MEMSTEP_ALWAYS_INLINE Block Classify(const void* p) {
+  Block b{nullptr, 0, 0};
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  Arena* ar = FindArena(a);
+  if (ar == nullptr) return b;
+  uintptr_t pool = a & ~(uintptr_t{g_pool_size} - 1);
+  if (pool < ar->base) return b;  // never for a block of pymalloc
+  uint32_t szidx;
+  memcpy(&szidx, reinterpret_cast<const char*>(pool) + pymem::kPoolSzidx, sizeof(szidx));
+  b.arena = ar;
+  b.size = pymem::BlockSize(szidx);
+  b.bit = (a - ar->base) >> 4;
+  return b;
+}
+
+MEMSTEP_ALWAYS_INLINE bool BitTest(const Block& b) {
+  return (b.arena->bits[b.bit >> 6] >> (b.bit & 63)) & 1;
+}
+MEMSTEP_ALWAYS_INLINE void BitSet(const Block& b, bool on) {
+  uint64_t m = uint64_t{1} << (b.bit & 63);
+  if (on) {
+    b.arena->bits[b.bit >> 6] |= m;
+  } else {
+    b.arena->bits[b.bit >> 6] &= ~m;
+  }
+}
+
+// A sampled block: stack, bit, ALLOC record. Countdown already ran out.
+MEMSTEP_NOINLINE void SampleSlow(ThreadState& t, const void* p, size_t req, const Block& b,
+                                 uint8_t kind) {
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint64_t interval = 0;
+  if (!DecideSample(t, &interval)) return;
+  uint32_t stack = CaptureStack(t);
+  BitSet(b, true);
+  EmitAlloc(t, p, req, interval, kind, stack);
+}
+
+MEMSTEP_NOINLINE void FreeSampledSlow(ThreadState& t, const void* p, const Block& b) {
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  BitSet(b, false);
+  SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  EmitFree(t, p, NextSeq());
+}
+
+// The accounting of a new block p of `req` requested bytes.
+MEMSTEP_ALWAYS_INLINE void OnAlloc(void* p, size_t req, uint8_t kind) {
+  if (p == nullptr) return;
+  Block b = Classify(p);
+  if (b.arena == nullptr) return;  // malloc's (seen by the malloc hooks) or uncounted
+  ThreadState& t = t_state;
+  CountAlloc(t, b.size);
+  if (t.guard) return;
+  t.bytes_until_sample -= static_cast<int64_t>(req + 1);
+  if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) SampleSlow(t, p, req, b, kind);
+}
+
+// The accounting of freeing p (before the previous allocator frees it: the
+// FREE record's sequence number comes before the block can be reused).
+MEMSTEP_ALWAYS_INLINE void OnFree(void* p) {
+  if (p == nullptr) return;
+  Block b = Classify(p);
+  if (b.arena == nullptr) return;
+  ThreadState& t = t_state;
+  if (MEMSTEP_UNLIKELY(BitTest(b))) {
+    if (t.guard) {
+      BitSet(b, false);  // nested in memstep (not expected): count only
+    } else {
+      FreeSampledSlow(t, p, b);
+    }
+  }
+  CountFree(t, b.size);
+}
+
+template <int D>
+void* WrapMalloc(void*, size_t n) {
+  void* p = g_prev[D].malloc(g_prev[D].ctx, n);
+  OnAlloc(p, n, fmt::kKindPymalloc);
+  return p;
+}
+
+template <int D>
+void* WrapCalloc(void*, size_t m, size_t n) {
+  void* p = g_prev[D].calloc(g_prev[D].ctx, m, n);
+  OnAlloc(p, m * n, fmt::kKindPymalloc);  // no overflow when p != NULL
+  return p;
+}
+
+template <int D>
+void* WrapRealloc(void*, void* p, size_t n) {
+  if (p == nullptr) {
+    void* q = g_prev[D].realloc(g_prev[D].ctx, nullptr, n);
+    OnAlloc(q, n, fmt::kKindPymalloc);
+    return q;
+  }
+  Block old = Classify(p);
+  if (old.arena == nullptr) {
+    // A malloc block (or an uncounted one) stays where it is or moves to
+    // malloc: pymalloc never moves a block it does not own into a pool.
+    void* q = g_prev[D].realloc(g_prev[D].ctx, p, n);
+    if (q != p) OnAlloc(q, n, fmt::kKindPymalloc);
+    return q;
+  }
+  ThreadState& t = t_state;
+  const bool sampled = BitTest(old);
+  uint64_t free_seq = sampled && !t.guard ? NextSeq() : 0;
+  void* q = g_prev[D].realloc(g_prev[D].ctx, p, n);
+  if (q == nullptr) return nullptr;  // p is untouched (and still sampled)
+  // p was released (or reused in place) under the GIL this thread holds: no
+  // one else can have taken it yet.
+  if (sampled) {
+    if (t.guard) {
+      BitSet(old, false);
+    } else {
+      GuardScope guard(t);
+      ErrnoSaver errno_saver;
+      EnsureThread(t);
+      BitSet(old, false);
+      SitesOnFree(reinterpret_cast<uintptr_t>(p));
+      EmitFree(t, p, free_seq);
+    }
+  }
+  CountFree(t, old.size);
+  OnAlloc(q, n, fmt::kKindPymalloc);  // a pool block again, or malloc's (> 512 B)
+  return q;
+}
+
+template <int D>
+void WrapFree(void*, void* p) {
+  OnFree(p);
+  g_prev[D].free(g_prev[D].ctx, p);
+}
+
+void* WrapArenaAlloc(void*, size_t size) {
+  ThreadState& t = t_state;
+  if (t.guard) return g_prev_arena.alloc(g_prev_arena.ctx, size);
+  void* a;
+  {
+    GuardScope guard(t);
+    t.guarded_mmap = 0;
+    a = g_prev_arena.alloc(g_prev_arena.ctx, size);
+  }
+  // Entered only when the arena is the anonymous mapping just made under the
+  // guard (so not recorded as one); an arena from malloc or a mapping that
+  // was recorded stays what it is, and its blocks are not counted.
+  const bool mapped = a != nullptr && reinterpret_cast<uintptr_t>(a) == t.guarded_mmap;
+  if (!mapped) return a;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if ((g_arena_size == 0 || size == g_arena_size) && size >= (size_t{1} << kGranuleShift) &&
+      RegisterArena(reinterpret_cast<uintptr_t>(a), size)) {
+    if (g_arena_size == 0) g_arena_size = size;
+  } else if (Recording()) {
+    // Not entered (no memory for the table, an unexpected size): the mapping
+    // is counted as the anonymous mmap it is, and its blocks are not.
+    RecordMmap(a, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  }
+  return a;
+}
+
+void WrapArenaFree(void*, void* p, size_t size) {
+  ThreadState& t = t_state;
+  bool ours;
+  {
+    GuardScope guard(t);
+    ours = UnregisterArena(reinterpret_cast<uintptr_t>(p));
+  }
+  if (ours) {
+    GuardScope guard(t);  // its munmap is not an anonymous mapping's
+    g_prev_arena.free(g_prev_arena.ctx, p, size);
+  } else {
+    g_prev_arena.free(g_prev_arena.ctx, p, size);
+  }
+}
+
+// ---- validation ----
+
+// Reads n bytes at `addr` without faulting. *denied: the system call itself
+// is not allowed (a seccomp filter: EPERM, ENOSYS), as opposed to EFAULT.
+bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied) {
+  struct iovec local = {out, n};
+  struct iovec remote = {reinterpret_cast<void*>(addr), n};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n)) return true;
+  if (errno == EPERM || errno == ENOSYS) *denied = true;
+  return false;
+}
+
+// The pool size for which every block of `ptrs` (requested sizes `sizes`) has
+// a consistent pool header, or 0.
+size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n, bool* denied) {
+  static const size_t kCandidates[] = {size_t{1} << 14, size_t{1} << 12};
+  for (size_t ps : kCandidates) {
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) {
+      uintptr_t a = reinterpret_cast<uintptr_t>(ptrs[i]);
+      uintptr_t pool = a & ~(uintptr_t{ps} - 1);
+      uint8_t hdr[pymem::kPoolHeaderSize];
+      ok = ptrs[i] != nullptr && SafeRead(pool, hdr, sizeof(hdr), denied) &&
+           pymem::HeaderMatches(hdr, ps, a - pool, sizes[i]);
+    }
+    if (ok) return ps;
+  }
+  return 0;
+}
+
+void Say(const char* msg) {
+  if (!g_config.quiet) (void)!write(2, msg, strlen(msg));
+}
+
+void NoticeOnce(const char* text) {
+  if (!Recording()) return;
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  EnsureThread(t);
+  EmitNoticeRecord(t, text);
+}
+
+void AtforkPrepare() { g_arena_lock.Lock(); }
+void AtforkParent() { g_arena_lock.Unlock(); }
+void AtforkChild() { g_arena_lock.Reset(); }
+
+void Refuse(const char* why) {
+  g_installed.store(2, std::memory_order_release);
+  char line[512];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s != '\0' && n + 2 < sizeof(line)) line[n++] = *s++;
+  };
+  put("memstep: Python's allocator not hooked: ");
+  put(why);
+  put("; Python objects of up to 512 bytes are not counted");
+  line[n] = '\0';
+  NoticeOnce(line);
+  line[n++] = '\n';
+  line[n] = '\0';
+  Say(line);
+}
+
+}  // namespace
+
+}  // namespace memstep::preload
+
+using namespace memstep::preload;  // NOLINT: C entry point
+
+// Hooks CPython's object and mem domains and its arena allocator (see above).
+// Call with the GIL held, once the interpreter is initialised (memstep's
+// sitecustomize does, through ctypes.PyDLL). Returns 1 when hooked (now or
+// before), 0 otherwise: not a Python process (nothing happens), disabled
+// (MEMSTEP_PYMEM=0, MEMSTEP_DISABLE), or refused (one line on stderr and a
+// NOTICE in the trace saying why).
+MEMSTEP_EXPORT int memstep_pymem_install(void) {
+  int st = g_installed.load(std::memory_order_acquire);
+  if (st != 0) return st == 1 ? 1 : 0;
+  ResolveReal();
+  auto get = reinterpret_cast<GetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_GetAllocator"));
+  auto set = reinterpret_cast<SetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_SetAllocator"));
+  auto get_arena =
+      reinterpret_cast<GetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator"));
+  auto set_arena =
+      reinterpret_cast<SetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator"));
+  auto gil_check = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "PyGILState_Check"));
+  if (get == nullptr || set == nullptr || get_arena == nullptr || set_arena == nullptr ||
+      gil_check == nullptr) {
+    return 0;  // not a Python process: nothing to do, nothing to say
+  }
+  const char* env = getenv("MEMSTEP_PYMEM");
+  if (env != nullptr && env[0] == '0' && env[1] == '\0') {
+    g_installed.store(2, std::memory_order_release);
+    return 0;
+  }
+  if (g_config.disabled || g_state.load(std::memory_order_acquire) == kDisabled) return 0;
+  if (!gil_check()) {
+    Say("memstep: memstep_pymem_install called without the GIL; Python's allocator not hooked\n");
+    return 0;
+  }
+  PyMemAllocatorEx obj;
+  get(kDomainObj, &obj);
+  // Validation: blocks of every kind of size, from the current allocator.
+  static const size_t kSizes[] = {1,   8,   15,  16,  17,  24,  31,  32,  33,  48,  63,  64,
+                                  65,  96,  100, 128, 129, 160, 200, 255, 256, 257, 300, 320,
+                                  384, 385, 400, 448, 480, 500, 504, 510, 511, 512};
+  constexpr int kN = sizeof(kSizes) / sizeof(kSizes[0]);
+  void* ptrs[kN];
+  for (int i = 0; i < kN; ++i) ptrs[i] = obj.malloc(obj.ctx, kSizes[i]);
+  bool denied = false;
+  size_t ps;
+  {
+    ErrnoSaver errno_saver;
+    ps = ValidateLayout(ptrs, kSizes, kN, &denied);
+  }
+  for (int i = kN - 1; i >= 0; --i) {
+    if (ptrs[i] != nullptr) obj.free(obj.ctx, ptrs[i]);
+  }
+  if (ps == 0) {
+    auto name_fn =
+        reinterpret_cast<NameFn>(OwnDlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName"));
+    const char* name = name_fn != nullptr ? name_fn() : nullptr;
+    if (name != nullptr && strncmp(name, "malloc", 6) == 0) {
+      // PYTHONMALLOC=malloc or malloc_debug: every Python object comes from
+      // malloc and is counted by the malloc hooks. Nothing is lost: a NOTICE
+      // in the trace only.
+      g_installed.store(2, std::memory_order_release);
+      NoticeOnce(strcmp(name, "malloc") == 0
+                     ? "Python's allocator is malloc (PYTHONMALLOC=malloc): not wrapped, its "
+                       "objects are counted by the malloc hooks"
+                     : "Python's allocator is malloc with debug hooks (PYTHONMALLOC="
+                       "malloc_debug): not wrapped, its objects are counted by the malloc hooks");
+      return 0;
+    }
+    if (denied) {
+      Refuse("process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
+             "layout cannot be checked safely");
+      return 0;
+    }
+    char why[160] = "pymalloc's pool layout was not recognised (allocator: ";
+    size_t n = strlen(why);
+    const char* nm = name != nullptr ? name : "unknown";
+    while (*nm != '\0' && n + 3 < sizeof(why)) why[n++] = *nm++;
+    why[n++] = ')';
+    why[n] = '\0';
+    Refuse(why);
+    return 0;
+  }
+  g_top = static_cast<std::atomic<Leaf*>*>(RawMmap(kTopEntries * sizeof(std::atomic<Leaf*>)));
+  if (g_top == nullptr) {
+    Refuse("no memory for the arena table");
+    return 0;
+  }
+  g_pool_size = ps;
+  pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+  // The domains first, then the arena allocator: an arena mapped in between
+  // (another interpreter, 3.12+) is simply unknown, and its blocks uncounted
+  // both ways. This thread holds the GIL: its own interpreter allocates
+  // nothing meanwhile.
+  get(kDomainMem, &g_prev[kDomainMem]);
+  get(kDomainObj, &g_prev[kDomainObj]);
+  PyMemAllocatorEx mem = {nullptr, WrapMalloc<kDomainMem>, WrapCalloc<kDomainMem>,
+                          WrapRealloc<kDomainMem>, WrapFree<kDomainMem>};
+  PyMemAllocatorEx ob = {nullptr, WrapMalloc<kDomainObj>, WrapCalloc<kDomainObj>,
+                         WrapRealloc<kDomainObj>, WrapFree<kDomainObj>};
+  set(kDomainMem, &mem);
+  set(kDomainObj, &ob);
+  get_arena(&g_prev_arena);
+  PyObjectArenaAllocator arena = {nullptr, WrapArenaAlloc, WrapArenaFree};
+  set_arena(&arena);
+  g_installed.store(1, std::memory_order_release);
+  return 1;
+}
+
+// For tests: 1 hooked, 2 refused or switched off, 0 not tried; *pool_size the
+// validated POOL_SIZE.
+MEMSTEP_EXPORT int memstep_pymem_state(uint64_t* pool_size) {
+  if (pool_size != nullptr) *pool_size = g_pool_size;
+  return g_installed.load(std::memory_order_acquire);
+}
