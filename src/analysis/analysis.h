@@ -29,6 +29,9 @@ struct Frame {
   std::string module;        // path of the ELF object, "" when unknown
   bool inlined = false;
   uint64_t module_offset = 0;  // ip - load_bias (ELF virtual address), 0 when unknown
+  // false: no symbol names the address (or symbolization was off), and
+  // `function` is "module+0xOFFSET" ("0xIP" outside every mapping).
+  bool symbolized = true;
 };
 
 // A call site: one deduplicated stack (allocation frames inside memstep and
