@@ -33,7 +33,8 @@
 namespace memstep::analysis {
 
 // Allocator entry points stripped from the top of stacks when they are found
-// in libc or libstdc++.
+// in libc, libstdc++ or the dynamic loader (ld.so calls malloc through a
+// wrapper of its own, named malloc and calloc).
 inline std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -42,7 +43,8 @@ inline std::string Basename(const std::string& path) {
 inline bool IsAllocatorFrame(const Frame& f) {
   const std::string base = Basename(f.module);
   if (!absl::StartsWith(base, "libc.so") && !absl::StartsWith(base, "libc-") &&
-      !absl::StartsWith(base, "libstdc++")) {
+      !absl::StartsWith(base, "libstdc++") && !absl::StartsWith(base, "ld-linux") &&
+      base != "ld.so") {
     return false;
   }
   static const char* const kNames[] = {
@@ -109,12 +111,16 @@ class FrameResolver {
       for (uint64_t ip : ips) {
         const Resolved& r = FramesOf(ip, ts);
         if (r.memstep) continue;
+        auto first = r.frames.begin();
         if (leading && pass < 2) {
           const Frame& outer = r.frames.back();
           if (IsAllocatorFrame(outer) || (pass == 0 && IsCudaFrame(outer))) continue;
+          // An allocator entry inlined into its caller (ld.so's malloc and
+          // calloc wrappers): the caller is the first frame.
+          while (first->inlined && IsAllocatorFrame(*first)) ++first;
         }
         leading = false;
-        out.insert(out.end(), r.frames.begin(), r.frames.end());
+        out.insert(out.end(), first, r.frames.end());
       }
     }
     if (out.empty() && !ips.empty()) {
