@@ -23,7 +23,7 @@ namespace memstep::analysis {
 // of the function they were inlined into, with inlined = true.
 struct Frame {
   uint64_t ip = 0;           // runtime return address as recorded
-  std::string function;      // demangled; "??" when unknown
+  std::string function;      // demangled; "module+0xOFFSET" when no symbol (see `symbolized`)
   std::string file;          // source file, "" when unknown
   int line = 0;              // 0 when unknown
   std::string module;        // path of the ELF object, "" when unknown

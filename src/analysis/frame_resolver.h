@@ -226,7 +226,8 @@ class FrameResolver {
     f.module = "<python>";
     const std::string& s = trace_.String(format::PyFrameString(ip));
     std::vector<std::string> parts = absl::StrSplit(s, '\0');
-    f.function = parts.size() > 0 && !parts[0].empty() ? parts[0] : "??";
+    f.symbolized = parts.size() > 0 && !parts[0].empty();
+    f.function = f.symbolized ? parts[0] : "<python frame>";
     if (parts.size() > 1) f.file = parts[1];
     if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &f.line)) f.line = 0;
     it->second.frames.push_back(std::move(f));
