@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages memstep needs to build, test and benchmark
-# (python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
+# (xz-utils: the MiniDebugInfo test of tests/symbolize compresses a
+# .gnu_debugdata section; python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
 # libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
 # the outside test suites of tests/suites/).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
-  build-essential cmake ninja-build pkg-config binutils
+  build-essential cmake ninja-build pkg-config binutils xz-utils
   libunwind-dev libabsl-dev libzstd-dev libdw-dev libelf-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev

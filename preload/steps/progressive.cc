@@ -31,11 +31,11 @@
 //    at every step end, the growth of the exact live bytes since the
 //    checkpoint is compared with the growth of the sites' long-lived
 //    hunt-born samples (sites.cc): the hunt ends "explained" when
-//    the sites that grew most cover >= 75 % of it with >= 12 long-lived
+//    the sites that grew most cover >= 75 % of it with >= 24 long-lived
 //    samples, "stopped" when the exact growth stopped (no rise over the last
 //    kHuntWindow steps, p > 0.1), and "gave up" after kHuntMaxSteps;
 //  - then T doubles every step back to the schedule's; a new hunt may begin
-//    kHuntCooldown steps later (twice that after an explained one).
+//    kHuntCooldown steps later, if the growth goes on.
 // Each begin and end writes a HUNT record.
 //
 // Estimates stay unbiased because every sample carries the T its gap was
@@ -72,9 +72,9 @@ constexpr double kHuntZ = 3.09;           // one-sided p = 0.001
 constexpr double kHuntGoneZ = 1.28;       // growth "stopped": not even p = 0.1
 constexpr uint64_t kHuntMinRate = 256;    // bytes/step below which growth is ignored
 constexpr uint64_t kHuntSettle = 4;       // steps from the begin to the checkpoint
-constexpr uint64_t kHuntWindow = 8;       // steps after it before the first check
+constexpr uint64_t kHuntWindow = 16;      // steps after it before the first check
 constexpr uint64_t kHuntMaxSteps = 64;    // then the hunt gives up
-constexpr int64_t kHuntMinSamples = 12;   // new long-lived samples an explanation needs
+constexpr int64_t kHuntMinSamples = 24;   // new long-lived samples an explanation needs
 constexpr double kHuntCover = 0.75;       // share of the exact growth the sites must cover
 constexpr uint64_t kHuntCooldown = 32;    // steps after a hunt before the next may begin
 constexpr uint64_t kHuntMinT = 256;
@@ -328,7 +328,7 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
       SitesHuntOn(false);
       if (outcome == fmt::kHuntExplained) ++h.explained;
       h.phase = Hunt::kDecaying;
-      h.next_ok = s.steps + (h.explained > 0 ? 2 * kHuntCooldown : kHuntCooldown);
+      h.next_ok = s.steps + kHuntCooldown;
       *emit = true;
       rec->phase = 1;
       rec->outcome = outcome;

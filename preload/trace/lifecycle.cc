@@ -23,6 +23,9 @@ namespace memstep::preload {
 
 namespace fmt = ::memstep::format;
 
+uint8_t g_self_build_id[64];
+uint32_t g_self_build_id_len = 0;
+
 void ReadConfig() {
   uint64_t v;
   if (EnvSize("MEMSTEP_SAMPLE_INTERVAL", &v)) g_config.sample_interval = v;
@@ -154,6 +157,7 @@ int FindSelf(struct dl_phdr_info* info, size_t, void* data) {
   if (me >= lo && me < hi) {
     g_self_lo = lo;
     g_self_hi = hi;
+    g_self_build_id_len = ReadGnuBuildId(info, g_self_build_id, sizeof(g_self_build_id));
     return 1;
   }
   return 0;

@@ -30,6 +30,30 @@ namespace memstep::preload {
 
 namespace fmt = ::memstep::format;
 
+uint32_t ReadGnuBuildId(const struct dl_phdr_info* info, uint8_t* out, uint32_t cap) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    size_t align = ph.p_align >= 8 ? 8 : 4;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
+    const uint8_t* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr)* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      size_t name_off = sizeof(ElfW(Nhdr));
+      size_t desc_off = name_off + ((nh->n_namesz + align - 1) & ~(align - 1));
+      size_t next = desc_off + ((nh->n_descsz + align - 1) & ~(align - 1));
+      if (p + desc_off + nh->n_descsz > end) break;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+          memcmp(p + name_off, "GNU", 4) == 0 && nh->n_descsz <= cap) {
+        memcpy(out, p + desc_off, nh->n_descsz);
+        return nh->n_descsz;
+      }
+      p += next;
+    }
+  }
+  return 0;
+}
+
 namespace {
 
 constexpr int kMaxMappings = 4096;
@@ -59,28 +83,7 @@ char g_path_pool[kMaxMappings * 128];
 size_t g_path_used = 0;
 
 void ReadBuildId(const struct dl_phdr_info* info, SeenMap* m) {
-  m->build_id_len = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    size_t align = ph.p_align >= 8 ? 8 : 4;
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
-    const uint8_t* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const ElfW(Nhdr)* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      size_t name_off = sizeof(ElfW(Nhdr));
-      size_t desc_off = name_off + ((nh->n_namesz + align - 1) & ~(align - 1));
-      size_t next = desc_off + ((nh->n_descsz + align - 1) & ~(align - 1));
-      if (p + desc_off + nh->n_descsz > end) break;
-      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-          memcmp(p + name_off, "GNU", 4) == 0 && nh->n_descsz <= sizeof(m->build_id)) {
-        memcpy(m->build_id, p + desc_off, nh->n_descsz);
-        m->build_id_len = nh->n_descsz;
-        return;
-      }
-      p += next;
-    }
-  }
+  m->build_id_len = ReadGnuBuildId(info, m->build_id, sizeof(m->build_id));
 }
 
 // The loader's count of objects added plus removed, as dl_iterate_phdr

@@ -291,6 +291,14 @@ bool WriteHeader(int fd, bool fork_child, const char* parent_path, const char* h
                       : dlsym(RTLD_DEFAULT, "mallctl") != nullptr ? "jemalloc"
                                                                   : "other";
   PutTlv(buf, &len, cap, fmt::kTlvAllocator, alloc, StrLen(alloc));
+  if (g_self_hi > g_self_lo) {
+    uint8_t self[16 + sizeof(g_self_build_id)];
+    uint64_t range[2] = {g_self_lo, g_self_hi};  // x86-64: little-endian
+    memcpy(self, range, 16);
+    uint32_t id_len = g_self_build_id_len <= sizeof(g_self_build_id) ? g_self_build_id_len : 0;
+    memcpy(self + 16, g_self_build_id, id_len);
+    PutTlv(buf, &len, cap, fmt::kTlvProfiler, self, 16 + id_len);
+  }
   PutTlv(buf, &len, cap, fmt::kTlvEnd, nullptr, 0);
   h.header_len = static_cast<uint32_t>(len + 4);
   memcpy(buf, &h, sizeof(h));

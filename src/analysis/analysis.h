@@ -23,12 +23,15 @@ namespace memstep::analysis {
 // of the function they were inlined into, with inlined = true.
 struct Frame {
   uint64_t ip = 0;           // runtime return address as recorded
-  std::string function;      // demangled; "??" when unknown
+  std::string function;      // demangled; "module+0xOFFSET" when no symbol (see `symbolized`)
   std::string file;          // source file, "" when unknown
   int line = 0;              // 0 when unknown
   std::string module;        // path of the ELF object, "" when unknown
   bool inlined = false;
   uint64_t module_offset = 0;  // ip - load_bias (ELF virtual address), 0 when unknown
+  // false: no symbol names the address (or symbolization was off), and
+  // `function` is "module+0xOFFSET" ("0xIP" outside every mapping).
+  bool symbolized = true;
 };
 
 // A call site: one deduplicated stack (allocation frames inside memstep and

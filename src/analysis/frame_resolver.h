@@ -1,10 +1,12 @@
 // FrameResolver: turns a trace's stack ids into symbolized frames for the
-// report, stripping memstep's and the allocator's frames at the top and the
-// process/thread start-up frames at the bottom. Internal to src/analysis.
+// report, dropping memstep's own frames wherever they are, the allocator's
+// frames at the top and the process/thread start-up frames at the bottom.
+// Internal to src/analysis.
 //
 // Contract: frames are cached per (mapping, ip); an ip outside every mapping
-// becomes one frame named by its hex address; a mapped ip that cannot be
-// symbolized becomes "module+0xoffset".
+// becomes one frame named by its hex address; a mapped ip that no symbol
+// covers (or that is not symbolized) becomes "module+0xoffset", never "??".
+// A stack made only of memstep's frames becomes one frame, kInsideMemstep.
 
 #ifndef MEMSTEP_SRC_ANALYSIS_FRAME_RESOLVER_H_
 #define MEMSTEP_SRC_ANALYSIS_FRAME_RESOLVER_H_
@@ -31,7 +33,8 @@
 namespace memstep::analysis {
 
 // Allocator entry points stripped from the top of stacks when they are found
-// in libc or libstdc++.
+// in libc, libstdc++ or the dynamic loader (ld.so calls malloc through a
+// wrapper of its own, named malloc and calloc).
 inline std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -40,7 +43,8 @@ inline std::string Basename(const std::string& path) {
 inline bool IsAllocatorFrame(const Frame& f) {
   const std::string base = Basename(f.module);
   if (!absl::StartsWith(base, "libc.so") && !absl::StartsWith(base, "libc-") &&
-      !absl::StartsWith(base, "libstdc++")) {
+      !absl::StartsWith(base, "libstdc++") && !absl::StartsWith(base, "ld-linux") &&
+      base != "ld.so") {
     return false;
   }
   static const char* const kNames[] = {
@@ -66,6 +70,9 @@ inline bool IsStartupFrame(const Frame& f) {
   return false;
 }
 
+// The one frame left of a stack whose every frame was memstep's own.
+inline constexpr char kInsideMemstep[] = "<inside memstep>";
+
 // A frame inside the CUDA runtime or driver library.
 inline bool IsCudaFrame(const Frame& f) {
   const std::string base = Basename(f.module);
@@ -82,34 +89,58 @@ class FrameResolver {
 #endif
   }
 
-  // Frames of one stack, with memstep's and the allocator's frames stripped.
-  // `device`: a device allocation's stack, whose leading frames inside the
-  // CUDA runtime or driver (the cudaMalloc that called cuMemAlloc_v2) are
-  // stripped too, unless nothing else would remain: the API is reported
-  // separately, the caller of the API is the site.
+  // Frames of one stack. memstep's own frames are dropped wherever they are
+  // (its hooks at the top; in the middle, its wrappers of cudaMalloc or
+  // dlclose, which call the real function whose frame stays); the frames
+  // around them are kept. Then the leading allocator frames (malloc in libc,
+  // operator new in libstdc++) are stripped, and with `device` (a device
+  // allocation's stack) also the leading frames inside the CUDA runtime or
+  // driver (the cudaMalloc that called cuMemAlloc_v2): the API is reported
+  // separately, the caller of the API is the site. Whatever would leave
+  // nothing is not stripped (CUDA frames first, then allocator frames); a
+  // stack of memstep's frames only becomes one kInsideMemstep frame.
   std::vector<Frame> Resolve(uint64_t stack_id, uint64_t ts, bool device = false) {
     std::vector<Frame> out;
     auto it = trace_.stacks.find(stack_id);
     if (it == trace_.stacks.end()) return out;
-    bool leading = true;
-    for (uint64_t ip : it->second) {
-      const std::vector<Frame>& frames = FramesOf(ip, ts);
-      if (leading) {
-        const Frame& outer = frames.back();
-        if (absl::EndsWith(outer.module, "libmemstep.so") || IsAllocatorFrame(outer) ||
-            (device && IsCudaFrame(outer))) {
-          continue;
+    const std::vector<uint64_t>& ips = it->second;
+    // Pass 0: strip leading allocator and CUDA frames; 1: allocator frames
+    // only; 2: nothing but memstep's.
+    for (int pass = device ? 0 : 1; pass <= 2 && out.empty(); ++pass) {
+      bool leading = true;
+      for (uint64_t ip : ips) {
+        const Resolved& r = FramesOf(ip, ts);
+        if (r.memstep) continue;
+        auto first = r.frames.begin();
+        if (leading && pass < 2) {
+          const Frame& outer = r.frames.back();
+          if (IsAllocatorFrame(outer) || (pass == 0 && IsCudaFrame(outer))) continue;
+          // An allocator entry inlined into its caller (ld.so's malloc and
+          // calloc wrappers): the caller is the first frame.
+          while (first->inlined && IsAllocatorFrame(*first)) ++first;
         }
         leading = false;
+        out.insert(out.end(), first, r.frames.end());
       }
-      out.insert(out.end(), frames.begin(), frames.end());
     }
-    if (out.empty() && device) return Resolve(stack_id, ts, false);
+    if (out.empty() && !ips.empty()) {
+      Frame f;
+      f.ip = ips.front();
+      f.function = kInsideMemstep;
+      f.symbolized = false;
+      out.push_back(std::move(f));
+    }
     while (out.size() > 1 && IsStartupFrame(out.back())) out.pop_back();
     return out;
   }
 
  private:
+  // The frames of one ip (innermost first) and whether it is memstep's.
+  struct Resolved {
+    std::vector<Frame> frames;  // never empty
+    bool memstep = false;
+  };
+
   // The mapping covering `ip` that was loaded at `ts`, else the last one
   // covering it; -1 if none.
   int64_t MappingOf(uint64_t ip, uint64_t ts) const {
@@ -123,28 +154,47 @@ class FrameResolver {
     return fallback;
   }
 
-  const std::vector<Frame>& FramesOf(uint64_t ip, uint64_t ts) {
+  // memstep's own code: inside the range the trace header's PROFILER TLV
+  // gives, in an object with the build-id it gives (a renamed or copied
+  // libmemstep.so), or (traces without that TLV) in a file named
+  // libmemstep.so*.
+  bool IsMemstep(uint64_t ip, int64_t mi) const {
+    if (trace_.profiler_start <= ip && ip < trace_.profiler_end) return true;
+    if (mi < 0) return false;
+    const reader::Mapping& m = trace_.mappings[mi];
+    if (!trace_.profiler_build_id.empty() && m.build_id == trace_.profiler_build_id) return true;
+    return absl::StartsWith(Basename(m.path), "libmemstep.so");
+  }
+
+  const Resolved& FramesOf(uint64_t ip, uint64_t ts) {
     if (format::IsPyFrame(ip)) return PyFrameOf(ip);
     const int64_t mi = MappingOf(ip, ts);
     auto [it, inserted] = cache_.try_emplace(std::make_pair(mi, ip));
     if (!inserted) return it->second;
-    std::vector<Frame>& frames = it->second;
+    Resolved& r = it->second;
+    r.memstep = IsMemstep(ip, mi);
+    std::vector<Frame>& frames = r.frames;
     if (mi < 0) {
       Frame f;
       f.ip = ip;
       f.function = absl::StrFormat("0x%x", ip);
+      f.symbolized = false;
       frames.push_back(f);
-      return frames;
+      return r;
     }
     const reader::Mapping& m = trace_.mappings[mi];
     const uint64_t offset = ip - m.load_bias;
+    // What an address no symbol covers is called: "libfoo.so+0x1a2b3", the
+    // ELF virtual address of the return address (addr2line -e libfoo.so).
+    const std::string unnamed = absl::StrFormat("%s+0x%x", Basename(m.path), offset);
 #ifdef MEMSTEP_HAVE_SYMBOLIZER
     if (symbolizer_ != nullptr) {
       symbolize::Module module{m.path, m.build_id, m.load_bias};
       for (const symbolize::SymbolFrame& s : symbolizer_->Symbolize(module, ip, true)) {
         Frame f;
         f.ip = ip;
-        f.function = s.function;
+        f.symbolized = s.function != "??" && !s.function.empty();
+        f.function = f.symbolized ? s.function : unnamed;
         f.file = s.file;
         f.line = s.line;
         f.module = m.path;
@@ -157,17 +207,18 @@ class FrameResolver {
     if (frames.empty()) {
       Frame f;
       f.ip = ip;
-      f.function = absl::StrFormat("%s+0x%x", Basename(m.path), offset);
+      f.function = unnamed;
+      f.symbolized = false;
       f.module = m.path;
       f.module_offset = offset;
       frames.push_back(std::move(f));
     }
-    return frames;
+    return r;
   }
 
   // A Python frame (format.h kPyFrameTag): its STRING is
   // "qualname\0filename\0line"; module "<python>".
-  const std::vector<Frame>& PyFrameOf(uint64_t ip) {
+  const Resolved& PyFrameOf(uint64_t ip) {
     auto [it, inserted] = cache_.try_emplace(std::make_pair(int64_t{-2}, ip));
     if (!inserted) return it->second;
     Frame f;
@@ -175,10 +226,11 @@ class FrameResolver {
     f.module = "<python>";
     const std::string& s = trace_.String(format::PyFrameString(ip));
     std::vector<std::string> parts = absl::StrSplit(s, '\0');
-    f.function = parts.size() > 0 && !parts[0].empty() ? parts[0] : "??";
+    f.symbolized = parts.size() > 0 && !parts[0].empty();
+    f.function = f.symbolized ? parts[0] : "<python frame>";
     if (parts.size() > 1) f.file = parts[1];
     if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &f.line)) f.line = 0;
-    it->second.push_back(std::move(f));
+    it->second.frames.push_back(std::move(f));
     return it->second;
   }
 
@@ -186,7 +238,7 @@ class FrameResolver {
 #ifdef MEMSTEP_HAVE_SYMBOLIZER
   std::unique_ptr<symbolize::Symbolizer> symbolizer_;
 #endif
-  absl::flat_hash_map<std::pair<int64_t, uint64_t>, std::vector<Frame>> cache_;
+  absl::flat_hash_map<std::pair<int64_t, uint64_t>, Resolved> cache_;
 };
 
 }  // namespace memstep::analysis

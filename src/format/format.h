@@ -67,6 +67,11 @@ enum HeaderTlv : uint16_t {
   kTlvExe = 4,           // /proc/self/exe target
   kTlvParentTrace = 5,   // path of the parent's trace (fork children)
   kTlvAllocator = 6,     // "glibc" | "jemalloc" | "other"
+  // The profiler's own object (libmemstep.so, whatever its file is called):
+  // u64 start, u64 end (little-endian; the [start, end) of its PT_LOAD
+  // segments in this process), then its GNU build-id bytes (may be none).
+  // Frames there are memstep's, not the program's.
+  kTlvProfiler = 7,
 };
 
 // Chunk header, 36 bytes on disk. Packed: base_mono_ns sits at offset 20,

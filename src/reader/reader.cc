@@ -31,6 +31,11 @@ uint16_t LoadU16(const uint8_t* p) {
   memcpy(&v, p, 2);
   return v;
 }
+uint64_t LoadU64(const uint8_t* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
 
 // Records of one chunk, merged into the Trace only if the whole chunk decodes.
 struct ChunkRecords {
@@ -535,6 +540,17 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
       case format::kTlvExe: trace->exe = std::move(value); break;
       case format::kTlvParentTrace: trace->parent_trace = std::move(value); break;
       case format::kTlvAllocator: trace->allocator = std::move(value); break;
+      case format::kTlvProfiler: {
+        // u64 start, u64 end, build-id: malformed values are ignored.
+        const uint8_t* v = data + pos - len;
+        if (len < 16 || len - 16 > format::kMaxBuildIdBytes) break;
+        const uint64_t start = LoadU64(v), end = LoadU64(v + 8);
+        if (start >= end) break;
+        trace->profiler_start = start;
+        trace->profiler_end = end;
+        trace->profiler_build_id = value.substr(16);
+        break;
+      }
       default: break;  // unknown TLVs are skipped
     }
   }

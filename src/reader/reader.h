@@ -169,6 +169,12 @@ struct Trace {
   std::string exe;
   std::string parent_trace;
   std::string allocator;
+  // TLV 7 (kTlvProfiler): the profiler's own object in the process, its
+  // [start, end) and build-id (raw bytes, "" if none); 0, 0 when the trace
+  // does not say (traces written before it existed).
+  uint64_t profiler_start = 0;
+  uint64_t profiler_end = 0;
+  std::string profiler_build_id;
 
   absl::flat_hash_map<uint64_t, std::string> strings;
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> stacks;  // innermost first

@@ -15,6 +15,15 @@ void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
 }
 }  // namespace
 
+std::string ProfilerTlv(uint64_t start, uint64_t end, const std::string& build_id) {
+  std::string v(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    v[i] = static_cast<char>(start >> (8 * i));
+    v[8 + i] = static_cast<char>(end >> (8 * i));
+  }
+  return v + build_id;
+}
+
 TraceBuilder::TraceBuilder(const TraceHeaderInfo& info, uint8_t codec)
     : buf_(format::kMaxChunkRawLen), enc_(buf_.data(), buf_.size()), codec_(codec) {
   format::FileHeader h{};

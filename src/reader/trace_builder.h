@@ -34,6 +34,10 @@ struct TraceHeaderInfo {
   std::vector<std::pair<uint16_t, std::string>> tlvs;  // written in order, then END
 };
 
+// The value of a kTlvProfiler header TLV: start and end (u64,
+// little-endian), then the build-id bytes.
+std::string ProfilerTlv(uint64_t start, uint64_t end, const std::string& build_id);
+
 class TraceBuilder {
  public:
   explicit TraceBuilder(const TraceHeaderInfo& info = {}, uint8_t codec = format::kCodecZstd);

@@ -349,6 +349,7 @@ void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames
     w.Field("inlined", f.inlined);
     w.Field("ip", absl::StrFormat("0x%x", f.ip));
     w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
+    w.Field("symbolized", f.symbolized);
     w.EndObject();
   }
   w.EndArray();

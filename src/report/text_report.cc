@@ -58,7 +58,8 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
       absl::StrAppend(&out, "  ", f.file);
       if (f.line > 0) absl::StrAppend(&out, ":", f.line);
     }
-    if (!f.module.empty()) absl::StrAppend(&out, "  (", Basename(f.module), ")");
+    // An unnamed frame's function is already "module+0xOFFSET".
+    if (!f.module.empty() && f.symbolized) absl::StrAppend(&out, "  (", Basename(f.module), ")");
     absl::StrAppend(&out, "\n");
   };
   bool python_shown = false;

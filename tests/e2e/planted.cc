@@ -14,6 +14,8 @@
 //   exec-target      the exec'd program's site
 //   threads          16 threads, each its own planted function
 //   dlopen DSO_PATH  dlopen/dlclose loop of DSO_PATH beside 4 allocating threads
+//   stripped DSO     dlopen DSO (libplanted_stripped.so) and call its
+//                    PlantedStrippedEntry, whose hidden callee allocates
 //   signal           allocating signal handlers (a 200 us ITIMER_REAL and raise)
 //   progress         steps forever, writing "step N" lines; the test kills it
 //   oom              limits its address space to what it has mapped + 1 GiB,
@@ -483,6 +485,21 @@ int ModeDlopen(const char* dso) {
   return rc;
 }
 
+// ---- mode "stripped" ------------------------------------------------------
+
+int ModeStripped(const char* dso) {
+  void* h = dlopen(dso, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 30;
+  }
+  auto fn = reinterpret_cast<void (*)()>(dlsym(h, "PlantedStrippedEntry"));
+  if (fn == nullptr) return 31;
+  fn();  // the blocks stay allocated; the library stays loaded
+  Say("stripped done %d\n", kStrippedCount);
+  return 0;
+}
+
 // ---- mode "signal" --------------------------------------------------------
 
 volatile sig_atomic_t g_handler_runs = 0;
@@ -593,6 +610,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "exec-target") == 0) return ModeExecTarget();
   if (strcmp(mode, "threads") == 0) return ModeThreads();
   if (strcmp(mode, "dlopen") == 0 && argc > 2) return ModeDlopen(argv[2]);
+  if (strcmp(mode, "stripped") == 0 && argc > 2) return ModeStripped(argv[2]);
   if (strcmp(mode, "signal") == 0) return ModeSignal();
   if (strcmp(mode, "progress") == 0) return ModeProgress();
   if (strcmp(mode, "oom") == 0) return ModeOom();

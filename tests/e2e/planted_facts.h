@@ -74,6 +74,12 @@ inline constexpr long kDlopenIterations = 100;
 inline constexpr int kDlopenNeighbours = 4;
 inline constexpr size_t kDsoSize = (5 << 18) + 77;  // 1.25 MiB + 77
 
+// mode "stripped": libplanted_stripped.so (planted_stripped_dso.cc with every
+// symbol table stripped) keeps kStrippedCount blocks of kStrippedSize bytes,
+// allocated by a hidden function no symbol names any more.
+inline constexpr int kStrippedCount = 5;
+inline constexpr size_t kStrippedSize = 33333;
+
 // mode "signal".
 inline constexpr int kSignalMainCount = 3000;  // ~100 KiB of records: fits a ring
 inline constexpr size_t kSignalMainSize = 100;

@@ -35,5 +35,8 @@ void CallsLocalClass(Capture* capture);
 
 // A plain C name (nothing to demangle).
 extern "C" void memstep_symtest_plain_c(memstep_symtest::Capture* capture);
+// Calls memstep_symtest_hidden_c, a hidden function (absent from .dynsym),
+// whose call to RecordCaller is what `capture` records.
+extern "C" void memstep_symtest_calls_hidden(memstep_symtest::Capture* capture);
 
 #endif  // MEMSTEP_TESTS_SYMBOLIZE_SYMBOLIZE_TESTLIB_H_

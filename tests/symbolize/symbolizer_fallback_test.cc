@@ -69,6 +69,79 @@ TEST_F(SymbolizerTest, FullyStrippedCopyUsesDynsym) {
   EXPECT_EQ(frames[0].file, "");
 }
 
+// A copy of the library stripped of .symtab whose only names beyond
+// .dynsym are in a MiniDebugInfo section, built as Fedora builds them: the
+// function symbols absent from .dynsym, kept in an otherwise empty debug
+// file (no DWARF), xz-compressed into .gnu_debugdata of the stripped copy.
+// Returns "" when a step fails.
+std::string MiniDebugInfoCopy(const std::string& lib, const std::string& dir) {
+  if (Shell("mkdir -p '" + dir + "'") != 0) return "";
+  const std::string out = dir + "/minidebuginfo.so";
+  WriteFile(dir + "/make.sh",
+            "set -e\n"
+            "cd \"$1\"\n"
+            "nm -D --format=posix --defined-only \"$2\" | awk '{print $1}' | sort > dynsyms\n"
+            "nm --format=posix --defined-only \"$2\" |\n"
+            "  awk '$2 == \"T\" || $2 == \"t\" {print $1}' | sort > funcsyms\n"
+            "comm -13 dynsyms funcsyms > keep_symbols\n"
+            "grep -qx memstep_symtest_hidden_c keep_symbols\n"
+            "objcopy --only-keep-debug \"$2\" debug\n"
+            "objcopy -S --remove-section .gdb_index --remove-section .comment \\\n"
+            "  --keep-symbols=keep_symbols debug mini_debuginfo\n"
+            "rm -f mini_debuginfo.xz\n"
+            "xz mini_debuginfo\n"
+            "strip --strip-all -R .comment -o \"$3\" \"$2\"\n"
+            "objcopy --add-section .gnu_debugdata=mini_debuginfo.xz \"$3\"\n");
+  return Shell("sh '" + dir + "/make.sh' '" + dir + "' '" + lib + "' '" + out + "'") == 0 ? out
+                                                                                         : "";
+}
+
+// True when `path` has a section named `name` (readelf -S).
+bool HasSection(const std::string& path, const std::string& name) {
+  return Shell("readelf -SW '" + path + "' | grep -q ' " + name + " '") == 0;
+}
+
+TEST_F(SymbolizerTest, MiniDebugInfoNamesFunctionsMissingFromDynsym) {
+  for (const char* tool : {"objcopy", "nm", "strip", "xz", "readelf"}) {
+    ASSERT_TRUE(HaveTool(tool)) << tool << " not installed (binutils, xz-utils)";
+  }
+  Module module = LibModule();
+  module.path = MiniDebugInfoCopy(module.path, TempPath("minidebuginfo"));
+  ASSERT_FALSE(module.path.empty());
+  ASSERT_FALSE(HasSection(module.path, ".symtab"));
+  ASSERT_FALSE(HasSection(module.path, ".debug_info"));
+  ASSERT_TRUE(HasSection(module.path, ".gnu_debugdata"));
+  Capture hidden;
+  memstep_symtest_calls_hidden(&hidden);
+  Capture exported;
+  memstep_symtest_plain_c(&exported);
+  Symbolizer symbolizer(NoDebugRoots());
+  auto frames = symbolizer.Symbolize(module, Ip(hidden));
+  ASSERT_THAT(frames, SizeIs(1));
+  EXPECT_EQ(frames[0].function, "memstep_symtest_hidden_c");
+  EXPECT_EQ(frames[0].line, 0);
+  // .dynsym still names the exported ones.
+  frames = symbolizer.Symbolize(module, Ip(exported));
+  ASSERT_THAT(frames, SizeIs(1));
+  EXPECT_EQ(frames[0].function, "memstep_symtest_plain_c");
+}
+
+// The control of the test above: without .gnu_debugdata nothing names the
+// hidden function (.dynsym does not have it).
+TEST_F(SymbolizerTest, FullyStrippedCopyCannotNameHiddenFunction) {
+  ASSERT_TRUE(HaveTool("objcopy")) << "objcopy not installed (binutils: scripts/install-deps.sh)";
+  Module module = LibModule();
+  const std::string stripped = TempPath("stripped-all-hidden.so");
+  ASSERT_EQ(Shell("objcopy --strip-all '" + module.path + "' '" + stripped + "'"), 0);
+  module.path = stripped;
+  Capture hidden;
+  memstep_symtest_calls_hidden(&hidden);
+  Symbolizer symbolizer(NoDebugRoots());
+  const auto frames = symbolizer.Symbolize(module, Ip(hidden));
+  ASSERT_THAT(frames, SizeIs(1));
+  EXPECT_EQ(frames[0].function, "??");
+}
+
 std::string BuildIdPath(const std::string& root, const std::string& id) {
   std::string hex;
   for (unsigned char ch : id) {

@@ -31,7 +31,9 @@ TraceBuilder AllRecords(uint8_t codec) {
                {format::kTlvHostname, "node1"},
                {format::kTlvRankEnv, std::string("RANK=3\0LOCAL_RANK=1\0", 20)},
                {0x7777, "unknown tlv payload"},
-               {format::kTlvAllocator, "glibc"}};
+               {format::kTlvAllocator, "glibc"},
+               {format::kTlvProfiler,
+                reader::ProfilerTlv(0x7f0000000000, 0x7f0000200000, "\xbe\xef")}};
   TraceBuilder b(info, codec);
   b.String(1, "/usr/lib/libfoo.so");
   b.String(2, "forward");
@@ -56,6 +58,22 @@ TraceBuilder AllRecords(uint8_t codec) {
   return b;
 }
 
+// A profiler TLV too short, or with an empty range, is ignored (not an error).
+TEST(ReaderTest, MalformedProfilerTlvIgnored) {
+  for (const std::string& value :
+       {std::string(8, '\x01'), ProfilerTlv(0x2000, 0x2000, ""), ProfilerTlv(0x3000, 0x1000, "x")}) {
+    TraceHeaderInfo info;
+    info.tlvs = {{format::kTlvProfiler, value}};
+    TraceBuilder b(info);
+    const std::vector<uint8_t>& bytes = b.Finish();
+    absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->profiler_start, 0u);
+    EXPECT_EQ(t->profiler_end, 0u);
+    EXPECT_EQ(t->profiler_build_id, "");
+  }
+}
+
 class RoundTripTest : public ::testing::TestWithParam<uint8_t> {};
 
 TEST_P(RoundTripTest, EveryRecordType) {
@@ -74,6 +92,9 @@ TEST_P(RoundTripTest, EveryRecordType) {
   EXPECT_EQ(t->RankValue("LOCAL_RANK"), "1");
   EXPECT_EQ(t->RankValue("WORLD_SIZE"), "");
   EXPECT_EQ(t->allocator, "glibc");
+  EXPECT_EQ(t->profiler_start, 0x7f0000000000u);
+  EXPECT_EQ(t->profiler_end, 0x7f0000200000u);
+  EXPECT_EQ(t->profiler_build_id, "\xbe\xef");
   EXPECT_EQ(t->String(2), "forward");
   EXPECT_EQ(t->unknown_refs, 0u);
 

@@ -263,5 +263,89 @@ TEST(TextReportTest, ReportFromTraceShowsFrames) {
 #endif
 }
 
+// memstep's own frames: found by the trace's PROFILER range (a renamed
+// copy), by its build-id (another copy elsewhere) and, without either, by
+// the file name libmemstep.so; dropped at the top and in the middle of a
+// stack, in every output. An address no symbol covers reads
+// "module+0xOFFSET", never "??". A stack of memstep frames only keeps one
+// frame saying so.
+TEST(TextReportTest, MemstepFramesDroppedAndUnnamedFramesShowOffset) {
+  reader::TraceHeaderInfo info;
+  info.tlvs = {{format::kTlvProfiler, reader::ProfilerTlv(0x7000000, 0x7100000, "PROF")}};
+  reader::TraceBuilder b(info);
+  b.String(1, "/nonexistent/app/train");
+  b.String(2, "/nonexistent/prof/libprofiler-renamed.so");
+  b.String(3, "/nonexistent/other/copy-of-profiler.so");
+  b.String(4, "/nonexistent/lib/libmemstep.so");
+  b.String(5, "/nonexistent/lib/libgone.so");
+  b.String(6, "forward");
+  b.Mapping(1, 0, 0x1000000, 0x1100000, 0x1000000, 1, "APP");
+  b.Mapping(2, 0, 0x7000000, 0x7100000, 0x7000000, 2, "");  // the range says so
+  b.Mapping(3, 0, 0x8000000, 0x8100000, 0x8000000, 3, "PROF");  // the build-id says so
+  b.Mapping(4, 0, 0x9000000, 0x9100000, 0x9000000, 4, "");
+  b.Mapping(5, 0, 0xA000000, 0xA100000, 0xA000000, 5, "");
+  // Leading memstep frames, then the caller, a memstep wrapper, its caller.
+  b.Stack(1, {0x7000100, 0x7000200, 0x1000abc, 0x8000100, 0x1000def});
+  // The name rule; then a library whose file is gone: no symbol.
+  b.Stack(2, {0x9000100, 0xA000123, 0x1000111});
+  // Only memstep frames.
+  b.Stack(3, {0x7000100, 0x8000200, 0x9000300});
+  const format::Counters zero{};
+  b.Step(1, 0, 0, zero);
+  b.Stage(2, 6, 0, 0, zero);
+  b.Alloc(3, 1, 0x10000, 8 << 20, 0, 0, 0, 6);
+  b.Alloc(4, 2, 0x20000, 4 << 20, 0, 0, 0, 6);
+  b.Alloc(5, 3, 0x30000, 2 << 20, 0, 0, 0, 6);
+  b.SiteSnapshot(6, 0, format::kSnapshotStagePeak, 6, {{1, 8 << 20, 1}, {3, 2 << 20, 1}});
+  b.Stage(7, 6, 0, 1, zero);
+  b.Alert(8, 0, format::kAlertGrowth, 1 << 20, 1, 0, 1);
+  b.Step(9, 0, 1, zero);
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.File("m.trace"), b.Finish()));
+
+  for (bool symbolize : {false, true}) {
+    SCOPED_TRACE(symbolize ? "symbolized" : "not symbolized");
+    absl::StatusOr<Report> r = analysis::AnalyzeRun(dir.path(), WithSymbolize(symbolize));
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto functions = [&](uint64_t stack) {
+      std::vector<std::string> out;
+      for (const Site& site : r->sites) {
+        if (site.stack_id != stack) continue;
+        for (const Frame& f : site.frames) out.push_back(f.function);
+      }
+      return out;
+    };
+    EXPECT_THAT(functions(1), ::testing::ElementsAre("train+0xabc", "train+0xdef"));
+    EXPECT_THAT(functions(2), ::testing::ElementsAre("libgone.so+0x123", "train+0x111"));
+    EXPECT_THAT(functions(3), ::testing::ElementsAre("<inside memstep>"));
+    for (const Site& site : r->sites) {
+      for (const Frame& f : site.frames) {
+        EXPECT_FALSE(f.symbolized) << f.function;
+        if (f.function == "libgone.so+0x123") {
+          EXPECT_EQ(f.module, "/nonexistent/lib/libgone.so");
+          EXPECT_EQ(f.module_offset, 0x123u);
+        }
+      }
+    }
+    const std::string text = FormatText(*r);
+    const std::string json = FormatJson(*r);
+    for (const std::string* out : {&text, &json}) {
+      EXPECT_THAT(*out, Not(HasSubstr("??")));
+      EXPECT_THAT(*out, Not(HasSubstr("profiler-renamed")));
+      EXPECT_THAT(*out, Not(HasSubstr("copy-of-profiler")));
+      EXPECT_THAT(*out, Not(HasSubstr("libmemstep")));
+      EXPECT_THAT(*out, HasSubstr("libgone.so+0x123"));
+      EXPECT_THAT(*out, HasSubstr("<inside memstep>"));
+    }
+    // The offset is the name; the module is not repeated.
+    EXPECT_THAT(text, HasSubstr("        libgone.so+0x123\n        train+0x111\n"));
+    EXPECT_THAT(json, HasSubstr("\"function\":\"libgone.so+0x123\""));
+    EXPECT_THAT(json, HasSubstr("\"module\":\"/nonexistent/lib/libgone.so\""));
+    EXPECT_THAT(json, HasSubstr("\"module_offset\":\"0x123\""));
+    EXPECT_THAT(json, HasSubstr("\"symbolized\":false"));
+    EXPECT_THAT(json, Not(HasSubstr("\"symbolized\":true")));
+  }
+}
+
 }  // namespace
 }  // namespace memstep::report
