@@ -45,7 +45,7 @@ saved output of such runs, so a number or a verdict here is one a run printed.
 |---|---|
 | `malloc_free_bench` | one thread, `malloc(32)` + `free` in a loop, 20M pairs in 5 rounds, best round: ns per pair |
 | `storm_bench` | the extreme workload: one thread per core, each 50M mixed 16..256 B `malloc`/`free` through a 32-slot ring (frees are not LIFO), 3 rounds, best round: allocations per second, all threads |
-| `realistic_bench` | a CPU training loop that allocates like one (below): median seconds per step |
+| `realistic_bench` | a CPU training loop that allocates like one (below): median seconds per step; with `--leak 10240` (row `realistic_leak`) it also keeps 10 KiB per step in 512 B blocks, and the mean step counts, since memstep's leak hunt samples densely while it runs |
 
 `realistic_bench` per step (defaults, 100 steps): a 2 MiB batch, 6
 activations of 1 MiB held until the end of backward, 6 gradients of 512 KiB;
@@ -79,6 +79,9 @@ GOAL_NAMES = {
     "malloc-free-added-ns": "`malloc(32)` + `free`, one thread: memstep's ns per pair - bare's "
                             "(glibc's own pair: ~5-10 ns)",
     "realistic-trace-size": "the realistic loop, same arguments: heaptrack's trace bytes / memstep's",
+    "realistic-leak-step-time": "the realistic loop with a planted 10 KiB/step leak "
+                                "(`--leak 10240`), which starts memstep's leak hunt: memstep's "
+                                "mean step / bare's (the hunt's default budget is 10 %)",
 }
 
 READING_TEXT = """\
@@ -330,6 +333,9 @@ RECOMPUTE = {
         - float(_figure(run, "malloc_free", "bare", "ns_per_pair"))),
     "realistic-trace-size": lambda run: _ratio(_trace(run, "realistic", "heaptrack"),
                                                _trace(run, "realistic", "memstep")),
+    "realistic-leak-step-time": lambda run: _ratio(
+        _figure(run, "realistic_leak", "memstep", "s_per_step"),
+        _figure(run, "realistic_leak", "bare", "s_per_step")),
 }
 
 

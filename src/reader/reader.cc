@@ -229,21 +229,8 @@ bool Take(const format::DevInfoRecord& r, ChunkRecords& c) {
 
 bool Take(const format::HuntRecord& r, ChunkRecords& c) {
   if (r.phase > 1 || r.outcome > format::kHuntGaveUp) return false;
-  Hunt h;
-  h.ts = r.ts;
-  h.seq = r.seq;
-  h.step = r.step;
-  h.phase = r.phase;
-  h.outcome = r.outcome;
-  h.interval = r.interval;
-  h.rate = r.rate;
-  h.growth = r.growth;
-  h.explained = r.explained;
-  h.samples = r.samples;
-  h.sites = r.sites;
-  h.stack_ns = r.stack_ns;
-  c.max_ts = std::max(c.max_ts, h.ts);
-  c.hunts.push_back(h);
+  c.max_ts = std::max(c.max_ts, r.ts);
+  c.hunts.push_back(r);
   return true;
 }
 

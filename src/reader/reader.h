@@ -33,6 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "src/format/format.h"
+#include "src/format/records.h"
 
 namespace memstep::reader {
 
@@ -83,21 +84,9 @@ struct DeviceInfo {
   uint64_t pool_used = 0;
 };
 
-// A leak hunt began or ended (kTagHunt; docs/analysis.md "Leak hunt").
-struct Hunt {
-  uint64_t ts = 0;
-  uint64_t seq = 0;
-  uint64_t step = 0;
-  uint8_t phase = 0;      // 0 began, 1 ended
-  uint8_t outcome = 0;    // phase 1: format::HuntOutcome
-  uint64_t interval = 0;  // T in force after the record
-  uint64_t rate = 0;      // exact growth, bytes/step (Theil-Sen over the recent steps)
-  uint64_t growth = 0;    // phase 1: exact growth since the hunt began, bytes
-  uint64_t explained = 0; // phase 1: growth of the explaining sites (estimate), bytes
-  uint64_t samples = 0;   // phase 1: new live samples of those sites
-  uint64_t sites = 0;     // phase 1: number of explaining sites
-  uint64_t stack_ns = 0;  // recent cost of one stack capture, ns
-};
+// A leak hunt began or ended (kTagHunt; docs/analysis.md "Leak hunt"): the
+// record as decoded (docs/format.md has its fields).
+using Hunt = format::HuntRecord;
 
 struct Mapping {
   uint64_t id = 0;

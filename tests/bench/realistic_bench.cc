@@ -15,7 +15,10 @@
 // Defaults: ~25-30 ms a step on one core of a 2020s x86 (about 3 s for 100
 // steps), ~1.5M allocations a second, allocation a few percent of the time.
 //   realistic_bench [--steps N (default 100)] [--small S (default 40000)]
-//                   [--compute P (default 16)]
+//                   [--compute P (default 16)] [--leak BYTES (default 0)]
+// --leak keeps BYTES per step in 512-byte blocks from one site
+// (BenchLeak) for the rest of the run: a small leak, which starts memstep's
+// leak hunt (docs/analysis.md), so its cost shows in the step time.
 // Prints wall seconds, mean and median seconds per step, and the allocation
 // rate the loop made.
 
@@ -238,6 +241,15 @@ BENCH_NOINLINE double TrainStep(Model* model, uint64_t step, int small, int pass
   return loss + static_cast<double>(held.metas.size());
 }
 
+BENCH_NOINLINE void BenchLeak(std::vector<void*>* kept, int64_t bytes) {
+  for (int64_t done = 0; done < bytes; done += 512) {
+    void* p = malloc(512);
+    memset(p, 0, 64);
+    kept->push_back(p);
+    ++g_allocs;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +257,9 @@ int main(int argc, char** argv) {
   const int steps = static_cast<int>(FlagInt(argc, argv, "--steps", 100));
   const int small = static_cast<int>(FlagInt(argc, argv, "--small", 40000));
   const int passes = static_cast<int>(FlagInt(argc, argv, "--compute", 16));
+  const int64_t leak = FlagInt(argc, argv, "--leak", 0);
+  std::vector<void*> kept;
+  kept.reserve(static_cast<size_t>(steps) * static_cast<size_t>(leak / 512 + 1));
   Model model;
   for (int l = 0; l < kLayers; ++l) {
     model.weights.push_back(NewBuffer(kWeightFloats));
@@ -262,6 +277,7 @@ int main(int argc, char** argv) {
     const double step_start = NowSeconds();
     memstep::example::StepBegin(step);
     checksum += TrainStep(&model, step, small, passes, &rng);
+    if (leak > 0) BenchLeak(&kept, leak);
     memstep::example::StepEnd(step);
     step_seconds.push_back(NowSeconds() - step_start);
   }

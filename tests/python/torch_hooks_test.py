@@ -382,8 +382,8 @@ class ProfiledTrainingTest(unittest.TestCase):
             self.assertLess(abs(best - truth), 0.5 * truth, best)
 
     def test_small_leak_named_at_its_line(self):
-        # The issue's case: 14 KiB/step kept in a Python list, default
-        # settings. The exact heap proves the leak; the leak hunt samples it
+        # The issue's case: 14 KiB/step kept in a Python list (seven 2 KiB
+        # tensors), default settings. The exact heap proves the leak; the leak hunt samples it
         # densely enough that the site, and the Python line that keeps the
         # tensor, are named (docs/analysis.md "Leak hunt"). Seeded for replay.
         out = common.temp_dir(self)
@@ -407,12 +407,15 @@ class ProfiledTrainingTest(unittest.TestCase):
         named = [s for s in leak_sites(report)
                  if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
                         for f in s["frames"])]
-        self.assertEqual(len(named), 1, [
+        # The line makes several leaking allocations (the tensors' storage,
+        # their C++ objects, their Python objects): one site each, at least
+        # one of them named.
+        self.assertGreaterEqual(len(named), 1, [
             (s["class"], s["growth_bytes_per_step"],
              [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
             for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
-        rate = named[0]["growth_bytes_per_step"]
-        self.assertLess(abs(rate - 14336), 0.5 * 14336, named[0]["growth"])
+        rate = sum(s["growth_bytes_per_step"] for s in named)
+        self.assertLess(abs(rate - 14336), 0.5 * 14336, [s["growth"] for s in named])
 
     def test_explicit_markers_win(self):
         report = self.run_train("--explicit")

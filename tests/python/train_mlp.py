@@ -5,8 +5,8 @@ the zero-code hooks of python/startup (under `memstep run`). The classic leak,
 keeping tensors with their autograd graph across steps: `--leak loss` appends
 each step's loss tensor (after backward() its graph nodes stay alive, a few
 KiB per step); `--leak features` appends the hidden features (batch x hidden
-float32 plus their graph); `--leak small` keeps a new 14 KiB tensor per step
-(the leak hunt's test). Without --leak only Python floats are kept.
+float32 plus their graph); `--leak small` keeps seven new 2 KiB tensors per
+step, 14 KiB of data (the leak hunt's test). Without --leak only Python floats are kept.
 
 `--fake-cuda-stats` replaces torch.cuda, for memstep's statistics collector
 only, with tests/python/fake_torch_cuda.py (round = step number), since CI
@@ -106,7 +106,7 @@ def main():
             elif args.leak == "features":
                 kept.append(features)
             elif args.leak == "small":
-                kept.append(torch.randn(3584) * 1.0)  # LEAK_SMALL_LINE: 14 KiB per step
+                kept.extend([torch.randn(512) * 1.0 for _ in range(7)])  # LEAK_SMALL_LINE
             else:
                 kept.append(loss.item())
             steps += 1
