@@ -23,9 +23,25 @@
 //   dup2over FILE         dup2s FILE over every descriptor the program did not
 //                         open, allocates across several flush periods: FILE
 //                         must stay empty.
+//   spawn                 vfork+exec, vfork+_exit, posix_spawn and
+//                         posix_spawnp (with file actions) of /bin/sh
+//                         children that exit with known statuses, 200 times,
+//                         while two threads allocate (issue 12, item 6).
+//   longjmp               setjmp/longjmp out of functions that allocate and
+//                         free through the hooks, 200,000 times, sigsetjmp/
+//                         siglongjmp out of a signal handler (not interrupting
+//                         an allocation): no leak of memstep's state, the
+//                         process goes on allocating.
+//   thread-storm          4,000 threads created and exited (joinable and
+//                         detached), each allocating, while the main thread
+//                         allocates; then 8 threads each fork a child that
+//                         allocates and exits.
 
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -295,6 +311,152 @@ static int Dup2OverAll(const char* file) {
   return ExpectEmpty(file);
 }
 
+// ---- spawn ----
+
+static volatile int g_stop;
+
+static void* Allocator(void* arg) {
+  (void)arg;
+  while (!g_stop) Churn(1000);
+  return NULL;
+}
+
+static int ExitStatus(pid_t pid) {
+  int st;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR) Fail("waitpid");
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+extern char** environ;
+
+static int Spawn(void) {
+  pthread_t th[2];
+  for (int i = 0; i < 2; ++i) {
+    if (pthread_create(&th[i], NULL, Allocator, NULL) != 0) Fail("pthread_create");
+  }
+  for (int i = 0; i < 200; ++i) {
+    int want = i % 7;
+    char code[32];
+    snprintf(code, sizeof code, "exit %d", want);
+    char* argv[] = {"sh", "-c", code, NULL};
+    pid_t pid = vfork();
+    if (pid == 0) {
+      execv("/bin/sh", argv);
+      _exit(127);
+    }
+    if (pid < 0) Fail("vfork");
+    if (ExitStatus(pid) != want) Fail("vfork+exec status");
+    pid = vfork();
+    if (pid == 0) _exit(want + 1);
+    if (pid < 0) Fail("vfork");
+    if (ExitStatus(pid) != want + 1) Fail("vfork+_exit status");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ) != 0) Fail("posix_spawn");
+    if (ExitStatus(pid) != want) Fail("posix_spawn status");
+    if (posix_spawnp(&pid, "sh", &fa, NULL, argv, environ) != 0) Fail("posix_spawnp");
+    if (ExitStatus(pid) != want) Fail("posix_spawnp status");
+    posix_spawn_file_actions_destroy(&fa);
+    Churn(200);
+  }
+  g_stop = 1;
+  for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+  printf("ok\n");
+  return 0;
+}
+
+// ---- longjmp ----
+
+static jmp_buf g_jmp;
+static sigjmp_buf g_sigjmp;
+
+static void __attribute__((noinline)) AllocAndJump(int i) {
+  void* p = malloc((size_t)(32 + i % 2000));
+  if (p == NULL) Fail("malloc");
+  memset(p, 2, 16);
+  char* q = strdup("a string that goes");
+  free(q);
+  if (i % 3 == 0) {
+    free(p);
+  } else {
+    g_sink = p;  // leaked on purpose: the jump skips nothing of memstep's
+    free(p);
+  }
+  longjmp(g_jmp, 1);
+}
+
+static void OnUsr1(int sig) {
+  (void)sig;
+  siglongjmp(g_sigjmp, 1);
+}
+
+static int LongJmp(void) {
+  for (volatile int i = 0; i < 200000; ++i) {
+    if (setjmp(g_jmp) == 0) AllocAndJump(i);
+  }
+  signal(SIGUSR1, OnUsr1);
+  for (volatile int i = 0; i < 2000; ++i) {
+    if (sigsetjmp(g_sigjmp, 1) == 0) {
+      Churn(10);
+      raise(SIGUSR1);
+      Fail("siglongjmp did not jump");
+    }
+  }
+  Churn(20000);  // allocation goes on, sampled and counted
+  printf("ok\n");
+  return 0;
+}
+
+// ---- thread-storm ----
+
+static void* Short(void* arg) {
+  Churn((int)(intptr_t)arg);
+  return NULL;
+}
+
+static void* ForkOnce(void* arg) {
+  (void)arg;
+  pid_t pid = fork();
+  if (pid == 0) {
+    Churn(2000);
+    _exit(3);
+  }
+  if (pid < 0) Fail("fork");
+  if (ExitStatus(pid) != 3) Fail("fork child status");
+  return NULL;
+}
+
+static int ThreadStorm(void) {
+  pthread_attr_t detached;
+  pthread_attr_init(&detached);
+  pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+  for (int round = 0; round < 500; ++round) {
+    pthread_t th[4];
+    for (int i = 0; i < 4; ++i) {
+      if (pthread_create(&th[i], NULL, Short, (void*)(intptr_t)(50 + i * 20)) != 0) {
+        Fail("pthread_create");
+      }
+    }
+    for (int i = 0; i < 4; ++i) {
+      pthread_t d;
+      if (pthread_create(&d, &detached, Short, (void*)(intptr_t)20) != 0) Fail("detached");
+    }
+    Churn(100);
+    for (int i = 0; i < 4; ++i) pthread_join(th[i], NULL);
+  }
+  pthread_t f[8];
+  for (int i = 0; i < 8; ++i) {
+    if (pthread_create(&f[i], NULL, ForkOnce, NULL) != 0) Fail("pthread_create");
+  }
+  for (int i = 0; i < 8; ++i) pthread_join(f[i], NULL);
+  SleepMs(200);  // the last detached threads end
+  printf("ok\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s CASE [ARGS]\n", argv[0]);
@@ -313,6 +475,9 @@ int main(int argc, char** argv) {
   if (strcmp(c, "closeall") == 0 && argc > 2) return CloseAll(argv[2]);
   if (strcmp(c, "closeall-exec") == 0) return CloseAllExec();
   if (strcmp(c, "dup2over") == 0 && argc > 2) return Dup2OverAll(argv[2]);
+  if (strcmp(c, "spawn") == 0) return Spawn();
+  if (strcmp(c, "longjmp") == 0) return LongJmp();
+  if (strcmp(c, "thread-storm") == 0) return ThreadStorm();
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

@@ -64,6 +64,12 @@ case "$CASE" in
     MEMSTEP_SAMPLE_INTERVAL=2048 run "$BIN" dlopen "$1"
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 100 || fail "trace check"
     ;;
+  dlstress)  # 16 threads dlopen/dlclose beside an allocation storm, 30 s: no deadlock
+    TIMEOUT=150 run "$BIN" dlstress "$1" 30
+    grep -q '^dlstress ok$' "$WORK/stdout" || fail "no ok"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 100 || fail "trace check"
+    ;;
   signal)
     MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" signal
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 1000 || fail "trace check"
@@ -256,6 +262,27 @@ case "$CASE" in
     grep -q '^ok$' "$WORK/stdout" || fail "the worker did not finish"
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 || fail "trace check"
+    ;;
+  spawn)  # vfork (+exec, +_exit) and posix_spawn(p) while threads allocate
+    TIMEOUT=120 bare "$BIN" spawn
+    TIMEOUT=120 run "$BIN" spawn
+    grep -q '^ok$' "$WORK/stdout" || fail "no ok"
+    quiet
+    "$CHECK" "$(ls "$OUT"/memstep.*.trace | head -1)" >/dev/null || fail "trace check"
+    ;;
+  longjmp)  # longjmp / siglongjmp out of code that allocates
+    TIMEOUT=60 bare "$BIN" longjmp
+    TIMEOUT=60 run "$BIN" longjmp
+    grep -q '^ok$' "$WORK/stdout" || fail "no ok"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 100 || fail "trace check"
+    ;;
+  thread-storm)  # 4,000 threads come and go; 8 threads fork
+    TIMEOUT=120 bare "$BIN" thread-storm
+    TIMEOUT=120 run "$BIN" thread-storm
+    grep -q '^ok$' "$WORK/stdout" || fail "no ok"
+    quiet
+    all_traces 9  # the process and its 8 fork children (each ends with _exit: no trailer)
     ;;
   fork-thread)  # a thread forks, the child's thread returns: the child ends
     TIMEOUT=60 bare "$BIN" fork-thread
