@@ -31,7 +31,7 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
-Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, 10, 0, uint64_t{1} << 20, 100,
+Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, 0.10, 0, uint64_t{1} << 20, 100,
                    false, false, false, "./memstep-out"};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;

@@ -122,7 +122,7 @@ struct Config {
   uint64_t sample_interval;  // T_steady, bytes; <= 1: every allocation
   uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
   bool progressive;          // T changes at step boundaries (progressive.cc)
-  uint32_t hunt_budget_pct;  // leak hunt: sampling's share of wall time (0 = no hunt)
+  double hunt_budget;        // leak hunt: stacks' share of wall time, 0..1 (0 = no hunt)
   uint64_t seed;             // MEMSTEP_SEED: reproducible sampling gaps (0 = from the clock)
   uint64_t always_bytes;
   uint64_t flush_ms;

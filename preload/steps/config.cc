@@ -9,6 +9,7 @@
 #include "preload/steps/env.h"
 #include "preload/host/recorder.h"
 #include "src/format/format.h"
+#include "src/format/quantity.h"
 #include "src/format/records.h"
 
 namespace memstep::preload {
@@ -58,28 +59,13 @@ const char* ParseDecimal(const char* s, uint64_t* mant, uint64_t* scale) {
 }  // namespace
 
 bool ParseSize(const char* s, uint64_t* out) {
+  // The one grammar of sizes (src/format/quantity.h), as the CLI reads them.
+  namespace fmt = ::memstep::format;
   if (s == nullptr) return false;
-  while (*s == ' ') ++s;
-  uint64_t m, sc;
-  const char* u = ParseDecimal(s, &m, &sc);
-  if (u == nullptr) return false;
-  while (*u == ' ') ++u;
-  int shift;
-  if (*u == '\0' || UnitIs(u, "b")) {
-    shift = 0;
-  } else if (UnitIs(u, "k") || UnitIs(u, "kb") || UnitIs(u, "kib")) {
-    shift = 10;
-  } else if (UnitIs(u, "m") || UnitIs(u, "mb") || UnitIs(u, "mib")) {
-    shift = 20;
-  } else if (UnitIs(u, "g") || UnitIs(u, "gb") || UnitIs(u, "gib")) {
-    shift = 30;
-  } else if (UnitIs(u, "t") || UnitIs(u, "tb") || UnitIs(u, "tib")) {
-    shift = 40;
-  } else {
-    return false;
-  }
-  if (m > (UINT64_MAX >> shift)) return false;
-  *out = (m << shift) / sc;
+  fmt::Quantity q;
+  if (fmt::ParseQuantity(s, fmt::kAcceptSize | fmt::kAcceptFraction, &q) != nullptr) return false;
+  if (!q.fits) return false;
+  *out = q.bytes;
   return true;
 }
 

@@ -49,8 +49,9 @@ struct FeatureConfig {
 };
 extern FeatureConfig g_features;
 
-// Parses "123", "4096", "512K", "512KiB", "1.5MiB", "2GiB", "1TB" (binary
-// units). Returns false on anything else.
+// Parses a size in the one grammar of src/format/quantity.h: "4096", "512K",
+// "512KiB", "1.5MiB", "2GB" (K..T and KiB..TiB 1024-based, kB..TB
+// 1000-based). Returns false on anything else.
 bool ParseSize(const char* s, uint64_t* out);
 // Parses seconds ("10", "0.25") into nanoseconds.
 bool ParseSeconds(const char* s, uint64_t* ns);

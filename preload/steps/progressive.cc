@@ -180,7 +180,7 @@ double CaptureCost(const Hunt& h) {
 // upper bound), and at most the schedule's T.
 uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64_t da) {
   uint64_t T = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
-  const double budget = g_config.hunt_budget_pct / 100.0;
+  const double budget = g_config.hunt_budget;
   if (dt_ns > 0) {
     double floor = static_cast<double>(da) * CaptureCost(h) / (budget * static_cast<double>(dt_ns));
     if (floor >= static_cast<double>(sched)) return sched;
@@ -194,7 +194,7 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 // wall time spent capturing stacks: doubled above the budget, halved (down
 // to g/2) below 40 % of it.
 uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent) {
-  const double budget = g_config.hunt_budget_pct / 100.0;
+  const double budget = g_config.hunt_budget;
   const uint64_t target = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
   uint64_t T = h.T;
   if (spent > budget) {
@@ -280,7 +280,7 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
   h.cap_ns_avg = h.cap_ns_avg / 2 + static_cast<double>(dcap_ns);
   h.cap_n_avg = h.cap_n_avg / 2 + static_cast<double>(dcap_n);
   const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
-  if (g_config.hunt_budget_pct == 0 || !g_features.sites) return 0;
+  if (!(g_config.hunt_budget > 0) || !g_features.sites) return 0;
   switch (h.phase) {
     case Hunt::kIdle: {
       if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;

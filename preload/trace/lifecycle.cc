@@ -11,6 +11,7 @@
 #include <sys/auxv.h>
 
 #include "preload/steps/env.h"
+#include "src/format/quantity.h"
 #include "preload/core/fds.h"
 #include "preload/steps/config.h"
 #include "preload/host/recorder.h"
@@ -39,9 +40,14 @@ void ReadConfig() {
   }
   if (EnvSize("MEMSTEP_SAMPLE_WARM", &v)) g_config.warm_interval = v;
   if (EnvCount("MEMSTEP_SEED", &v)) g_config.seed = v;
-  if (EnvCount("MEMSTEP_HUNT_BUDGET", &v)) {
-    if (v <= 100) g_config.hunt_budget_pct = static_cast<uint32_t>(v);
-    else EnvReject("MEMSTEP_HUNT_BUDGET", getenv("MEMSTEP_HUNT_BUDGET"), "a percentage 0..100");
+  if (const char* h = getenv("MEMSTEP_HUNT_BUDGET"); h != nullptr && h[0] != '\0') {
+    namespace fmt = ::memstep::format;
+    fmt::Quantity q;
+    if (fmt::ParseQuantity(h, fmt::kAcceptPercent | fmt::kAcceptFraction, &q) == nullptr) {
+      g_config.hunt_budget = q.value / 100;
+    } else {
+      EnvReject("MEMSTEP_HUNT_BUDGET", h, fmt::QuantityForms(fmt::kAcceptPercent));
+    }
   }
   const char* prog = getenv("MEMSTEP_PROGRESSIVE");
   if (prog != nullptr && prog[0] != '\0') g_config.progressive = prog[0] != '0';

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/format/quantity.h"
 
 namespace memstep::analysis {
 namespace {
@@ -131,39 +132,23 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
   } else {
     return Bad(text, "missing comparison (>, >=, <, <=)");
   }
-  skip();
-  start = i;
-  while (i < n && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  const std::string number = text.substr(start, i - start);
-  if (number.empty() || number.front() == '.' || number.back() == '.' ||
-      std::count(number.begin(), number.end(), '.') > 1) {
-    return Bad(text, "missing or malformed number");
+  // The threshold: the one grammar of sizes (src/format/quantity.h); a
+  // count for 'leaks'; '/step' for growth metrics.
+  namespace fmt = ::memstep::format;
+  const bool count = g.metric == "leaks";
+  const uint32_t accept = fmt::kAcceptSize | fmt::kAcceptFraction |
+                          (IsGrowthMetric(g.metric) ? fmt::kAcceptPerStep : 0u);
+  fmt::Quantity q;
+  if (const char* err = fmt::ParseQuantity(text.data() + i, n - i, accept, &q)) {
+    if (count) return Bad(text, absl::StrCat(err, "; 'leaks' takes a count: leaks > 0"));
+    const bool per_step = text.find("/step", i) != std::string::npos;
+    if (per_step && !IsGrowthMetric(g.metric)) {
+      return Bad(text, "'/step' only applies to growth metrics");
+    }
+    return Bad(text, absl::StrCat(err, "; expected ", fmt::QuantityForms(accept)));
   }
-  double value = std::strtod(number.c_str(), nullptr);
-  skip();
-  start = i;
-  while (i < n && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
-  const std::string unit = text.substr(start, i - start);
-  if (!unit.empty()) {
-    if (g.metric == "leaks") return Bad(text, "'leaks' is a count and takes no unit");
-    const std::string u = absl::AsciiStrToLower(unit);
-    double scale = 0;
-    if (u == "b") scale = 1;
-    if (u == "k" || u == "kib") scale = 1024.0;
-    if (u == "m" || u == "mib") scale = 1024.0 * 1024;
-    if (u == "g" || u == "gib") scale = 1024.0 * 1024 * 1024;
-    if (scale == 0) return Bad(text, absl::StrCat("unknown unit '", unit, "' (B, KiB, MiB, GiB, K, M, G)"));
-    value *= scale;
-  }
-  skip();
-  if (i < n && text[i] == '/') {
-    const std::string rest(absl::StripAsciiWhitespace(text.substr(i + 1)));
-    if (rest != "step") return Bad(text, absl::StrCat("unexpected '", text.substr(i), "'"));
-    if (!IsGrowthMetric(g.metric)) return Bad(text, "'/step' only applies to growth metrics");
-    i = n;
-  }
-  skip();
-  if (i != n) return Bad(text, absl::StrCat("unexpected '", text.substr(i), "'"));
+  if (count && q.unit != fmt::kQuantityNone) return Bad(text, "'leaks' is a count and takes no unit");
+  const double value = q.value;
   g.threshold = value;
   return g;
 }

@@ -8,12 +8,12 @@
 //   FAILS (value 1363148); the forward stage peaked at 1.1 GiB -> passes.
 //
 // Grammar (whitespace allowed between tokens):
-//   gate   := metric op number [unit] ["/step"]
+//   gate   := metric op quantity
 //   metric := growth | live_growth | peak | peak(STAGE) | live_end | rss_peak | leaks
 //           | device_peak | device_peak(STAGE) | device_growth
 //   op     := > | >= | < | <=
-//   number := digits [. digits]
-//   unit   := B | K | KiB | M | MiB | G | GiB   (1024-based; K/M/G any case)
+//   quantity: a size in the one grammar of src/format/quantity.h ("1MiB",
+//   "1.5GB"; K..T and KiB..TiB 1024-based, kB..TB 1000-based)
 // "/step" is accepted only after growth metrics (growth, live_growth,
 // device_growth); `leaks` takes no unit. A gate FAILS when "value op
 // threshold" holds. For multi-process runs every metric is the largest over

@@ -175,14 +175,26 @@ TEST_F(CliRunTest, SetsTheEnvironment) {
                 .exit_code,
             1);
 
+  // Sizes in the one grammar (src/format/quantity.h): SI and IEC, fractions.
+  r = Memstep({"run", "--sample-interval", "1MB", "--sample-warm", "1.5KiB", "--", "sh", "-c",
+               "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_SAMPLE_WARM"},
+              Env({"MEMSTEP_OUT=" + out}));
+  EXPECT_EQ(r.out, "1000000 1536\n");
+  r = Memstep({"run", "--sample-interval", "12Q", "--", "true"}, Env({"MEMSTEP_OUT=" + out}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("1000-based"), std::string::npos) << r.err;
+
   // The leak hunt's budget: a percentage, "%" optional; the option wins.
   r = Memstep({"run", "--hunt-budget", "25%", "--", "sh", "-c", "echo $MEMSTEP_HUNT_BUDGET"},
               Env({"MEMSTEP_OUT=" + out, "MEMSTEP_HUNT_BUDGET=5"}));
   EXPECT_EQ(r.out, "25\n");
+  r = Memstep({"run", "--hunt-budget", "2.5%", "--", "sh", "-c", "echo $MEMSTEP_HUNT_BUDGET"},
+              Env({"MEMSTEP_OUT=" + out}));
+  EXPECT_EQ(r.out, "2.5\n");
   r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_HUNT_BUDGET"},
               Env({"MEMSTEP_OUT=" + out, "MEMSTEP_HUNT_BUDGET=0"}));
   EXPECT_EQ(r.out, "0\n");
-  for (const char* bad : {"101", "-1", "ten", "10%%"}) {
+  for (const char* bad : {"101", "-1", "ten", "10%%", "1MiB"}) {
     r = Memstep({"run", "--hunt-budget", bad, "--", "true"}, Env({"MEMSTEP_OUT=" + out}));
     EXPECT_EQ(r.exit_code, 1) << bad;
     EXPECT_NE(r.err.find("not a percentage 0..100"), std::string::npos) << bad << ": " << r.err;

@@ -22,9 +22,13 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitGateFailed = 3;
 inline constexpr int kExitNotFound = 127;
 
-// "512K", "512KiB", "512k", "1M", "1MiB", "1G", "4096", "4096B" -> bytes
-// (all 1024-based). Rejects empty, negative, fractional and overflowing input.
+// A size in the one grammar of src/format/quantity.h -> bytes: "4096",
+// "512K", "512KiB", "1.5MiB", "2GB" (K..T, KiB..TiB 1024-based; kB..TB
+// 1000-based). Rejects empty, negative and overflowing input, with the
+// accepted forms in the message.
 absl::StatusOr<uint64_t> ParseBytes(const std::string& text);
+// A percentage 0..100 ("10", "10%", "2.5%"), in percent.
+absl::StatusOr<double> ParsePercent(const std::string& text);
 // A non-negative decimal integer.
 absl::StatusOr<uint64_t> ParseUint(const std::string& text);
 

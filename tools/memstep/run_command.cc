@@ -423,12 +423,10 @@ int RunMain(const std::vector<std::string>& args) {
   std::cout.flush();
   std::cerr.flush();  std::string hunt;
   if (!hunt_text.empty()) {
-    std::string v = hunt_text;
-    if (absl::EndsWith(v, "%")) v.pop_back();
-    absl::StatusOr<uint64_t> pct = ParseUint(v);
-    if (!pct.ok() || *pct > 100) {
-      return UsageError(absl::StrCat("--hunt-budget / MEMSTEP_HUNT_BUDGET: '", hunt_text,
-                                     "' is not a percentage 0..100 (10, 10%; 0 = no leak hunt)"));
+    absl::StatusOr<double> pct = ParsePercent(hunt_text);
+    if (!pct.ok()) {
+      return UsageError(absl::StrCat("--hunt-budget / MEMSTEP_HUNT_BUDGET: ", pct.status().message(),
+                                     " (0 = no leak hunt)"));
     }
     hunt = absl::StrCat(*pct);
   }

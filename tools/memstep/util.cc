@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tools/memstep/cli.h"
+#include "src/format/quantity.h"
 
 namespace memstep::cli {
 
@@ -23,32 +24,28 @@ absl::StatusOr<uint64_t> ParseUint(const std::string& text) {
 }
 
 absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a byte count (examples: 4096, 512K, 512KiB, 1M, 1MiB, 1G)"));
-  };
-  if (digits == 0) return bad();
-  uint64_t n;
-  if (!absl::SimpleAtoi(text.substr(0, digits), &n)) return bad();
-  std::string unit = absl::AsciiStrToLower(text.substr(digits));
-  int shift;
-  if (unit.empty() || unit == "b") {
-    shift = 0;
-  } else if (unit == "k" || unit == "kib" || unit == "kb") {
-    shift = 10;
-  } else if (unit == "m" || unit == "mib" || unit == "mb") {
-    shift = 20;
-  } else if (unit == "g" || unit == "gib" || unit == "gb") {
-    shift = 30;
-  } else if (unit == "t" || unit == "tib" || unit == "tb") {
-    shift = 40;
-  } else {
-    return bad();
+  namespace fmt = ::memstep::format;
+  constexpr uint32_t kAccept = fmt::kAcceptSize | fmt::kAcceptFraction;
+  fmt::Quantity q;
+  const char* err = fmt::ParseQuantity(text.data(), text.size(), kAccept, &q);
+  if (err == nullptr && !q.fits) err = "too large";
+  if (err != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a size (", err, "); expected ", fmt::QuantityForms(kAccept)));
   }
-  if (shift > 0 && n > (UINT64_MAX >> shift)) return bad();
-  return n << shift;
+  return q.bytes;
+}
+
+absl::StatusOr<double> ParsePercent(const std::string& text) {
+  namespace fmt = ::memstep::format;
+  constexpr uint32_t kAccept = fmt::kAcceptPercent | fmt::kAcceptFraction;
+  fmt::Quantity q;
+  const char* err = fmt::ParseQuantity(text.data(), text.size(), kAccept, &q);
+  if (err != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a percentage 0..100 (", err,
+                                                   "); expected ", fmt::QuantityForms(kAccept)));
+  }
+  return q.value;
 }
 
 std::string ExeDir() {
@@ -119,7 +116,8 @@ std::string RunUsage() {
          "                          (default ./memstep-YYYYmmdd-HHMMSS-PID; an existing\n"
          "                          directory is reused, files are only added)\n"
          "  --sample-interval BYTES mean sampling interval T            MEMSTEP_SAMPLE_INTERVAL\n"
-         "                          (4096, 512K, 512KiB, 1M, 1MiB, 1G; 1 = every allocation)\n"
+         "                          (4096, 512K, 512KiB, 1.5MiB, 2GB; K, KiB are 1024-based,\n"
+         "                          kB, MB 1000-based; 1 = every allocation)\n"
          "                          after warm-up (T_steady)\n"
          "  --sample-warm BYTES     T_warm: the dense interval of the   MEMSTEP_SAMPLE_WARM\n"
          "                          first 20 marked steps and of boosts (default T_steady/4)\n"
