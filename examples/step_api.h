@@ -30,17 +30,8 @@ inline void Counter(const char* name, int64_t value) {
   MEMSTEP_COUNTER(name, value);
 }
 
-// Marks a stage for the lifetime of the object.
-class ScopedStage {
- public:
-  explicit ScopedStage(const char* name) : name_(name) { StageBegin(name_); }
-  ~ScopedStage() { StageEnd(name_); }
-  ScopedStage(const ScopedStage&) = delete;
-  ScopedStage& operator=(const ScopedStage&) = delete;
-
- private:
-  const char* name_;
-};
+// Marks a stage for the lifetime of the object (the public header's).
+using ScopedStage = ::memstep::ScopedStage;
 
 }  // namespace memstep::example
 

@@ -263,6 +263,18 @@ case "$CASE" in
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 || fail "trace check"
     ;;
+  scoped)  # memstep::ScopedStep/ScopedStage: no-ops bare; balanced records, exceptions too
+    bare "$BIN"
+    grep -qx 'scoped ok' "$WORK/bare.stdout" || fail "bare run"
+    run "$BIN"
+    grep -qx 'scoped ok' "$WORK/stdout" || fail "no ok"
+    quiet
+    "$CHECK" "$(one_trace)" --dump >"$WORK/dump" || fail "trace check"
+    b=$(grep -c '^STAGE .*phase=0' "$WORK/dump"); e=$(grep -c '^STAGE .*phase=1' "$WORK/dump")
+    [ "$b" -eq 5 ] && [ "$e" -eq 5 ] || fail "stages: $b begins, $e ends (want 5 and 5)"
+    s=$(grep -c '^STEP .*phase=1' "$WORK/dump")
+    [ "$s" -eq 2 ] || fail "steps ended: $s (want 2)"
+    ;;
   spawn)  # vfork (+exec, +_exit) and posix_spawn(p) while threads allocate
     TIMEOUT=120 bare "$BIN" spawn
     TIMEOUT=120 run "$BIN" spawn
