@@ -26,11 +26,24 @@
 #include "src/format/format.h"
 #include "src/analysis/analysis.h"
 #include "src/reader/reader.h"
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-#include "src/symbolize/symbolizer.h"
-#endif
 
 namespace memstep::analysis {
+
+// The symbolizer behind FrameResolver, opaque here so that this header has
+// one layout in every translation unit (frame_resolver.cc is the only one
+// that knows whether memstep was built with src/symbolize).
+class SymbolSource;
+struct SymbolSourceDeleter {
+  void operator()(SymbolSource* s) const;
+};
+// A symbol source, or null when `symbolize` is false or memstep was built
+// without the symbolizer.
+std::unique_ptr<SymbolSource, SymbolSourceDeleter> NewSymbolSource(bool symbolize);
+// Appends the frames (inlined ones first) that `source` finds for `ip` in
+// mapping `m`; a frame it cannot name is called `unnamed`. Appends nothing
+// when it knows nothing.
+void SymbolizeInto(SymbolSource* source, const reader::Mapping& m, uint64_t ip,
+                   const std::string& unnamed, uint64_t offset, std::vector<Frame>* frames);
 
 // Allocator entry points stripped from the top of stacks when they are found
 // in libc, libstdc++ or the dynamic loader (ld.so calls malloc through a
@@ -81,13 +94,8 @@ inline bool IsCudaFrame(const Frame& f) {
 
 class FrameResolver {
  public:
-  FrameResolver(const reader::Trace& trace, bool symbolize) : trace_(trace) {
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-    if (symbolize) symbolizer_ = std::make_unique<symbolize::Symbolizer>();
-#else
-    (void)symbolize;
-#endif
-  }
+  FrameResolver(const reader::Trace& trace, bool symbolize)
+      : trace_(trace), symbolizer_(NewSymbolSource(symbolize)) {}
 
   // Frames of one stack. memstep's own frames are dropped wherever they are
   // (its hooks at the top; in the middle, its wrappers of cudaMalloc or
@@ -187,23 +195,7 @@ class FrameResolver {
     // What an address no symbol covers is called: "libfoo.so+0x1a2b3", the
     // ELF virtual address of the return address (addr2line -e libfoo.so).
     const std::string unnamed = absl::StrFormat("%s+0x%x", Basename(m.path), offset);
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-    if (symbolizer_ != nullptr) {
-      symbolize::Module module{m.path, m.build_id, m.load_bias};
-      for (const symbolize::SymbolFrame& s : symbolizer_->Symbolize(module, ip, true)) {
-        Frame f;
-        f.ip = ip;
-        f.symbolized = s.function != "??" && !s.function.empty();
-        f.function = f.symbolized ? s.function : unnamed;
-        f.file = s.file;
-        f.line = s.line;
-        f.module = m.path;
-        f.inlined = s.inlined;
-        f.module_offset = offset;
-        frames.push_back(std::move(f));
-      }
-    }
-#endif
+    if (symbolizer_ != nullptr) SymbolizeInto(symbolizer_.get(), m, ip, unnamed, offset, &frames);
     if (frames.empty()) {
       Frame f;
       f.ip = ip;
@@ -235,9 +227,7 @@ class FrameResolver {
   }
 
   const reader::Trace& trace_;
-#ifdef MEMSTEP_HAVE_SYMBOLIZER
-  std::unique_ptr<symbolize::Symbolizer> symbolizer_;
-#endif
+  std::unique_ptr<SymbolSource, SymbolSourceDeleter> symbolizer_;
   absl::flat_hash_map<std::pair<int64_t, uint64_t>, Resolved> cache_;
 };
 
