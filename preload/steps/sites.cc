@@ -110,6 +110,9 @@ uint32_t RateId(uint64_t interval) {
 // advances at every step end; a block keeps its low 4 bits).
 std::atomic<bool> g_hunt_on{false};
 std::atomic<uint32_t> g_hunt_epoch{0};
+// Some site's tally of this step's hunt-born blocks changed: the step end
+// must move them (else it skips the scan of every site).
+std::atomic<bool> g_hunt_new_any{false};
 
 // packed = stack (23 bits) | hunt-born (1) | hunt epoch at birth (4 bits) |
 // rate id (4 bits) | size (32 bits, saturated). Stack ids stay below 2^21
@@ -175,6 +178,9 @@ void Apply(uint64_t packed, int sign) {
   bool now = sign > 0 || (hunt & 0xF) == (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
   (now ? s->hunt_new : s->hunt_old).fetch_add(sign * b, std::memory_order_relaxed);
   (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign, std::memory_order_relaxed);
+  if (now && !g_hunt_new_any.load(std::memory_order_relaxed)) {
+    g_hunt_new_any.store(true, std::memory_order_relaxed);
+  }
 }
 
 template <typename F>
@@ -373,6 +379,7 @@ void SitesHuntOn(bool on) {
 void SitesHuntStepEnd() {
   if (!g_sites_on) return;
   g_hunt_epoch.fetch_add(1, std::memory_order_relaxed);
+  if (!g_hunt_new_any.exchange(false, std::memory_order_relaxed)) return;  // nothing to move
   ForEachSite([](Site& s) {
     int64_t b = s.hunt_new.exchange(0, std::memory_order_relaxed);
     int32_t n = s.hunt_new_n.exchange(0, std::memory_order_relaxed);
