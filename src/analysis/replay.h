@@ -40,6 +40,20 @@ namespace memstep::analysis {
 // drawn with mean interval `interval` (0: recorded with probability 1).
 double SampleProbability(uint64_t size, uint64_t interval);
 
+// The 95 % interval of a Horvitz-Thompson sum of sampled weights (live bytes
+// of a site at a moment, say): estimate +- 1.96 sqrt(var + (1.5 T)^2), the
+// low end floored at 0. `var` is the sum of (s/p)^2 (1 - p) over the samples;
+// `interval` (T, the largest mean sampling interval that applied; 0 for
+// exact counts) adds one sample's worth of bytes, so that an object class
+// with no sample at all is not read as certainly absent (with no sample the
+// upper bound is ~3 T, the Poisson bound for zero events). docs/analysis.md
+// "Intervals".
+struct HtInterval {
+  double low = 0;
+  double high = 0;
+};
+HtInterval HtSumInterval(double estimate, double var, double interval);
+
 class HeapReplay {
  public:
   enum class Kind : uint8_t { kHost = 0, kMmap = 1 };
@@ -61,6 +75,9 @@ class HeapReplay {
     double alloc_count = 0;
     double live_bytes = 0;
     double live_count = 0;
+    // Horvitz-Thompson sampling variance of live_bytes: the sum over the
+    // live samples of (s/p)^2 (1 - p) (exact pieces of mappings add 0).
+    double live_var = 0;
     double young_bytes = 0;   // live bytes allocated in the current cohort
   };
 
