@@ -24,6 +24,7 @@
 #include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
 #include "src/format/format.h"
+#include "tests/coverage_bound.h"
 
 namespace memstep::analysis {
 namespace {
@@ -31,29 +32,15 @@ namespace {
 constexpr double kT = 512 * 1024;
 constexpr double kKiB = 1024;
 constexpr double kMiB = 1024 * 1024;
-constexpr double kCoverage = 0.95;
-constexpr double kFalseFailure = 0.001;
 
-// The smallest number of covering seeds out of k accepted: the largest c
-// with P(Binomial(k, coverage) < c) <= kFalseFailure.
-int MinCovered(int k, double coverage = kCoverage) {
-  double cdf = 0;  // P(X <= c - 1)
-  int c = 0;
-  for (int x = 0; x <= k; ++x) {
-    const double log_pmf = std::lgamma(k + 1.0) - std::lgamma(x + 1.0) - std::lgamma(k - x + 1.0) +
-                           x * std::log(coverage) + (k - x) * std::log1p(-coverage);
-    if (cdf + std::exp(log_pmf) > kFalseFailure) break;
-    cdf += std::exp(log_pmf);
-    c = x + 1;
-  }
-  return c;
-}
+using testing::MinCovered;
 
 TEST(CoverageTest, MinCoveredIsTheBinomialQuantile) {
   // Binomial(1000, 0.95): mean 950, SD 6.9; the 0.1 % quantile is ~929.
   EXPECT_GE(MinCovered(1000), 925);
   EXPECT_LE(MinCovered(1000), 932);
   EXPECT_EQ(MinCovered(10, 0.5), 1);  // P(X = 0) = 0.00098 <= 0.001
+  EXPECT_EQ(MinCovered(20), 15);      // P(X <= 14) = 0.0003, P(X <= 15) = 0.0026
 }
 
 // Sites allocating groups of same-size objects, sampled like the profiler,
