@@ -23,12 +23,6 @@ double SampleProbability(uint64_t size, uint64_t interval) {
   return p > 0 ? p : 1e-300;
 }
 
-HtInterval HtSumInterval(double estimate, double var, double interval) {
-  constexpr double kZ95 = 1.959964;
-  const double half =
-      kZ95 * std::sqrt(std::max(var, 0.0) + 2.25 * interval * interval);
-  return HtInterval{std::max(0.0, estimate - half), estimate + half};
-}
 
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;

@@ -40,19 +40,7 @@ namespace memstep::analysis {
 // drawn with mean interval `interval` (0: recorded with probability 1).
 double SampleProbability(uint64_t size, uint64_t interval);
 
-// The 95 % interval of a Horvitz-Thompson sum of sampled weights (live bytes
-// of a site at a moment, say): estimate +- 1.96 sqrt(var + (1.5 T)^2), the
-// low end floored at 0. `var` is the sum of (s/p)^2 (1 - p) over the samples;
-// `interval` (T, the largest mean sampling interval that applied; 0 for
-// exact counts) adds one sample's worth of bytes, so that an object class
-// with no sample at all is not read as certainly absent (with no sample the
-// upper bound is ~3 T, the Poisson bound for zero events). docs/analysis.md
-// "Intervals".
-struct HtInterval {
-  double low = 0;
-  double high = 0;
-};
-HtInterval HtSumInterval(double estimate, double var, double interval);
+// HtSumInterval (growth.h): the 95 % interval of a sum of sampled weights.
 
 class HeapReplay {
  public:
