@@ -365,6 +365,12 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
                    [](const reader::Rate& a, const reader::Rate& b) { return a.ts < b.ts; });
   size_t next_rate = 0;
   double interval_now = static_cast<double>(t.header.sample_interval);
+  // The largest T that applied anywhere in the trace: the one-sample term of
+  // the live-bytes intervals (HtSumInterval).
+  double interval_max = interval_now;
+  for (const reader::Rate& rate : rates) {
+    interval_max = std::max(interval_max, static_cast<double>(rate.interval));
+  }
   size_t row_now = 0;
   double peak = -1;
   size_t peak_index = 0;
@@ -487,6 +493,12 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
         ps.site_id = it != host_site.end() ? it->second + 1 : 0;
         ps.live_bytes = static_cast<double>(site.live_bytes);
         ps.live_count = static_cast<double>(site.live_count);
+        // The snapshot keeps no variance; sum (s/p)^2 (1 - p) <= (s/p) T for
+        // every sample (s (1-p)/p = s / (e^((s+1)/T) - 1) < T), so bytes x T
+        // bounds it.
+        const HtInterval ci = HtSumInterval(ps.live_bytes, ps.live_bytes * interval_max, interval_max);
+        ps.live_bytes_low = ci.low;
+        ps.live_bytes_high = ci.high;
         sp.top_sites.push_back(ps);
       }
     } else if (auto it = captured.find(st.index); st.best >= 0 && it != captured.end()) {
@@ -494,7 +506,11 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       for (size_t i = 0; i < it->second.size(); ++i) {
         const HeapReplay::Accumulator& a = it->second[i];
         if (a.key.kind != HeapReplay::Kind::kHost || a.live_bytes <= 0) continue;
-        sp.top_sites.push_back(PeakSite{i + 1, a.key.stack, a.live_bytes, a.live_count});
+        PeakSite ps{i + 1, a.key.stack, a.live_bytes, a.live_count};
+        const HtInterval ci = HtSumInterval(a.live_bytes, a.live_var, interval_max);
+        ps.live_bytes_low = ci.low;
+        ps.live_bytes_high = ci.high;
+        sp.top_sites.push_back(ps);
       }
     }
     std::stable_sort(sp.top_sites.begin(), sp.top_sites.end(),
@@ -607,6 +623,14 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     s.live_count_end = std::max(a.live_count, 0.0);
     const HeapReplay::Accumulator& at_peak = i < peak_sites.size() ? peak_sites[i] : empty_acc;
     s.live_bytes_at_peak = std::max(at_peak.live_bytes, 0.0);
+    if (s.kind == SiteKind::kHost) {  // mmap sites are exact
+      const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval_max);
+      s.live_bytes_end_low = end_ci.low;
+      s.live_bytes_end_high = end_ci.high;
+      const HtInterval peak_ci = HtSumInterval(s.live_bytes_at_peak, at_peak.live_var, interval_max);
+      s.live_bytes_at_peak_low = peak_ci.low;
+      s.live_bytes_at_peak_high = peak_ci.high;
+    }
     s.live_bytes_by_step.assign(rows, 0.0);
     if (i < by_step.size()) {
       for (size_t k = 0; k < by_step[i].size(); ++k) s.live_bytes_by_step[k] = by_step[i][k];

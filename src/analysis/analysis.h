@@ -61,6 +61,11 @@ struct Site {
   // Estimated live bytes at the run's host peak; device sites: exact, at the
   // peak of their device's resident bytes (pinned_host: of pinned host bytes).
   double live_bytes_at_peak = 0;
+  // 95 % intervals of live_bytes_end and live_bytes_at_peak (Horvitz-Thompson
+  // sampling variance; docs/analysis.md "Intervals"). Exact sites (mmap,
+  // device) and sites built without them: high < 0, read as [value, value].
+  double live_bytes_end_low = 0, live_bytes_end_high = -1;
+  double live_bytes_at_peak_low = 0, live_bytes_at_peak_high = -1;
   std::vector<double> live_bytes_by_step;  // estimated live at each step end (index as Report::steps)
   Growth growth;                    // classification of its own process's steps (growth.h)
   double steps_to_limit = -1;       // LEAK: steps until the memory limit at this rate; -1 n/a
@@ -158,6 +163,9 @@ struct PeakSite {
   uint64_t stack_id = 0;
   double live_bytes = 0;    // estimated
   double live_count = 0;
+  // 95 % interval of live_bytes (host sites; docs/analysis.md "Intervals");
+  // high < 0: exact (device sites), read as [live_bytes, live_bytes].
+  double live_bytes_low = 0, live_bytes_high = -1;
 };
 
 // Peaks of one stage name in one process, over the steps where it ran.

@@ -40,7 +40,9 @@ constexpr double kZ95 = 1.959964;
 // Poisson bound for zero events).
 struct CohortRate {
   double rate = 0;
-  double half_width = 0;
+  double low = 0;         // 95 % interval of the rate
+  double high = 0;
+  double half_width = 0;  // its upper half-width, high - rate
 };
 
 CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
@@ -59,11 +61,23 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
   const double n = static_cast<double>(b - a);
   const double t_mean = t_sum / n;
   r.rate = bytes / n;
-  r.half_width = kZ95 * std::sqrt(var + 2.25 * t_mean * t_mean) / n;
+  const HtInterval ci = HtSumInterval(bytes, var, t_mean);
+  r.low = ci.low / n;
+  r.high = ci.high / n;
+  r.half_width = r.high - r.rate;
   return r;
 }
 
 }  // namespace
+
+HtInterval HtSumInterval(double estimate, double var, double interval) {
+  const double z2 = kZ95 * kZ95;
+  const double c = estimate > 0 && var > 0 ? var / estimate : 0.0;
+  const double a2 = 2.25 * interval * interval;
+  const double center = std::max(estimate, 0.0) + z2 * c / 2;
+  const double spread = std::sqrt(z2 * c * std::max(estimate, 0.0) + z2 * z2 * c * c / 4 + z2 * a2);
+  return HtInterval{std::max(0.0, center - spread), center + spread};
+}
 
 const char* GrowthClassName(GrowthClass c) {
   switch (c) {
@@ -162,8 +176,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
         // The leak's rate: what the window's cohorts kept per step, unbiased,
         // with its sampling interval (docs/analysis.md "Intervals").
         g.slope = kept.rate;
-        g.slope_low = std::max(0.0, kept.rate - kept.half_width);
-        g.slope_high = kept.rate + kept.half_width;
+        g.slope_low = kept.low;
+        g.slope_high = kept.high;
       }
       g.reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
                                  t.p_increasing, Kib(g.slope), N);

@@ -64,6 +64,25 @@ struct GrowthOptions {
   bool widen_sparse_halves = false;
 };
 
+// The 95 % interval of a Horvitz-Thompson sum R of sampled weights (a site's
+// live bytes at a moment, or the bytes its cohorts kept), from its sampling
+// variance var = sum over the samples of (s/p)^2 (1 - p), and `interval`
+// (T; 0 for exact counts), which adds one sample's worth of bytes (1.5 T) so
+// that an object class with no sample at all is not read as certainly absent
+// (with no sample the upper bound is 1.96 x 1.5 T, about the Poisson bound
+// for zero events). A score interval: the variance is taken as a function of
+// the true value theta, c theta + (1.5 T)^2 with c = var / R (the variance
+// per estimated byte), and the interval is every theta with
+// (R - theta)^2 <= 1.96^2 (c theta + (1.5 T)^2). It is asymmetric: a low
+// estimate rests on few samples, whose plug-in variance is small too, and
+// the symmetric R +- 1.96 sqrt(var) then missed the truth mostly from below
+// (docs/analysis.md "Intervals of the estimates"). The low end is floored at 0.
+struct HtInterval {
+  double low = 0;
+  double high = 0;
+};
+HtInterval HtSumInterval(double estimate, double var, double interval);
+
 struct GrowthInput {
   std::vector<double> y;  // value at the end of each step (row)
   // Cohorts (call-site series only; leave empty for process-level series,

@@ -1,11 +1,17 @@
 #include "src/analysis/replay.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "src/format/format.h"
 
 namespace memstep::analysis {
 namespace {
+// Var of one sample's estimate s/p: (s/p)^2 (1 - p), with p = 1/count.
+double ObjectVar(double bytes, double count) {
+  return count > 1 ? bytes * bytes * (1 - 1 / count) : 0.0;
+}
+
 uint64_t End(uint64_t addr, uint64_t len) {
   return len > UINT64_MAX - addr ? UINT64_MAX : addr + len;
 }
@@ -16,6 +22,7 @@ double SampleProbability(uint64_t size, uint64_t interval) {
   double p = -std::expm1(-(static_cast<double>(size) + 1.0) / static_cast<double>(interval));
   return p > 0 ? p : 1e-300;
 }
+
 
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;
@@ -41,6 +48,8 @@ void HeapReplay::RemoveLive(uint64_t addr) {
   Accumulator& s = sites_[it->second.site];
   s.live_bytes -= it->second.bytes;
   s.live_count -= it->second.count;
+  s.live_var -= ObjectVar(it->second.bytes, it->second.count);
+  if (s.live_var < 0) s.live_var = 0;
   if (it->second.cohort == cohort_) s.young_bytes -= it->second.bytes;
   host_live_ -= it->second.bytes;
   live_.erase(it);
@@ -112,6 +121,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       s.alloc_count += count;
       s.live_bytes += bytes;
       s.live_count += count;
+      s.live_var += ObjectVar(bytes, count);
       s.young_bytes += bytes;
       host_live_ += bytes;
       live_[e.addr] = Live{site, cohort_, bytes, count};

@@ -40,6 +40,8 @@ namespace memstep::analysis {
 // drawn with mean interval `interval` (0: recorded with probability 1).
 double SampleProbability(uint64_t size, uint64_t interval);
 
+// HtSumInterval (growth.h): the 95 % interval of a sum of sampled weights.
+
 class HeapReplay {
  public:
   enum class Kind : uint8_t { kHost = 0, kMmap = 1 };
@@ -61,6 +63,9 @@ class HeapReplay {
     double alloc_count = 0;
     double live_bytes = 0;
     double live_count = 0;
+    // Horvitz-Thompson sampling variance of live_bytes: the sum over the
+    // live samples of (s/p)^2 (1 - p) (exact pieces of mappings add 0).
+    double live_var = 0;
     double young_bytes = 0;   // live bytes allocated in the current cohort
   };
 

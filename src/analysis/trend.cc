@@ -128,26 +128,39 @@ TrendResult TrendTest(const std::vector<double>& x) {
   double denom = 0;
   for (double v : ranks) denom += (v - mean) * (v - mean);
   double sum = 0;
+  // For the slope's interval: the same weighted sum over the initial run of
+  // positive rank autocorrelations (lags 1, 2, ... until the first r_k <= 0,
+  // Geyer's truncation), significant or not. The test's sum keeps only the
+  // significant lags; that is right for a p-value but leaves out the many
+  // small positive lags of a slowly mixing series (objects that live a few
+  // steps), and an AR(1) series with phi = 0.3 then had its 95 % slope
+  // interval cover the truth in ~90 % of runs (docs/analysis.md "Intervals").
+  double ci_sum = 0;
+  bool positive_run = true;
   if (denom > 0) {
     const double bound = kZ975 / std::sqrt(nd);
     for (size_t k = 1; k + 2 < n; ++k) {
       double num = 0;
       for (size_t i = 0; i + k < n; ++i) num += (ranks[i] - mean) * (ranks[i + k] - mean);
       const double rk = num / denom;
-      if (std::fabs(rk) <= bound) continue;
       const double nk = static_cast<double>(n - k);
+      positive_run = positive_run && rk > 0;
+      if (positive_run) ci_sum += nk * (nk - 1) * (nk - 2) * rk;
+      if (std::fabs(rk) <= bound) continue;
       sum += nk * (nk - 1) * (nk - 2) * rk;
     }
   }
   r.hamed_rao = std::max(1.0, 1 + 2 * sum / (nd * (nd - 1) * (nd - 2)));
   r.var_s = var * r.hamed_rao;
+  const double ci_factor =
+      std::max(r.hamed_rao, 1 + 2 * ci_sum / (nd * (nd - 1) * (nd - 2)));
   if (r.var_s > 0) {
     r.z = s > 0 ? (s - 1) / std::sqrt(r.var_s) : s < 0 ? (s + 1) / std::sqrt(r.var_s) : 0;
   }
   r.p_increasing = NormalUpperTail(r.z);
 
   // Gilbert's interval from the (corrected) variance of S.
-  const double c = kZ975 * std::sqrt(r.var_s);
+  const double c = kZ975 * std::sqrt(var * ci_factor);
   const double md = static_cast<double>(m);
   auto at_rank = [&](double rank) {  // 1-based, rounded and clamped
     double k = std::round(rank);

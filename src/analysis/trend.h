@@ -14,7 +14,11 @@
 //   Theil-Sen slope = median of the 15 pairwise slopes (x_j - x_i)/(j - i)
 //     = 1. 95 % interval (Gilbert 1987): C = 1.96 sqrt(Var*) = 10.43, ranks
 //     (15 - C)/2 = 2 and (15 + C)/2 + 1 = 14 of the sorted slopes (rounded,
-//     clamped to [1, 15]): [-1, 2].
+//     clamped to [1, 15]): [-1, 2]. For the interval only, Var(S) takes the
+//     Hamed-Rao sum over the initial run of positive rank autocorrelations
+//     (significant or not; never less than the test's factor): residuals
+//     that persist a few steps would otherwise make it too narrow (here the
+//     lag-1 autocorrelation is negative: no change).
 //   Warm-up: 0,50,100,100,101,100,... -> the two-segment least-squares fit
 //     splits at index 3, the first index of the flat segment.
 //

@@ -355,6 +355,15 @@ void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames
   w.EndArray();
 }
 
+// A 95 % interval [lo, hi]; high < 0 marks an exact value: [value, value].
+void WriteCi(JsonWriter& w, const char* key, double value, double low, double high) {
+  w.Key(key);
+  w.BeginArray();
+  w.Double(high < 0 ? value : low);
+  w.Double(high < 0 ? value : high);
+  w.EndArray();
+}
+
 void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginObject();
   w.Field("id", s.id);
@@ -368,6 +377,9 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.Field("live_bytes_end", s.live_bytes_end);
   w.Field("live_count_end", s.live_count_end);
   w.Field("live_bytes_at_peak", s.live_bytes_at_peak);
+  WriteCi(w, "live_bytes_end_ci", s.live_bytes_end, s.live_bytes_end_low, s.live_bytes_end_high);
+  WriteCi(w, "live_bytes_at_peak_ci", s.live_bytes_at_peak, s.live_bytes_at_peak_low,
+          s.live_bytes_at_peak_high);
   w.Field("class", std::string(analysis::GrowthClassName(s.growth.cls)));
   w.Field("growth_bytes_per_step", s.growth.slope);
   w.Key("growth_ci");
@@ -446,6 +458,7 @@ void WriteStagePeak(JsonWriter& w, const analysis::StagePeak& sp) {
     w.Field("stack_id", t.stack_id);
     w.Field("live_bytes", t.live_bytes);
     w.Field("live_count", t.live_count);
+    WriteCi(w, "live_bytes_ci", t.live_bytes, t.live_bytes_low, t.live_bytes_high);
     w.EndObject();
   }
   w.EndArray();

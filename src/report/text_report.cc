@@ -370,6 +370,11 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
     const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
     absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
                                           total > 0 ? 100.0 * v / total : 0.0));
+    const double high = at_peak ? s->live_bytes_at_peak_high : s->live_bytes_end_high;
+    if (high >= 0) {  // sampled: its 95 % interval
+      const double low = at_peak ? s->live_bytes_at_peak_low : s->live_bytes_end_low;
+      absl::StrAppend(&out, "95% CI ", HumanBytes(low), "-", HumanBytes(high), "  ");
+    }
     if (!at_peak && s->kind == SiteKind::kHost) {
       absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));
     }
@@ -568,6 +573,10 @@ void AppendStagePeaks(const Report& r, std::string& out) {
     for (size_t i = 0; i < sp.top_sites.size() && i < per_stage; ++i) {
       const analysis::PeakSite& t = sp.top_sites[i];
       absl::StrAppend(&out, "      ", HumanBytes(t.live_bytes), "  ");
+      if (t.live_bytes_high >= 0) {
+        absl::StrAppend(&out, "(95% CI ", HumanBytes(t.live_bytes_low), "-",
+                        HumanBytes(t.live_bytes_high), ")  ");
+      }
       const Site* site = nullptr;
       for (const Site& s : r.sites) {
         if (s.id == t.site_id) site = &s;

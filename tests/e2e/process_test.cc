@@ -329,21 +329,8 @@ TEST(Example, TrainingLoopLeakIsTheTopLiveSite) {
   EXPECT_TRUE(absl::StrContains(top.frames.front().function, "RecordMetricsHistory"))
       << DescribeSites(run);
   EXPECT_EQ(run.steps.front().stage_peaks.size(), 4u);
-  // The leak is the only growing heap site, so when it is classified LEAK
-  // (its ~18 window samples usually suffice) its rate is calibrated to the
-  // exact heap growth, whatever the sampled estimate: the process's exact
-  // slope, which is the leak's 64 KiB/step plus whatever of the filling cache
-  // the window still sees after the detected warm-up.
-  if (top.growth.cls == analysis::GrowthClass::kLeak) {
-    EXPECT_TRUE(top.growth.calibrated)
-        << "sampled " << top.growth.sampled_slope << " window samples " << top.growth.window_samples
-        << " exact " << run.processes[0].live_growth.slope << " ["
-        << run.processes[0].live_growth.slope_low << ", " << run.processes[0].live_growth.slope_high
-        << "] site slope " << top.growth.slope << " [" << top.growth.slope_low << ", "
-        << top.growth.slope_high << "]";
-    EXPECT_DOUBLE_EQ(top.growth.slope, run.processes[0].live_growth.slope);
-    EXPECT_NEAR(top.growth.slope, 64.0 * 1024, 64.0 * 1024 * 0.10) << top.growth.sampled_slope;
-  }
+  // Each planted class at its site, and the leak's rate interval:
+  // example_test.cc.
 }
 
 }  // namespace

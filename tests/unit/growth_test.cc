@@ -301,7 +301,7 @@ TEST(GrowthTest, SiteLeakRateWithin10PercentOver200Steps) {
 TEST(GrowthTest, ExactProcessSeriesLeakRateWithin10Percent) {
   // Exact live bytes: 300 MiB of model, 100 KiB/step leak, 0-4 MiB of
   // buffers still live at each step end. The 95 % interval covers the truth
-  // in about 95 % of seeds (measured: 189 of 200).
+  // in about 95 % of seeds (956 of 1,000 in coverage_test.cc; 92 of these 100).
   int covered = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
     std::mt19937_64 rng(seed);

@@ -78,6 +78,8 @@ Report SmallReport(size_t steps) {
   s.pid = 77;
   s.live_bytes_end = 5 << 20;
   s.live_bytes_at_peak = 1 << 20;
+  s.live_bytes_end_low = 4 << 20;
+  s.live_bytes_end_high = 6 << 20;
   s.samples = 12;
   Frame f;
   f.function = "planted_leaky_function(int)";
@@ -107,6 +109,10 @@ TEST(TextReportTest, Sections) {
   EXPECT_THAT(text, HasSubstr("[inlined] planted_leaky_function(int)  /src/leak.cc:42  (train)"));
   EXPECT_THAT(text, HasSubstr("main  /src/leak.cc:7  (train)"));
   EXPECT_THAT(text, HasSubstr("call sites at the peak"));
+  // A sampled site's live bytes with their 95 % interval; none given at the
+  // peak (high < 0): no interval printed there.
+  EXPECT_THAT(text, HasSubstr("5.00 MiB  100.0%  95% CI 4.00 MiB-6.00 MiB  ~"));
+  EXPECT_THAT(text, HasSubstr("1.00 MiB  100.0%  host"));
   EXPECT_THAT(text, Not(HasSubstr("...")));
 }
 
@@ -178,6 +184,8 @@ TEST(JsonReportTest, Fields) {
                               "\"/src/leak.cc\",\"line\":42,\"module\":\"/opt/app/train\""));
   EXPECT_THAT(json, HasSubstr("\"kind\":\"host\""));
   EXPECT_THAT(json, HasSubstr("\"live_bytes_end\":5242880"));
+  EXPECT_THAT(json, HasSubstr("\"live_bytes_end_ci\":[4194304,6291456]"));
+  EXPECT_THAT(json, HasSubstr("\"live_bytes_at_peak_ci\":[1048576,1048576]"));
   // Balanced brackets.
   int depth = 0;
   bool in_string = false;
