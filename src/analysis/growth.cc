@@ -181,6 +181,20 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
       }
       g.reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
                                  t.p_increasing, Kib(g.slope), N);
+    } else if (!cohorts && !persistent && h2.p_increasing < o.p_value &&
+               h2.slope >= o.min_rate &&
+               h2.slope * static_cast<double>(N - half) >= o.min_window_growth / 2) {
+      // An exact series (no sampling: a random walk of samples cannot fake
+      // it) that slowed, but whose second half still grows significantly by
+      // itself (a leak under a cache that filled, say): a leak at the second
+      // half's rate, the one that goes on.
+      g.cls = GrowthClass::kLeak;
+      g.slope = h2.slope;
+      g.slope_low = h2.slope_low;
+      g.slope_high = h2.slope_high;
+      g.reason = absl::StrFormat(
+          "p = %.2g, slowed from %s/step but still growing %s/step over the last %d steps",
+          h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);
     } else {
       g.cls = GrowthClass::kBoundedGrowth;
       g.reason = !persistent

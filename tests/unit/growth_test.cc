@@ -9,6 +9,7 @@
 
 #include "src/analysis/growth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <random>
@@ -267,6 +268,36 @@ TEST(GrowthTest, HuntedLeakWithSparseHalvesIsLeak) {
   EXPECT_GE(covered, 90);
   EXPECT_EQ(churn_leaks, 0);
   EXPECT_LE(cache_leaks, 5);
+}
+
+// An exact series (no sampling) that slows but keeps growing: a cache of
+// 96 KiB/step filling until step 96 over a 64 KiB/step leak, 200 steps, 0-4
+// KiB of noise. LEAK at the second half's rate (the leak), in every seed; the
+// cache alone (no leak) stays BOUNDED_GROWTH.
+TEST(GrowthTest, ExactSeriesThatSlowsButGrowsIsLeak) {
+  int leaks = 0, near = 0, cache_leaks = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> noise(0, 4 * kKiB);
+    GrowthInput both, cache;
+    for (size_t r = 0; r < 200; ++r) {
+      const double fill = 96 * kKiB * static_cast<double>(std::min<size_t>(r, 96));
+      both.y.push_back(64 * kKiB * static_cast<double>(r) + fill + noise(rng));
+      cache.y.push_back(fill + noise(rng));
+    }
+    GrowthOptions exact;
+    exact.min_rate = 1024;
+    exact.min_window_growth = 64 * 1024;
+    Growth g = ClassifyGrowth(both, 10, exact);
+    leaks += g.cls == GrowthClass::kLeak;
+    near += g.cls == GrowthClass::kLeak && std::fabs(g.slope - 64 * kKiB) < 2 * kKiB;
+    cache_leaks += ClassifyGrowth(cache, 10, exact).cls == GrowthClass::kLeak;
+  }
+  printf("exact slowing leak: LEAK %d, at the leak's rate %d; cache alone LEAK %d (of 100)\n",
+         leaks, near, cache_leaks);
+  EXPECT_EQ(leaks, 100);
+  EXPECT_EQ(near, 100);
+  EXPECT_EQ(cache_leaks, 0);
 }
 
 TEST(GrowthTest, ChurnIsNoTrend) {
