@@ -19,6 +19,7 @@
 // 100 times that cost has passed (at most 1 % of wall time), so on a small
 // heap it runs at every step end and on a heap with many free chunks less
 // often. Each collection also records its cost (`memstep.stats_ns`).
+// MEMSTEP_ALLOC_STATS=0 turns it off.
 //
 // Nothing here allocates from the hooked heap (the caller holds the guard;
 // mallctl may allocate internally, forwarded uncounted).
@@ -35,6 +36,7 @@
 
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -162,6 +164,7 @@ void CollectJemalloc(MallctlFn ctl, AllocStats* s) {
 }  // namespace
 
 bool AllocStatsCollect(AllocStats* s) {
+  if (!g_features.alloc_stats) return false;
   const uint64_t start = MonoNs();
   uint64_t next = g_next_ns.load(std::memory_order_relaxed);
   if (start < next) return false;

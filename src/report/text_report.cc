@@ -459,8 +459,12 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
   absl::StrAppend(&out, ", mappings ", SignedBytes(x.mmap_per_step), " anonymous");
   if (x.has_file) absl::StrAppend(&out, " ", SignedBytes(x.file_per_step), " file-backed");
   absl::StrAppend(&out, ", other ", SignedBytes(x.other_per_step), "\n");
-  absl::StrAppend(&out, "      (", x.allocator.empty() ? "no allocator" : x.allocator,
-                  " statistics at ", x.stat_rows, " of ", x.window, " steps");
+  if (x.stat_rows == 0) {
+    absl::StrAppend(&out, "      (no allocator statistics recorded");
+  } else {
+    absl::StrAppend(&out, "      (", x.allocator.empty() ? "no allocator" : x.allocator,
+                    " statistics at ", x.stat_rows, " of ", x.window, " steps");
+  }
   if (x.median_cost_ns > 0) {
     absl::StrAppend(&out, absl::StrFormat(", %.0f us each", x.median_cost_ns / 1000));
   }

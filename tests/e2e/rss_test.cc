@@ -33,8 +33,9 @@ constexpr char kJemalloc[] = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
 constexpr uint64_t kRssFragInterval = 64 * 1024;
 
 analysis::Report RunRss(const TempDir& dir, const std::string& mode, const std::string& after = "",
-                        uint64_t interval = 1) {
+                        uint64_t interval = 1, const std::string& extra_env = "") {
   std::vector<std::string> env = TracedEnv(dir.path(), interval);
+  if (!extra_env.empty()) env.push_back(extra_env);
   // A fixed T and seed: the same samples every run.
   env.push_back("MEMSTEP_PROGRESSIVE=0");
   env.push_back("MEMSTEP_SEED=9");
@@ -104,6 +105,20 @@ TEST(RssExplainE2E, TopChunkIsCaching) {
   EXPECT_EQ(x.verdict, "CACHING");
   EXPECT_GT(x.cache_per_step, 0.5 * kRssCacheUnit);
   EXPECT_NE(p.live_growth.cls, analysis::GrowthClass::kLeak);
+}
+
+// Without the allocator's statistics (MEMSTEP_ALLOC_STATS=0) the same growth
+// is not explained, and still never called a LEAK.
+TEST(RssExplainE2E, WithoutStatisticsTopChunkIsUnexplained) {
+  TempDir dir;
+  const analysis::Report report = RunRss(dir, "rss-cache", "", 1, "MEMSTEP_ALLOC_STATS=0");
+  ASSERT_EQ(report.processes.size(), 1u);
+  const analysis::ProcessSummary& p = report.processes[0];
+  const analysis::RssExplain& x = p.rss_explain;
+  SCOPED_TRACE(Describe(p));
+  EXPECT_EQ(x.stat_rows, 0u);
+  EXPECT_FALSE(x.has_allocator);
+  EXPECT_EQ(x.verdict, "UNEXPLAINED");
 }
 
 TEST(RssExplainE2E, TrueLeakIsLeak) {
