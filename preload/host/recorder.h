@@ -87,6 +87,18 @@ void ProgressiveStepsBegin(ThreadState& t);
 void ProgressiveBoost(ThreadState& t, uint32_t steps);
 void ProgressiveForkChild();
 
+// The allocator's statistics at step ends (steps/alloc_stats.cc).
+constexpr int kAllocStatsMax = 16;
+struct AllocStats {
+  int64_t values[kAllocStatsMax];  // -1: not collected
+};
+// Outside every lock, before a STEP end record: true when a collection was due
+// (rate-limited to 1 % of wall time by its own measured cost) and *s is filled.
+bool AllocStatsCollect(AllocStats* s);
+// g_api_lock held, just before the STEP end record: COUNTER records of *s.
+void AllocStatsEmit(ThreadState& t, const AllocStats& s);
+void AllocStatsForkChild();
+
 // Sets the reentrancy guard for a scope and restores the previous value.
 class GuardScope {
  public:

@@ -97,6 +97,10 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   FlushCounters(&t);
   bool rec = Recording();
   uint64_t rss = rec ? ReadRssBytes() : 0;
+  // The allocator's statistics, when this call ends a step (a hint read
+  // without the lock: at worst one collection is wasted or one step lacks it).
+  AllocStats stats;
+  const bool have_stats = rec && (!begin || g_step_open) && AllocStatsCollect(&stats);
   bool notice = false;
   bool first_user_step = false;
   bool ended = false;
@@ -129,6 +133,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
         ended_step = g_cur_step.load();
         ended_live = live;
         ended_peak = peak > live ? peak : live;
+        if (rec && have_stats) AllocStatsEmit(t, stats);
         if (rec) EmitStep(t, ended_step, 1, Snapshot(peak, rss));
         g_counters.step_max.store(live, std::memory_order_relaxed);
       }
@@ -145,6 +150,7 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
       ended_step = step;
       ended_live = live;
       ended_peak = peak > live ? peak : live;
+      if (rec && have_stats) AllocStatsEmit(t, stats);
       if (rec) EmitStep(t, step, 1, Snapshot(peak, rss));
     }
     if (ended) ++g_steps_ended;

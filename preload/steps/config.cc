@@ -17,7 +17,7 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 FeatureConfig g_features = {
-    20, 0, 0, {}, 0, "", false, uint64_t{10} * 1000000000u, uint64_t{8} << 20, 5, 10, true, true,
+    20, 0, 0, {}, 0, "", false, uint64_t{10} * 1000000000u, uint64_t{8} << 20, 5, 10, true, true, true,
     "^(train[_ ]?)?step|^iteration|^iter", 0};
 
 std::atomic<bool> g_user_steps{false};
@@ -134,6 +134,7 @@ void ReadFeatureConfig() {
   if (EnvCount("MEMSTEP_SNAPSHOT_RATIO_PCT", &v)) g_features.snap_ratio_pct = v;
   if (EnvCount("MEMSTEP_SNAPSHOT_RUN_RATIO_PCT", &v)) g_features.run_ratio_pct = v;
   g_features.sites = EnvOn("MEMSTEP_SITES", true);
+  g_features.alloc_stats = EnvOn("MEMSTEP_ALLOC_STATS", true);
   g_features.nvtx = EnvOn("MEMSTEP_NVTX", true);
   const char* re = getenv("MEMSTEP_STEP_RANGE");
   if (re != nullptr && re[0] != '\0' && StrLen(re) < sizeof(g_features.step_range)) {

@@ -43,6 +43,7 @@ struct FeatureConfig {
   uint64_t snap_ratio_pct;   // MEMSTEP_SNAPSHOT_RATIO_PCT (default 5)
   uint64_t run_ratio_pct;    // MEMSTEP_SNAPSHOT_RUN_RATIO_PCT (default 10)
   bool sites;                // MEMSTEP_SITES=0 turns the site table off
+  bool alloc_stats;          // MEMSTEP_ALLOC_STATS=0: no allocator statistics at step ends
   bool nvtx;                 // MEMSTEP_NVTX=0 refuses the NVTX injection
   char step_range[512];      // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
   uint64_t alert_device_peak;  // MEMSTEP_ALERT_DEVICE_PEAK, bytes (0 = off)

@@ -126,6 +126,7 @@ void ForkChild() {
   SitesForkChild();
   AlertsForkChild();
   ProgressiveForkChild();
+  AllocStatsForkChild();
   ModulesForkChild();
   // The child's history starts here: the blocks it inherited count as
   // allocated once (alloc = inherited live, free = 0), so per-process totals

@@ -676,6 +676,24 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
               &s.seconds_to_limit);
     }
   }
+  // RSS growth explained (rss_explain.h): after the sites, which may pin it.
+  if (have_rss) {
+    RssInput in;
+    in.rss = rss;
+    in.live = live;
+    in.mmap.resize(rows);
+    for (size_t k = 0; k < rows; ++k) in.mmap[k] = static_cast<double>(r.steps[k].mmap_live_bytes_end);
+    in.stats = StepAllocStats(t, row_of_step, rows);
+    in.rss_growth = ps.rss_growth;
+    in.live_growth = ps.live_growth;
+    for (size_t i = 0; i < r.sites.size(); ++i) {
+      const Site& s = r.sites[i];
+      if (s.kind == SiteKind::kHost) in.sites.push_back(RssSite{i + 1, s.growth.slope, s.growth.cls});
+    }
+    ps.rss_explain = ExplainRss(in, options.growth);
+    const std::string& v = ps.rss_explain.verdict;
+    if (!v.empty()) ps.fragmentation = v == "FRAGMENTATION" || v == "CACHING";
+  }
   ps.hunts = SummarizeHunts(t);
   Unattributed(r.sites, r.steps, exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
@@ -786,6 +804,7 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
       for (PeakSite& p : sp.top_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
     }
     for (AlertRow& a : r.alerts) a.site_id = a.site_id != 0 ? tag | a.site_id : 0;
+    for (RssPin& p : r.summary.rss_explain.pins) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
     for (DeviceFailure& f : r.failures) f.site_id = f.site_id != 0 ? tag | f.site_id : 0;
     report.device_failures.insert(report.device_failures.end(), r.failures.begin(), r.failures.end());
     report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
@@ -818,6 +837,9 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     for (PeakSite& p : sp.top_sites) p.site_id = renumber(p.site_id);
   }
   for (AlertRow& a : report.alerts) a.site_id = renumber(a.site_id);
+  for (ProcessSummary& p : report.processes) {
+    for (RssPin& pin : p.rss_explain.pins) pin.site_id = renumber(pin.site_id);
+  }
   for (DeviceFailure& f : report.device_failures) f.site_id = renumber(f.site_id);
   return report;
 }

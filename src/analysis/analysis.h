@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/analysis/growth.h"
+#include "src/analysis/rss_explain.h"
 #include "src/analysis/site_kind.h"
 
 namespace memstep::analysis {
@@ -292,6 +293,9 @@ struct ProcessSummary {
   Growth live_growth;               // exact heap live bytes at step ends
   Growth rss_growth;                // RSS at step ends
   bool fragmentation = false;       // RSS grows (significantly) while live bytes do not
+  // RSS growth split into live bytes, allocator free space and mappings, and
+  // its verdict (rss_explain.h; pins[].site_id are Report::sites ids).
+  RssExplain rss_explain;
   // Leak hunts the library ran (HUNT records; docs/analysis.md "Leak hunt").
   struct Hunt {
     uint64_t begin_step = 0;

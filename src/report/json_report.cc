@@ -208,6 +208,43 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Key("rss_growth");
   WriteGrowth(w, p.rss_growth);
   w.Field("fragmentation", p.fragmentation);
+  {
+    const analysis::RssExplain& x = p.rss_explain;
+    w.Key("rss_explain");
+    w.BeginObject();
+    w.Field("verdict", x.verdict);
+    w.Field("reason", x.reason);
+    w.Field("allocator", x.allocator);
+    w.Field("window_begin", static_cast<uint64_t>(x.window_begin));
+    w.Field("window", static_cast<uint64_t>(x.window));
+    w.Field("stat_rows", static_cast<uint64_t>(x.stat_rows));
+    w.Field("rss_per_step", x.rss_per_step);
+    w.Field("live_per_step", x.live_per_step);
+    w.Field("has_allocator", x.has_allocator);
+    w.Field("frag_per_step", x.frag_per_step);
+    w.Field("cache_per_step", x.cache_per_step);
+    w.Field("mmap_per_step", x.mmap_per_step);
+    w.Field("has_file", x.has_file);
+    w.Field("file_per_step", x.file_per_step);
+    w.Field("other_per_step", x.other_per_step);
+    w.Field("live_p", x.live_p);
+    w.Field("frag_p", x.frag_p);
+    w.Field("cache_p", x.cache_p);
+    w.Field("mmap_p", x.mmap_p);
+    w.Field("file_p", x.file_p);
+    w.Field("median_cost_ns", x.median_cost_ns);
+    w.Key("pins");
+    w.BeginArray();
+    for (const analysis::RssPin& pin : x.pins) {
+      w.BeginObject();
+      w.Field("site_id", pin.site_id);
+      w.Field("bytes_per_step", pin.bytes_per_step);
+      w.Field("ratio", pin.ratio);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
   w.Field("attributed_bytes_per_step", p.attributed_bytes_per_step);
   w.Field("unattributed_bytes_per_step", p.unattributed_bytes_per_step);
   w.Field("attribute_hint", p.attribute_hint);

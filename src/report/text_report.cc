@@ -432,6 +432,67 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
   }
 }
 
+std::string SignedBytes(double v) { return (v >= 0 ? "+" : "") + HumanBytes(v); }
+
+// The innermost frame outside the allocator, for a one-line site name.
+std::string SiteName(const Site& s) {
+  for (const analysis::Frame& f : s.frames) {
+    if (absl::StartsWith(f.function, "operator new") || absl::StartsWith(f.function, "malloc") ||
+        absl::StartsWith(f.function, "calloc") || absl::StartsWith(f.function, "realloc") ||
+        absl::StrContains(f.module, "libc.so") || absl::StrContains(f.module, "libstdc++") ||
+        absl::StrContains(f.module, "libmemstep")) {
+      continue;
+    }
+    return f.function;
+  }
+  return s.frames.empty() ? "?" : s.frames[0].function;
+}
+
+// RSS growth split per step (docs/analysis.md "RSS growth explained").
+void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out) {
+  const analysis::RssExplain& x = p.rss_explain;
+  if (x.window == 0) return;
+  absl::StrAppend(&out, "      per step: live ", SignedBytes(x.live_per_step), " (exact heap)");
+  if (x.has_allocator) {
+    absl::StrAppend(&out, ", free ", SignedBytes(x.frag_per_step), " inside the heap",
+                    " (fragmentation), ", SignedBytes(x.cache_per_step), " ",
+                    x.allocator == "jemalloc" ? "dirty+muzzy pages" : "top chunk",
+                    " (caching)");
+  } else {
+    absl::StrAppend(&out, ", free space unknown (no allocator statistics)");
+  }
+  absl::StrAppend(&out, ", mappings ", SignedBytes(x.mmap_per_step), " anonymous");
+  if (x.has_file) absl::StrAppend(&out, " ", SignedBytes(x.file_per_step), " file-backed");
+  absl::StrAppend(&out, ", other ", SignedBytes(x.other_per_step), "\n");
+  if (x.stat_rows == 0) {
+    absl::StrAppend(&out, "      (no allocator statistics recorded");
+  } else {
+    absl::StrAppend(&out, "      (", x.allocator.empty() ? "no allocator" : x.allocator,
+                    " statistics at ", x.stat_rows, " of ", x.window, " steps");
+  }
+  if (x.median_cost_ns > 0) {
+    absl::StrAppend(&out, absl::StrFormat(", %.0f us each", x.median_cost_ns / 1000));
+  }
+  absl::StrAppend(&out, ")");
+  if (!x.verdict.empty()) absl::StrAppend(&out, ": ", x.verdict, ": ", x.reason);
+  absl::StrAppend(&out, "\n");
+  if (x.verdict != "FRAGMENTATION") return;
+  for (const analysis::RssPin& pin : x.pins) {
+    const Site* site = nullptr;
+    for (const Site& s : r.sites) {
+      if (s.id == pin.site_id) site = &s;
+    }
+    absl::StrAppend(&out, "      likely cause: ");
+    if (site != nullptr) {
+      absl::StrAppend(&out, "site #", site->id, " ", SiteName(*site));
+    } else {
+      absl::StrAppend(&out, "the exact heap (no site named)");
+    }
+    absl::StrAppend(&out, absl::StrFormat(" keeps %s/step and pins %.0fx as much free space\n",
+                                          HumanBytes(pin.bytes_per_step), pin.ratio));
+  }
+}
+
 void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   using analysis::GrowthClass;
   absl::StrAppend(&out, "\nGrowth (memory limit ", HumanBytes(static_cast<double>(r.memory_limit_bytes)),
@@ -455,10 +516,16 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
     if (g.window > 0) absl::StrAppend(&out, "  ", Rate(g));
     absl::StrAppend(&out, Projection(p.steps_to_limit, p.seconds_to_limit), "  (", g.reason, ")\n");
     if (p.rss_growth.window > 0) {
-      absl::StrAppend(&out, "    RSS: ", analysis::GrowthClassName(p.rss_growth.cls), "  ",
-                      Rate(p.rss_growth), "\n");
+      // RSS is called LEAK only when the exact live bytes grow with it.
+      const std::string& v = p.rss_explain.verdict;
+      const char* cls = !v.empty() ? v.c_str()
+                        : p.rss_growth.cls == GrowthClass::kLeak ? "GROWS"
+                                                                  : analysis::GrowthClassName(
+                                                                        p.rss_growth.cls);
+      absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
+      AppendRssExplain(r, p, out);
     }
-    if (p.fragmentation) {
+    if (p.fragmentation && p.rss_explain.verdict.empty()) {
       absl::StrAppend(&out, "    FRAGMENTATION: RSS grows ", HumanBytes(p.rss_growth.slope),
                       "/step while heap live bytes do not (allocator caching or "
                       "fragmentation, not a leak)\n");

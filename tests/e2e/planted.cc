@@ -27,8 +27,13 @@
 //                    step kProgBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
+//   rss-frag, rss-cache, rss-leak
+//                    kRssSteps steps whose RSS grows by heap fragmentation
+//                    pinned by PlantedRssPin, by the top chunk (caching), or
+//                    by a true leak (PlantedRssLeak)
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -349,6 +354,58 @@ int ModeHunt(long leak, long size) {
   return 0;
 }
 
+// ---- modes "rss-frag", "rss-cache", "rss-leak" ----------------------------
+// RSS growth explained (planted_facts.h has the shapes).
+
+// A medium block (allocated earlier, touched), shrunk in place to its first
+// kRssPinSize bytes, which are kept: glibc splits the chunk and frees the rest
+// behind it, a hole between this kept block and the next block.
+NOINLINE void* PlantedRssPin(void* medium) {
+  void* q = realloc(medium, kRssPinSize);
+  return q != nullptr ? q : medium;
+}
+
+NOINLINE void* PlantedRssLeak() {
+  void* p = malloc(kRssLeakSize);
+  memset(p, 3, kRssLeakSize);
+  return p;
+}
+
+int ModeRss(const char* kind) {
+  const bool frag = strcmp(kind, "frag") == 0, cache = strcmp(kind, "cache") == 0;
+  if (!frag && !cache && strcmp(kind, "leak") != 0) return 40;
+  if (cache) {
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  }
+  std::vector<void*>& kept = Kept();
+  kept.reserve(static_cast<size_t>(kRssSteps) * (kRssFragBlocks + kRssLeakBlocks));
+  for (long step = 0; step < kRssSteps; ++step) {
+    StepBegin(step);
+    if (frag) {
+      const size_t size = kRssFragBase + static_cast<size_t>(step) * kRssFragGrow;
+      void* medium[kRssFragBlocks];
+      for (int i = 0; i < kRssFragBlocks; ++i) {
+        medium[i] = malloc(size);
+        memset(medium[i], 1, size);
+      }
+      for (int i = 0; i < kRssFragBlocks; ++i) kept.push_back(PlantedRssPin(medium[i]));
+    } else if (cache) {
+      const size_t size = static_cast<size_t>(step + 1) * kRssCacheUnit;
+      void* p = malloc(size);
+      memset(p, 1, size);
+      Escape(p);
+      free(p);
+    } else {
+      for (int i = 0; i < kRssLeakBlocks; ++i) kept.push_back(PlantedRssLeak());
+    }
+    usleep(kRssStepMs * 1000);
+    StepEnd(step);
+  }
+  Say("rss done %ld\n", kRssSteps);
+  return 0;
+}
+
 // ---- modes "fork", "exec", "exit" ---------------------------------------
 
 NOINLINE void PlantedParent6666x3() {
@@ -615,6 +672,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "progress") == 0) return ModeProgress();
   if (strcmp(mode, "oom") == 0) return ModeOom();
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
+  if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   fprintf(stderr, "unknown mode %s\n", mode);

@@ -102,6 +102,29 @@ inline constexpr int kHuntStepMs = 10;
 inline constexpr int kHuntChurnBlocks = 1100;
 inline constexpr uint32_t kProgBoostSteps = 5;
 
+// Modes "rss-frag", "rss-cache", "rss-leak": RSS growth explained
+// (docs/analysis.md). kRssSteps steps of about kRssStepMs each.
+//   rss-frag: per step kRssFragBlocks medium blocks of kRssFragBase + step *
+//     kRssFragGrow bytes (each step's larger than any hole left before),
+//     allocated one after the other and touched, then each shrunk in place
+//     by realloc to its first kRssPinSize bytes, which are kept
+//     (PlantedRssPin): the freed rest of each is a hole pinned between two
+//     kept blocks, never reused, never trimmed.
+//   rss-cache: M_TRIM_THRESHOLD and M_MMAP_THRESHOLD raised; per step one
+//     block of (step + 1) x kRssCacheUnit bytes, touched and freed: it
+//     merges into the main arena's top chunk, which only grows.
+//   rss-leak: per step kRssLeakBlocks blocks of kRssLeakSize bytes, touched
+//     and kept (PlantedRssLeak).
+inline constexpr long kRssSteps = 60;
+inline constexpr int kRssStepMs = 5;
+inline constexpr int kRssFragBlocks = 32;
+inline constexpr size_t kRssFragBase = 32768;
+inline constexpr size_t kRssFragGrow = 1024;
+inline constexpr size_t kRssPinSize = 1024;
+inline constexpr size_t kRssCacheUnit = 512 * 1024;
+inline constexpr int kRssLeakBlocks = 16;
+inline constexpr size_t kRssLeakSize = 32768;
+
 }  // namespace memstep::e2e::facts
 
 #endif  // MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_

@@ -1,0 +1,101 @@
+// RSS growth explained (docs/analysis.md "RSS growth explained"): splits a
+// process's RSS growth per step into the exact heap live bytes, the
+// allocator's free space (fragmentation: free chunks inside the heap; caching:
+// free memory the allocator would hand back or reuse first: glibc's top
+// chunk, jemalloc's dirty and muzzy pages), memstep's anonymous mappings and
+// file-backed pages, classifies it LEAK / FRAGMENTATION / CACHING / FILE /
+// UNEXPLAINED, and names the growing heap sites that pin fragmented free
+// space.
+//
+// Inputs come from the step-end COUNTER records written by
+// preload/steps/alloc_stats.cc (docs/format.md "Step-end allocator
+// statistics"); rows without them (rate-limited collection) are skipped by
+// the slopes, which take each row's step index as x.
+
+#ifndef MEMSTEP_SRC_ANALYSIS_RSS_EXPLAIN_H_
+#define MEMSTEP_SRC_ANALYSIS_RSS_EXPLAIN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "src/analysis/growth.h"
+
+namespace memstep::reader {
+struct Trace;
+}
+
+namespace memstep::analysis {
+
+// The allocator's statistics at one step end, mapped onto the components.
+struct RowAllocStats {
+  bool has = false;          // a collection was recorded at this step end
+  std::string allocator;     // "glibc", "jemalloc", "" (resident split only)
+  int64_t anon_bytes = -1;   // resident anonymous bytes (statm resident - shared)
+  int64_t file_bytes = -1;   // resident file-backed + shmem bytes (statm shared)
+  int64_t frag_bytes = -1;   // glibc: fordblks - keepcost; jemalloc: active - allocated
+  int64_t cache_bytes = -1;  // glibc: keepcost (main arena top); jemalloc: dirty + muzzy
+  int64_t cost_ns = -1;      // what the collection cost in the process
+};
+
+// One row per step row of the process (index as its StepRow list).
+std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
+                                          const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                                          size_t rows);
+
+// A heap site that grows while fragmented free space grows: the likely pin.
+struct RssPin {
+  uint64_t site_id = 0;        // Report::sites id (0: the exact heap, no site named)
+  double bytes_per_step = 0;   // the site's growth rate
+  double ratio = 0;            // fragmentation growth / the site's growth
+};
+
+struct RssExplain {
+  // "LEAK", "FRAGMENTATION", "CACHING", "FILE", "UNEXPLAINED", or "" (RSS does
+  // not grow significantly, or too few steps).
+  std::string verdict;
+  std::string allocator;        // "glibc", "jemalloc" or "" (no allocator statistics)
+  std::string reason;           // one line: what decided it
+  size_t window_begin = 0;      // rows [window_begin, window_begin + window)
+  size_t window = 0;
+  size_t stat_rows = 0;         // rows of the window with allocator statistics
+  // Growth per step over the window (Theil-Sen, step index as x); NaN-free,
+  // 0 when unknown (see the has_* flags).
+  double rss_per_step = 0;
+  double live_per_step = 0;     // exact heap live bytes
+  double frag_per_step = 0;     // allocator free space inside the heap
+  double cache_per_step = 0;    // allocator free space it would return or reuse first
+  double mmap_per_step = 0;     // anonymous mappings memstep counts
+  double file_per_step = 0;     // resident file-backed (+ shmem) pages
+  double other_per_step = 0;    // rss - all of the above
+  bool has_allocator = false;   // frag/cache known
+  bool has_file = false;        // file known
+  // One-sided Mann-Kendall p of each component rising (1: unknown).
+  double live_p = 1, frag_p = 1, cache_p = 1, mmap_p = 1, file_p = 1;
+  double median_cost_ns = 0;    // the collection's cost in the process (median), 0 unknown
+  std::vector<RssPin> pins;     // largest first
+};
+
+// A growing heap site of the process, for the pins.
+struct RssSite {
+  uint64_t site_id = 0;
+  double slope = 0;
+  GrowthClass cls = GrowthClass::kNoTrend;
+};
+
+struct RssInput {
+  std::vector<double> rss, live, mmap;  // per row
+  std::vector<RowAllocStats> stats;     // per row (may be empty)
+  Growth rss_growth;                    // classified RSS series (window, trend)
+  Growth live_growth;
+  std::vector<RssSite> sites;
+};
+
+// `options`: the call-site bounds (RSS must grow at least min_rate and
+// min_window_growth over the window); p_value for every component's trend.
+RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options);
+
+}  // namespace memstep::analysis
+
+#endif  // MEMSTEP_SRC_ANALYSIS_RSS_EXPLAIN_H_

@@ -1,0 +1,153 @@
+// RSS growth explained (src/analysis/rss_explain.h) on synthetic series: each
+// case builds per-step RSS, exact live bytes, mappings and allocator
+// statistics with a known composition plus noise, classifies RSS like the
+// analysis does, and checks the verdict and the per-step split.
+//
+// Noise: Gaussian, seeded (one fixed seed per case and repetition), SD 64 KiB
+// on RSS and 16 KiB on the allocator's figures, against component rates of
+// 256 KiB/step and more over 60 steps: the Mann-Kendall tests at p < 0.01 of
+// a 256 KiB/step trend at that noise have a z far above 10, so a wrong
+// verdict from noise has probability well below 1e-9 per case; 50
+// repetitions per case must all agree.
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "src/analysis/growth.h"
+#include "src/analysis/rss_explain.h"
+
+namespace memstep::analysis {
+namespace {
+
+struct Rates {
+  double live = 0, frag = 0, cache = 0, mmap = 0, file = 0, other = 0;
+  bool stats = true;           // allocator statistics recorded
+  size_t stat_every = 1;       // ... at every k-th step (rate limit)
+};
+
+constexpr size_t kSteps = 60;
+
+RssInput Build(const Rates& r, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> big(0, 64 * 1024), small(0, 16 * 1024);
+  RssInput in;
+  in.rss.resize(kSteps);
+  in.live.resize(kSteps);
+  in.mmap.resize(kSteps);
+  in.stats.resize(kSteps);
+  const double base = 100 << 20;
+  for (size_t k = 0; k < kSteps; ++k) {
+    const double s = static_cast<double>(k);
+    const double live = 50e6 + r.live * s, frag = 1e6 + r.frag * s + std::abs(small(rng));
+    const double cache = 2e5 + r.cache * s + std::abs(small(rng));
+    const double mmap = 1e6 + r.mmap * s, file = 30e6 + r.file * s + std::abs(small(rng));
+    in.live[k] = live;
+    in.mmap[k] = mmap;
+    in.rss[k] = base + live + frag + cache + mmap + file + r.other * s + big(rng);
+    if (r.stats && k % r.stat_every == 0) {
+      RowAllocStats& st = in.stats[k];
+      st.has = true;
+      st.allocator = "glibc";
+      st.frag_bytes = static_cast<int64_t>(frag);
+      st.cache_bytes = static_cast<int64_t>(cache);
+      st.file_bytes = static_cast<int64_t>(file);
+      st.anon_bytes = static_cast<int64_t>(in.rss[k] - file);
+      st.cost_ns = 5000;
+    }
+  }
+  const GrowthOptions options;
+  in.rss_growth = ClassifyGrowth(GrowthInput{in.rss, {}, {}, {}, {}}, 0, options);
+  GrowthOptions exact = options;
+  exact.min_rate /= 16;
+  exact.min_window_growth /= 16;
+  in.live_growth = ClassifyGrowth(GrowthInput{in.live, {}, {}, {}, {}}, 0, exact);
+  return in;
+}
+
+void ExpectVerdict(const Rates& r, const std::string& verdict, RssInput* last = nullptr,
+                   RssExplain* out = nullptr) {
+  for (uint32_t rep = 0; rep < 50; ++rep) {
+    RssInput in = Build(r, 1000 + rep);
+    if (last != nullptr) in.sites = last->sites;
+    const RssExplain x = ExplainRss(in, GrowthOptions{});
+    ASSERT_EQ(x.verdict, verdict) << "rep " << rep << ": " << x.reason << " rss "
+                                  << x.rss_per_step << " live " << x.live_per_step << " frag "
+                                  << x.frag_per_step << " cache " << x.cache_per_step;
+    if (out != nullptr && rep == 0) *out = x;
+  }
+}
+
+TEST(RssExplain, LeakWhenLiveBytesGrowWithRss) {
+  Rates r;
+  r.live = 512 << 10;
+  r.frag = 16 << 10;
+  RssExplain x;
+  ExpectVerdict(r, "LEAK", nullptr, &x);
+  EXPECT_NEAR(x.live_per_step, 512 << 10, 1);
+  EXPECT_TRUE(x.pins.empty() || x.frag_per_step > 0);
+}
+
+TEST(RssExplain, FragmentationPinnedBySmallLeak) {
+  Rates r;
+  r.live = 4 << 10;  // a small leak
+  r.frag = 1 << 20;  // pins 256x as much free space
+  RssInput sites;
+  sites.sites = {RssSite{7, 4096, GrowthClass::kLeak}, RssSite{8, 0, GrowthClass::kNoTrend}};
+  RssExplain x;
+  ExpectVerdict(r, "FRAGMENTATION", &sites, &x);
+  EXPECT_NEAR(x.frag_per_step, 1 << 20, 8 << 10);
+  ASSERT_EQ(x.pins.size(), 1u);
+  EXPECT_EQ(x.pins[0].site_id, 7u);
+  EXPECT_NEAR(x.pins[0].ratio, 256, 4);
+}
+
+TEST(RssExplain, FragmentationWithoutSitesPinsTheExactHeap) {
+  Rates r;
+  r.live = 4 << 10;
+  r.frag = 1 << 20;
+  RssExplain x;
+  ExpectVerdict(r, "FRAGMENTATION", nullptr, &x);
+  ASSERT_EQ(x.pins.size(), 1u);
+  EXPECT_EQ(x.pins[0].site_id, 0u);
+}
+
+TEST(RssExplain, CachingWhenTheTopChunkGrows) {
+  Rates r;
+  r.cache = 512 << 10;
+  ExpectVerdict(r, "CACHING");
+}
+
+TEST(RssExplain, FileWhenFilePagesGrow) {
+  Rates r;
+  r.file = 512 << 10;
+  ExpectVerdict(r, "FILE");
+}
+
+TEST(RssExplain, NeverLeakWithoutLiveGrowth) {
+  // RSS grows in anonymous memory nobody accounts for: not a LEAK.
+  Rates r;
+  r.other = 512 << 10;
+  ExpectVerdict(r, "UNEXPLAINED");
+  r.stats = false;
+  ExpectVerdict(r, "UNEXPLAINED");
+}
+
+TEST(RssExplain, RateLimitedStatisticsStillSplit) {
+  // Statistics at every 4th step only: slopes use the step index.
+  Rates r;
+  r.live = 2 << 10;
+  r.frag = 768 << 10;
+  r.stat_every = 4;
+  RssExplain x;
+  ExpectVerdict(r, "FRAGMENTATION", nullptr, &x);
+  EXPECT_EQ(x.stat_rows, 15u);
+  EXPECT_NEAR(x.frag_per_step, 768 << 10, 8 << 10);
+}
+
+TEST(RssExplain, NoVerdictWhenRssIsFlat) {
+  Rates r;
+  ExpectVerdict(r, "");
+}
+
+}  // namespace
+}  // namespace memstep::analysis
