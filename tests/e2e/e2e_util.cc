@@ -91,6 +91,13 @@ std::vector<std::string> TracedEnv(const std::string& dir, uint64_t interval) {
   return env;
 }
 
+void PreloadAfter(std::vector<std::string>* env, const std::string& lib) {
+  if (lib.empty()) return;
+  for (std::string& kv : *env) {
+    if (kv.rfind("LD_PRELOAD=", 0) == 0) kv += ":" + lib;
+  }
+}
+
 Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   // Build argv and envp before fork: the child only calls async-signal-safe
   // functions.

@@ -39,11 +39,7 @@ analysis::Report RunRss(const TempDir& dir, const std::string& mode, const std::
   // A fixed T and seed: the same samples every run.
   env.push_back("MEMSTEP_PROGRESSIVE=0");
   env.push_back("MEMSTEP_SEED=9");
-  if (!after.empty()) {
-    for (std::string& kv : env) {
-      if (kv.rfind("LD_PRELOAD=", 0) == 0) kv += ":" + after;
-    }
-  }
+  PreloadAfter(&env, after);
   ChildResult r = RunChild({PlantedProgram(), mode}, env);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;

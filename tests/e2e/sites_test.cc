@@ -27,11 +27,7 @@ using namespace facts;  // NOLINT
 analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, uint64_t interval,
                                  const std::string& after_memstep = "") {
   std::vector<std::string> env = TracedEnv(dir.path(), interval);
-  if (!after_memstep.empty()) {
-    for (std::string& kv : env) {
-      if (kv.rfind("LD_PRELOAD=", 0) == 0) kv += ":" + after_memstep;
-    }
-  }
+  PreloadAfter(&env, after_memstep);
   ChildResult r = RunChild({PlantedProgram(), mode}, env);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
