@@ -85,8 +85,10 @@ std::vector<std::string> TempDir::Files(std::string_view suffix) const {
 }
 
 std::vector<std::string> TracedEnv(const std::string& dir, uint64_t interval) {
+  // MEMSTEP_SEED: the sampler's gaps come from a fixed seed, never from the
+  // clock (a test that wants other seeds appends its own; the last wins).
   std::vector<std::string> env = {absl::StrCat("LD_PRELOAD=", PreloadLibrary()),
-                                  absl::StrCat("MEMSTEP_DIR=", dir)};
+                                  absl::StrCat("MEMSTEP_DIR=", dir), "MEMSTEP_SEED=1"};
   if (interval != 0) env.push_back(absl::StrCat("MEMSTEP_SAMPLE_INTERVAL=", interval));
   return env;
 }

@@ -53,7 +53,8 @@ struct ChildResult {
 };
 
 // Environment for a traced child: LD_PRELOAD=<libmemstep.so>, MEMSTEP_DIR=dir,
-// and MEMSTEP_SAMPLE_INTERVAL=interval when interval != 0.
+// MEMSTEP_SEED=1 (no test draws its samples from the clock) and
+// MEMSTEP_SAMPLE_INTERVAL=interval when interval != 0.
 std::vector<std::string> TracedEnv(const std::string& dir, uint64_t interval);
 // Appends `lib` to LD_PRELOAD in `env` (after libmemstep.so: with an
 // allocator such as jemalloc, it becomes the real allocator memstep forwards

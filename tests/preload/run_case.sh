@@ -7,6 +7,7 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 OUT="$WORK/out"
 export MEMSTEP_DIR="$OUT"
 export MEMSTEP_FLUSH_MS=20
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 fail() { echo "FAIL: $*"; exit 1; }
 run() {  # run with a deadlock timeout; stdout to $WORK/stdout, stderr to $WORK/stderr
   timeout -k 5 "${TIMEOUT:-120}" env LD_PRELOAD="$LIB" ${EXTRA_ENV:-} "$@" >"$WORK/stdout" 2>"$WORK/stderr"

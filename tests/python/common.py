@@ -85,6 +85,7 @@ def run_profiled(argv, out_dir, hooks=True, timeout=120, sample_interval=None, w
             env["MEMSTEP_SAMPLE_INTERVAL"] = str(sample_interval)
         if window is not None:
             env["MEMSTEP_WINDOW"] = str(window)
+    env["MEMSTEP_SEED"] = "1"  # samples from a fixed seed, never from the clock
     env.update(extra_env or {})
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
