@@ -142,7 +142,10 @@ TEST(RssExplainE2E, JemallocStatisticsAreUsed) {
   SCOPED_TRACE(Describe(p));
   EXPECT_EQ(x.allocator, "jemalloc");
   EXPECT_TRUE(x.has_allocator);
-  EXPECT_GE(x.stat_rows, x.window / 2);
+  // The statistics are rate-limited by their own cost (at most 1 % of wall
+  // time), so how many steps have them depends on the machine's load (26 of
+  // 60 in the sanitizer pass of a loaded 2-core CI run): the analysis needs 10.
+  EXPECT_GE(x.stat_rows, 10u);
   EXPECT_EQ(x.verdict, "LEAK");
 }
 
