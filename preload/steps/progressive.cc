@@ -86,12 +86,10 @@ struct Hunt {
   uint64_t hist[kHuntHist] = {};
   uint32_t n = 0;           // valid entries; newest at (steps - 1) % kHuntHist
   uint64_t began = 0;       // `steps` at the begin
-  uint64_t base_live = 0;   // live bytes at the begin
   uint64_t chk_live = 0;    // at the checkpoint, kHuntSettle steps later
   uint64_t T = 0;           // the hunt's T, or the decaying T
   uint64_t rate = 0;        // growth at the begin, bytes/step
   uint64_t next_ok = 0;     // `steps` from which a hunt may begin
-  uint32_t explained = 0;   // hunts that ended explained
   uint64_t prev_ns = 0;     // at the previous step end: time, allocated bytes,
   uint64_t prev_alloc = 0;  // and stack capture time and count
   uint64_t prev_cap_ns = 0;
@@ -288,7 +286,6 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
       if (tr.z < kHuntZ || tr.slope < kHuntMinRate) return 0;
       h.phase = Hunt::kHunting;
       h.began = s.steps;
-      h.base_live = live;
       h.rate = static_cast<uint64_t>(tr.slope);
       h.T = HuntFirstInterval(h, s.sched, dt, da);
       SitesHuntCheckpoint();
@@ -326,7 +323,6 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
       }
       if (outcome == 0) return h.T;
       SitesHuntOn(false);
-      if (outcome == fmt::kHuntExplained) ++h.explained;
       h.phase = Hunt::kDecaying;
       h.next_ok = s.steps + kHuntCooldown;
       *emit = true;
