@@ -115,8 +115,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   g.p_value = t.p_increasing;
   g.z = t.z;
   g.slope = t.slope;
-  g.slope_low = t.slope_low;
-  g.slope_high = t.slope_high;
+  g.slope_low = t.ci_low;
+  g.slope_high = t.ci_high;
   TrendResult h1 = TrendTest(Slice(y, ws, ws + half));
   TrendResult h2 = TrendTest(Slice(y, ws + half, n));
   g.slope_first_half = h1.slope;
@@ -190,8 +190,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
       // half's rate, the one that goes on.
       g.cls = GrowthClass::kLeak;
       g.slope = h2.slope;
-      g.slope_low = h2.slope_low;
-      g.slope_high = h2.slope_high;
+      g.slope_low = h2.ci_low;
+      g.slope_high = h2.ci_high;
       g.reason = absl::StrFormat(
           "p = %.2g, slowed from %s/step but still growing %s/step over the last %d steps",
           h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);
