@@ -9,7 +9,8 @@ over several lines, instructions without a line, loops, comprehensions,
 try/except, nested functions, lambdas, a generator) is compiled, and for every
 code object in it the fixture holds its co_firstlineno, its co_linetable (hex)
 and the interpreter's own answer, co_lines(): (start, end, line) in bytes,
-line -1 for None. The unit test decodes the table at every instruction and
+line -1 for None. From 3.13 on it also holds the interpreter's published
+_PyRuntime.debug_offsets (584 bytes in 3.13), for Layout313FromDebugOffsets. The unit test decodes the table at every instruction and
 compares, so it runs without the interpreters that made the fixtures.
 """
 
@@ -71,6 +72,10 @@ def main():
     print("# co_lines() of CPython %s, written by tests/python/gen_linetable_fixtures.py"
           % sys.version.split()[0])
     print("version %d.%d" % sys.version_info[:2])
+    if sys.version_info >= (3, 13):
+        import ctypes
+        runtime = ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime")
+        print("debug_offsets %s" % ctypes.string_at(ctypes.addressof(runtime), 584).hex())
     for code in walk(top):
         print("code %s %d %s" % (code.co_name.replace(" ", "_"), code.co_firstlineno,
                                  code.co_linetable.hex()))

@@ -1,12 +1,22 @@
-"""Python frames in sampled stacks (preload/python/pyframes.cc, CPython 3.11).
+"""Python frames in sampled stacks (preload/python/pyframes.cc, CPython 3.10
+to 3.13).
 
 A plain Python program (no torch) keeps 40 bytearrays of 2 MiB, each always
 recorded (>= S_always), from a function at a known line; the report's site for
 them must name that function, file and line, and its Python callers, in place
 of the interpreter's native frames. MEMSTEP_PYTHON_FRAMES=0 turns it off.
+CTest runs it with Debian's python3 (3.11); tests/python/cpython_versions.sh
+with each version it checks.
+
+UnsupportedTest runs programs that look like a CPython memstep must not read
+(3.14, 3.9, a free-threaded 3.13, a 3.12 whose code objects have another
+size; tests/python/fake_python.c): memstep says why once, on stderr and in
+the trace, and the program's output and exit status are its own.
 """
 
+import glob
 import os
+import subprocess
 import sys
 import textwrap
 import unittest
@@ -68,6 +78,44 @@ class PythonFramesTest(unittest.TestCase):
         self.assertEqual(sites, [])
         self.assertFalse(any(f["module"] == "<python>"
                              for s in report["sites"] for f in s["frames"]))
+
+
+class UnsupportedTest(unittest.TestCase):
+    CASES = {
+        "py314": "CPython 3.14 is not supported",
+        "py39": "CPython 3.9 is not supported",
+        "py313t": "CPython 3.13: it is a free-threaded build",
+        "py312debug": "its code objects are not laid out as memstep expects",
+    }
+
+    def test_says_why_once_and_the_program_is_unharmed(self):
+        for name, why in self.CASES.items():
+            with self.subTest(name):
+                exe = os.environ.get("MEMSTEP_TEST_FAKE_" + name, "")
+                self.assertTrue(exe, "tests/python/CMakeLists.txt sets MEMSTEP_TEST_FAKE_*")
+                plain = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+                self.assertEqual(plain.returncode, 0, plain.stderr)
+                d = common.temp_dir(self)
+                env = common.clean_env()
+                env.update(LD_PRELOAD=common.LIB, MEMSTEP_DIR=d, MEMSTEP_SEED="1")
+                r = subprocess.run([exe], env=env, capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, plain.stdout)
+                said = [line for line in r.stderr.splitlines() if "Python frames not read" in line]
+                self.assertEqual(len(said), 1, r.stderr)
+                self.assertIn(why, said[0])
+                self.assertIn("keep their native frames", said[0])
+                check = os.environ.get("MEMSTEP_TEST_CHECK", "")
+                self.assertTrue(check, "tests/python/CMakeLists.txt sets MEMSTEP_TEST_CHECK")
+                traces = glob.glob(os.path.join(d, "*.trace"))
+                self.assertEqual(len(traces), 1, traces)
+                dump = subprocess.run([check, traces[0], "--dump"], capture_output=True,
+                                      text=True, timeout=60)
+                self.assertEqual(dump.returncode, 0, dump.stderr)
+                notices = [line for line in dump.stdout.splitlines()
+                           if line.startswith("NOTICE") and "Python frames not read" in line]
+                self.assertEqual(len(notices), 1, notices)
+                self.assertIn(why, notices[0])
 
 
 if __name__ == "__main__":
