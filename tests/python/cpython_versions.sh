@@ -124,7 +124,7 @@ for what in "$@"; do
     report "$name" layout FAIL "see $log.layout.txt"
   fi
   if "$py" tests/python/pyframes_test.py PythonFramesTest >"$log.frames.txt" 2>&1; then
-    report "$name" frames PASS "planted leak named at file:line, function and callers"
+    report "$name" frames PASS "planted leaks named at file:line, function, callers"
   else
     report "$name" frames FAIL "see $log.frames.txt"
   fi

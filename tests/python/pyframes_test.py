@@ -40,22 +40,43 @@ SCRIPT = textwrap.dedent("""\
     """)
 LEAK_LINE, TRAIN_LINE, MODULE_LINE = 5, 9, 11
 
+# A generator (its frame owned by the generator object from 3.11 on) run in a
+# second Python thread.
+GEN_SCRIPT = textwrap.dedent("""\
+    import os, threading
+    kept = []
+
+    def planted_gen_leak(n):
+        for i in range(n):
+            yield bytearray(2 * 1024 * 1024 + i)
+
+    def consume():
+        for b in planted_gen_leak(20):
+            kept.append(b)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    t.join()
+    os._exit(0)
+    """)
+GEN_LINE, CONSUME_LINE = 6, 9  # the consumer is at its `for` (FOR_ITER resumes the generator)
+
 
 class PythonFramesTest(unittest.TestCase):
-    def run_script(self, extra_env=None):
+    def run_script(self, extra_env=None, source=SCRIPT, planted="planted_py_leak"):
         self.assertIn(sys.version_info[:2], [(3, 10), (3, 11), (3, 12), (3, 13)],
                       "memstep reads the frames of CPython 3.10 to 3.13")
         d = common.temp_dir(self)
         script = os.path.join(d, "planted_leak.py")
         with open(script, "w") as f:
-            f.write(SCRIPT)
+            f.write(source)
         out = os.path.join(d, "run")
         r = common.run_profiled([sys.executable, script], out, hooks=False, window=0,
                                 extra_env=extra_env)
         self.assertEqual(r.returncode, 0, r.stderr)
         report = common.report_json(out)
         sites = [s for s in report["sites"]
-                 if any(f["function"] == "planted_py_leak" for f in s["frames"])]
+                 if any(f["function"] == planted for f in s["frames"])]
         return script, report, sites
 
     def test_frames_name_the_planted_lines(self):
@@ -72,6 +93,17 @@ class PythonFramesTest(unittest.TestCase):
         # frames follow them.
         last_py = max(i for i, f in enumerate(site["frames"]) if f["module"] == "<python>")
         self.assertEqual(last_py, len(site["frames"]) - 1)
+
+    def test_generator_in_a_thread(self):
+        script, report, sites = self.run_script(source=GEN_SCRIPT, planted="planted_gen_leak")
+        self.assertEqual(len(sites), 1, [s["frames"][:6] for s in report["sites"][:5]])
+        py = [(f["function"], f["file"], f["line"]) for f in sites[0]["frames"]
+              if f["module"] == "<python>"]
+        # Then threading's own frames (Thread.run, _bootstrap_inner, _bootstrap).
+        self.assertEqual(py[:2], [("planted_gen_leak", script, GEN_LINE),
+                                  ("consume", script, CONSUME_LINE)])
+        self.assertTrue(any(f[0].endswith("run") and f[1].endswith("threading.py")
+                            for f in py[2:]), py)
 
     def test_off_switch(self):
         _, report, sites = self.run_script({"MEMSTEP_PYTHON_FRAMES": "0"})
