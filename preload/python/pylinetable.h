@@ -1,14 +1,16 @@
 // CPython line tables: the source line of a bytecode offset, decoded from the
 // code object's co_linetable bytes. Pure functions: no allocation, no locks,
 // no C++ runtime, async-signal-safe; they read only the `len` bytes given
-// (a truncated or corrupt table gives -1, never a read past its end).
-// pyframes.cc calls them at sample time on the line table of each frame's
-// code object; tests/preload/pylinetable_test.cc checks them against the
-// lines the real interpreters report (fixtures in tests/data/pylinetable).
+// (a truncated or corrupt table gives -1 or a wrong line, never a read past
+// its end nor an overflow). pyframes.cc calls them at sample time on the line
+// table of each frame's code object; tests/preload/pylinetable_test.cc checks
+// them against the lines the real interpreters report (fixtures in
+// tests/preload/data/pylinetable_3*.txt) and against random mutations.
 //
 // Both take a byte offset into the code (instruction index * 2, as
 // PyCode_Addr2Line does) and return the line, or -1 where the instruction has
-// no line (CPython's None) or the offset lies past the table. A negative
+// no line (CPython's None), the offset lies past the table or the line would
+// be negative or above INT32_MAX (only a corrupt table does that). A negative
 // offset (a 3.10 frame that has not started: f_lasti == -1) gives
 // co_firstlineno, as PyCode_Addr2Line does.
 //
@@ -44,20 +46,24 @@
 
 namespace memstep::preload::pyline {
 
+inline int ClampLine(int64_t line) {
+  return line < -1 || line > INT32_MAX ? -1 : static_cast<int>(line);
+}
+
 // CPython 3.10's co_linetable.
 inline int Line310(const uint8_t* table, size_t len, int firstlineno, int64_t offset) {
   if (offset < 0) return firstlineno;
   int64_t start = 0;
-  int line = firstlineno;
+  int64_t line = firstlineno;  // 64 bits: a corrupt table cannot overflow it
   for (size_t i = 0; i + 1 < len; i += 2) {
     const int64_t end = start + table[i];
     const int ldelta = static_cast<int8_t>(table[i + 1]);
-    int cur = -1;
+    int64_t cur = -1;
     if (ldelta != -128) {
       line += ldelta;
       cur = line;
     }
-    if (offset >= start && offset < end) return cur;
+    if (offset >= start && offset < end) return ClampLine(cur);
     start = end;
   }
   return -1;
@@ -90,7 +96,7 @@ inline int Line311(const uint8_t* table, size_t len, int firstlineno, int64_t of
   if (offset < 0) return firstlineno;
   const int64_t unit = offset / 2;
   int64_t start = 0;
-  int line = firstlineno;
+  int64_t line = firstlineno;  // 64 bits: a corrupt table cannot overflow it
   size_t i = 0;
   while (i < len) {
     const uint8_t head = table[i++];
@@ -116,7 +122,7 @@ inline int Line311(const uint8_t* table, size_t len, int firstlineno, int64_t of
     } else {
       i += 1;
     }
-    if (unit >= start && unit < end) return none ? -1 : line;
+    if (unit >= start && unit < end) return none ? -1 : ClampLine(line);
     start = end;
   }
   return -1;
