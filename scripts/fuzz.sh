@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (into ${FUZZ_BUILD_DIR:-build-fuzz})
-# and runs each for a bounded time over a seed corpus: for the reader, real
+# and runs each for a bounded time over a seed corpus (the reader alongside the
+# parsers, then CPython's line-table decoders): for the reader, real
 # traces that the main build's memstep writes here and now (several programs
 # and processes, every record kind the programs produce, zstd-compressed and
 # raw chunks) plus the trace builder's all-kinds trace; for the parsers, the
@@ -24,12 +25,13 @@ command -v clang++-14 >/dev/null || { echo "fuzz.sh: clang++-14 missing: run scr
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$fb" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMEMSTEP_FUZZ=ON >/dev/null
-cmake --build "$fb" -j "$(nproc)" --target reader_fuzz parsers_fuzz -- --quiet
+cmake --build "$fb" -j "$(nproc)" --target reader_fuzz parsers_fuzz pylinetable_fuzz -- --quiet
 
 # ---- seeds ---------------------------------------------------------------------
 seeds=$fb/seeds
 rm -rf "$seeds" "$fb/runs"
-mkdir -p "$seeds/reader" "$seeds/parsers" "$fb/runs" "$fb/corpus/reader" "$fb/corpus/parsers" \
+mkdir -p "$seeds/reader" "$seeds/parsers" "$seeds/pylinetable" "$fb/runs" "$fb/corpus/reader" \
+  "$fb/corpus/parsers" "$fb/corpus/pylinetable" \
   "$fb/crashes"
 bin=$root/$main/bin
 run() {  # run NAME [ENV=V ...] -- COMMAND...: one memstep run into runs/NAME
@@ -86,6 +88,7 @@ live_growth > 0.25 M/step
 100 kB /s
 SEEDS
 cp tests/fuzz/regress/parsers/* "$seeds/parsers/" 2>/dev/null || true
+cp tests/fuzz/regress/pylinetable/* "$seeds/pylinetable/"
 rm -f "$seeds"/*/README.md
 echo "fuzz.sh: $(ls "$seeds/reader" | wc -l) reader seeds ($n real traces), $i parser seeds;" \
   "${seconds}s per target"
@@ -99,15 +102,15 @@ fuzz() {  # fuzz TARGET MAX_LEN
 }
 status=0
 fuzz reader 262144 & rp=$!
-fuzz parsers 256 & pp=$!
+{ fuzz parsers 256 && fuzz pylinetable 512; } & pp=$!
 wait $rp || status=1
 wait $pp || status=1
-for t in reader parsers; do
+for t in reader parsers pylinetable; do
   grep -E '^stat::number_of_executed_units|^stat::new_units_added|^#[0-9]+ *DONE' "$fb/$t.log" |
     sed "s/^/fuzz.sh: $t: /" || true
 done
 if [ "$status" -ne 0 ] || ls "$fb"/crashes/* >/dev/null 2>&1; then
-  for t in reader parsers; do tail -40 "$fb/$t.log" | sed "s/^/$t: /"; done
+  for t in reader parsers pylinetable; do tail -40 "$fb/$t.log" | sed "s/^/$t: /"; done
   echo "fuzz.sh: FAIL: reproducers in $fb/crashes/; minimise one with" \
     "'$fb/bin/TARGET_fuzz -minimize_crash=1 -runs=20000 FILE', fix the bug and keep the" \
     "minimised input in tests/fuzz/regress/TARGET/" >&2

@@ -52,7 +52,7 @@ inline int ClampLine(int64_t line) {
 
 // CPython 3.10's co_linetable.
 inline int Line310(const uint8_t* table, size_t len, int firstlineno, int64_t offset) {
-  if (offset < 0) return firstlineno;
+  if (offset < 0) return ClampLine(firstlineno);
   int64_t start = 0;
   int64_t line = firstlineno;  // 64 bits: a corrupt table cannot overflow it
   for (size_t i = 0; i + 1 < len; i += 2) {
@@ -93,7 +93,7 @@ inline bool ReadSignedVarint(const uint8_t* table, size_t len, size_t* i, int* o
 
 // CPython 3.11, 3.12 and 3.13's co_linetable (the location table).
 inline int Line311(const uint8_t* table, size_t len, int firstlineno, int64_t offset) {
-  if (offset < 0) return firstlineno;
+  if (offset < 0) return ClampLine(firstlineno);
   const int64_t unit = offset / 2;
   int64_t start = 0;
   int64_t line = firstlineno;  // 64 bits: a corrupt table cannot overflow it
