@@ -63,7 +63,7 @@ class MarkerSequenceTest(unittest.TestCase):
         self.api = FakeApi()
         memstep._api = self.api
         _torch_hooks._state = _torch_hooks._State(self.api, torch)
-        _torch_cuda.collector = _torch_cuda.Collector(_torch_cuda.ON)
+        _torch_cuda.collector = _torch_cuda.Collector(_torch_cuda.RESET)
         torch.manual_seed(0)
         self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
         self.data = TensorDataset(torch.randn(12, 8), torch.randn(12, 1))
