@@ -56,10 +56,22 @@ uint64_t ChannelBytes(const cudaChannelFormatDesc* desc) {
 uint64_t CuFormatBytes(int format, unsigned channels) {
   uint64_t bytes;
   switch (format) {  // CUarray_format
-    case 0x01: case 0x08: bytes = 1; break;             // (UN)SIGNED_INT8
-    case 0x02: case 0x09: case 0x10: bytes = 2; break;  // (UN)SIGNED_INT16, HALF
-    case 0x03: case 0x0a: case 0x20: bytes = 4; break;  // (UN)SIGNED_INT32, FLOAT
-    default: return 0;  // packed, compressed and video formats: unknown here
+    case 0x01:
+    case 0x08:
+      bytes = 1;
+      break;  // (UN)SIGNED_INT8
+    case 0x02:
+    case 0x09:
+    case 0x10:
+      bytes = 2;
+      break;  // (UN)SIGNED_INT16, HALF
+    case 0x03:
+    case 0x0a:
+    case 0x20:
+      bytes = 4;
+      break;  // (UN)SIGNED_INT32, FLOAT
+    default:
+      return 0;  // packed, compressed and video formats: unknown here
   }
   return channels >= 1 && channels <= 4 ? bytes * channels : 0;
 }
@@ -68,7 +80,7 @@ uint64_t CuFormatBytes(int format, unsigned channels) {
 namespace {
 
 SpinLock g_ipc_lock;
-AddrMap<uint32_t> g_ipc_refs;  // address -> open references; protected by g_ipc_lock
+AddrMap<uint32_t> g_ipc_refs;     // address -> open references; protected by g_ipc_lock
 std::atomic<int> g_ipc_table{0};  // 0 none, 1 being made, 2 ready, 3 failed
 
 bool EnsureIpcTable() {
@@ -87,9 +99,8 @@ bool EnsureIpcTable() {
 
 // The size of the allocation at `addr` as the driver knows it, 0 if unknown.
 uint64_t AddressRangeSize(uint64_t addr) {
-  auto range =
-      reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(
-          DrHelper(kSym_cuMemGetAddressRange_v2));
+  auto range = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(
+      DrHelper(kSym_cuMemGetAddressRange_v2));
   CUdeviceptr base = 0;
   size_t size = 0;
   return range != nullptr && range(&base, &size, addr) == 0 ? size : 0;
@@ -229,8 +240,8 @@ void EmitCounter(const char* name, size_t len, uint64_t value) {
 bool PoolAttr(uint64_t pool, int attr, uint64_t* value) {
   *value = 0;
   if (DriverLoaded()) {
-    auto get = reinterpret_cast<CUresult (*)(void*, int, void*)>(
-        DrHelper(kSym_cuMemPoolGetAttribute));
+    auto get =
+        reinterpret_cast<CUresult (*)(void*, int, void*)>(DrHelper(kSym_cuMemPoolGetAttribute));
     return get != nullptr && get(reinterpret_cast<void*>(pool), attr, value) == 0;
   }
   int major = ThreadRuntimeMajor();
