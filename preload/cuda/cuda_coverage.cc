@@ -107,6 +107,7 @@ uint64_t AddressRangeSize(uint64_t addr) {
 }
 
 __thread uint32_t t_ipc_opens __attribute__((tls_model("initial-exec")));
+std::atomic<bool> g_ipc_full{false};
 
 }  // namespace
 
@@ -115,6 +116,7 @@ uint32_t IpcMark() { return t_ipc_opens; }
 void IpcOpened(int device, uint64_t addr, uint8_t api) {
   ++t_ipc_opens;
   if (addr == 0 || !EnsureIpcTable()) return;
+  bool refused;
   {
     SpinLockHolder h(&g_ipc_lock);
     uint32_t* refs = g_ipc_refs.Find(addr);
@@ -122,7 +124,12 @@ void IpcOpened(int device, uint64_t addr, uint8_t api) {
       ++*refs;
       return;
     }
-    if (g_ipc_refs.Put(addr, 1) == PutResult::kRefused) return;  // never freed either
+    refused = g_ipc_refs.Put(addr, 1) == PutResult::kRefused;
+  }
+  if (refused) {  // not recorded (and so never freed either)
+    if (!g_ipc_full.exchange(true))
+      Notice("IPC table full: later IPC-opened memory is not recorded");
+    return;
   }
   RecordAlloc(fmt::kDevDevice, device, addr, AddressRangeSize(addr), api, 0);
 }
@@ -279,19 +286,23 @@ void EmitPool(uint64_t pool, int device) {
 
 void PoolSeenHandle(uint64_t pool, int device) {
   if (pool == 0) return;
-  SpinLockHolder h(&g_pool_lock);
-  int free_slot = -1;
-  for (int i = 0; i < kMaxPools; ++i) {
-    if (g_pools[i].pool == pool) {
-      if (g_pools[i].device < 0) g_pools[i].device = device;
+  {
+    SpinLockHolder h(&g_pool_lock);
+    int free_slot = -1;
+    for (int i = 0; i < kMaxPools; ++i) {
+      if (g_pools[i].pool == pool) {
+        if (g_pools[i].device < 0) g_pools[i].device = device;
+        return;
+      }
+      if (g_pools[i].pool == 0 && free_slot < 0) free_slot = i;
+    }
+    if (free_slot >= 0) {
+      g_pools[free_slot] = {pool, device};
       return;
     }
-    if (g_pools[i].pool == 0 && free_slot < 0) free_slot = i;
   }
-  if (free_slot >= 0) {
-    g_pools[free_slot] = {pool, device};
-  } else {
-    g_pools_full.store(true, std::memory_order_relaxed);
+  if (!g_pools_full.exchange(true)) {  // after the lock: Notice writes a record
+    Notice("more than 64 memory pools: the counters of later pools are not recorded");
   }
 }
 
