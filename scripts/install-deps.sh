@@ -4,9 +4,6 @@
 # .gnu_debugdata section; python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
 # libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
 # the outside test suites of tests/suites/).
-# Then the pip torch (2.x, CPU) for the `python3` on PATH: the torch.compile
-# tests (tests/python/torch_compile_test.py); Debian's python3-torch is 1.13,
-# which has no torch.compile.
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
@@ -31,6 +28,9 @@ if [ ${#missing[@]} -ne 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The pip torch (2.x, CPU) for the `python3` on PATH: the torch.compile tests
+# (tests/python/torch_compile_test.py); Debian's python3-torch is 1.13, which
+# has no torch.compile. Never into Debian's own python3.
 pip_python=$(command -v python3)
 if [ "$pip_python" != /usr/bin/python3 ] &&
    ! "$pip_python" -c 'import torch, sys; sys.exit(not hasattr(torch, "compile"))' 2>/dev/null; then
