@@ -19,15 +19,24 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "memstep: installing Debian packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+  else
+    SUDO=
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "memstep: installing Debian packages: ${missing[*]}" >&2
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO=sudo
-else
-  SUDO=
+# The pip torch (2.x, CPU) for the `python3` on PATH: the torch.compile tests
+# (tests/python/torch_compile_test.py); Debian's python3-torch is 1.13, which
+# has no torch.compile. Never into Debian's own python3.
+pip_python=$(command -v python3)
+if [ "$pip_python" != /usr/bin/python3 ] &&
+   ! "$pip_python" -c 'import torch, sys; sys.exit(not hasattr(torch, "compile"))' 2>/dev/null; then
+  echo "memstep: installing the pip torch (CPU) for $pip_python" >&2
+  "$pip_python" -m pip install --quiet "torch==2.13.*" \
+    --extra-index-url https://download.pytorch.org/whl/cpu
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -90,8 +90,10 @@ CUresult MemFreeAsync(const Target& tg, CUdeviceptr d, void* stream) {
 }
 CUresult MemAllocFromPoolAsync(const Target& tg, CUdeviceptr* d, size_t n, void* pool,
                                void* stream) {
-  return AllocOut(tg, fmt::kDevPool, fmt::kApiCuMemAllocFromPoolAsync,
-                  reinterpret_cast<uintptr_t>(pool), d, n, pool, stream);
+  CUresult r = AllocOut(tg, fmt::kDevPool, fmt::kApiCuMemAllocFromPoolAsync,
+                        reinterpret_cast<uintptr_t>(pool), d, n, pool, stream);
+  if (r == 0 && Active()) PoolSeenHandle(reinterpret_cast<uintptr_t>(pool), -1);
+  return r;
 }
 
 CUresult MemAllocPitch(const Target& tg, CUdeviceptr* d, size_t* pitch, size_t width, size_t height,
@@ -149,6 +151,145 @@ CUresult MemUnmap(const Target& tg, CUdeviceptr va, size_t size) {
   VmmBeginUnmap(va, size, &u);
   CUresult r = real(va, size);
   VmmEnd(&u, r == 0, fmt::kApiCuMemUnmap);
+  return r;
+}
+
+// ---- issue 10 coverage: registered host memory, arrays, IPC, pools, graphs ----
+
+CUresult MemHostRegister(const Target& tg, void* p, size_t n, unsigned flags) {
+  auto real = Real<CUresult (*)(void*, size_t, unsigned)>(tg);
+  if (!Active()) return real(p, n, flags);
+  CUresult r = real(p, n, flags);
+  AfterAlloc(r, AsAddr(p), n, fmt::kDevPinnedHost, fmt::kApiCuMemHostRegister, 0);
+  return r;
+}
+CUresult MemHostUnregister(const Target& tg, void* p) {
+  return FreeOut(tg, fmt::kApiCuMemHostUnregister, p);
+}
+
+// Arrays: `addr` is the CUarray / CUmipmappedArray handle, the size an estimate.
+template <typename Desc, typename... Extra>
+CUresult ArrayCreate(const Target& tg, uint8_t api, uint64_t size, void** out, const Desc* desc,
+                     Extra... extra) {
+  auto real = Real<CUresult (*)(void**, const Desc*, Extra...)>(tg);
+  if (!Active()) return real(out, desc, extra...);
+  CUresult r = real(out, desc, extra...);
+  AfterAlloc(r, r == 0 ? AsAddr(*out) : 0, size, fmt::kDevDevice, api, 0);
+  return r;
+}
+CUresult CuArrayCreate(const Target& tg, void** a, const CuArrayDesc* d) {
+  uint64_t size = d == nullptr ? 0
+                               : ArrayBytes(CuFormatBytes(d->format, d->num_channels), d->width,
+                                            d->height, 0, 1);
+  return ArrayCreate(tg, fmt::kApiCuArrayCreate, size, a, d);
+}
+CUresult CuArray3DCreate(const Target& tg, void** a, const CuArray3DDesc* d) {
+  uint64_t size = d == nullptr ? 0
+                               : ArrayBytes(CuFormatBytes(d->format, d->num_channels), d->width,
+                                            d->height, d->depth, 1);
+  return ArrayCreate(tg, fmt::kApiCuArray3DCreate, size, a, d);
+}
+CUresult CuMipmappedArrayCreate(const Target& tg, void** a, const CuArray3DDesc* d,
+                                unsigned levels) {
+  uint64_t size = d == nullptr ? 0
+                               : ArrayBytes(CuFormatBytes(d->format, d->num_channels), d->width,
+                                            d->height, d->depth, levels);
+  return ArrayCreate(tg, fmt::kApiCuMipmappedArrayCreate, size, a, d, levels);
+}
+CUresult CuArrayDestroy(const Target& tg, void* a) {
+  return FreeOut(tg, fmt::kApiCuArrayDestroy, a);
+}
+CUresult CuMipmappedArrayDestroy(const Target& tg, void* a) {
+  return FreeOut(tg, fmt::kApiCuMipmappedArrayDestroy, a);
+}
+
+CUresult IpcOpenMemHandle(const Target& tg, CUdeviceptr* d, IpcMemHandle handle, unsigned flags) {
+  auto real = Real<CUresult (*)(CUdeviceptr*, IpcMemHandle, unsigned)>(tg);
+  if (!Active()) return real(d, handle, flags);
+  CUresult r = real(d, handle, flags);
+  if (r == 0) {
+    IpcOpened(DriverDevice(), *d, fmt::kApiCuIpcOpenMemHandle);
+  } else {
+    RecordFail(fmt::kDevDevice, DriverDevice(), 0, fmt::kApiCuIpcOpenMemHandle, r);
+  }
+  return r;
+}
+
+CUresult IpcCloseMemHandle(const Target& tg, CUdeviceptr d) {
+  auto real = Real<CUresult (*)(CUdeviceptr)>(tg);
+  if (!Active() || d == 0) return real(d);
+  const IpcClose* outer = IpcRuntimeClose(d);
+  IpcClose c;
+  if (outer != nullptr) {  // the runtime wrapper counted the reference
+    c = *outer;
+    c.known = false;  // ... and restores it if the call fails
+  } else {
+    IpcBeginClose(d, &c);
+  }
+  PendingFree f;
+  if (c.last) BeginDriverFree(d, &f);  // takes a runtime pending free over
+  CUresult r = real(d);
+  if (c.last) EndDriverFree(&f, r == 0, fmt::kApiCuIpcCloseMemHandle);
+  IpcEndClose(c, r == 0);
+  return r;
+}
+
+CUresult MemPoolCreate(const Target& tg, void** pool, const MemPoolProps* props) {
+  CUresult r = Real<CUresult (*)(void**, const MemPoolProps*)>(tg)(pool, props);
+  if (r == 0 && Active()) {
+    PoolSeenHandle(AsAddr(*pool), props != nullptr && props->location.type == kMemLocationDevice
+                                      ? props->location.id
+                                      : -1);
+  }
+  return r;
+}
+CUresult MemPoolDestroy(const Target& tg, void* pool) {
+  CUresult r = Real<CUresult (*)(void*)>(tg)(pool);
+  if (r == 0) PoolGone(AsAddr(pool));
+  return r;
+}
+CUresult MemPoolTrimTo(const Target& tg, void* pool, size_t keep) {
+  CUresult r = Real<CUresult (*)(void*, size_t)>(tg)(pool, keep);
+  if (r == 0 && Active()) EmitPoolCounters(AsAddr(pool));
+  return r;
+}
+
+CUresult GraphAddMemAllocNode(const Target& tg, void** node, void* graph, void* const* deps,
+                              size_t n, MemAllocNodeParams* params) {
+  auto real = Real<CUresult (*)(void**, void*, void* const*, size_t, MemAllocNodeParams*)>(tg);
+  if (!Active() || params == nullptr) return real(node, graph, deps, n, params);
+  CUresult r = real(node, graph, deps, n, params);
+  const CUmemLocation& loc = params->pool_props.location;
+  const int dev = loc.type == kMemLocationDevice ? loc.id : -1;
+  if (r == 0) {
+    GraphMemSeen(dev);
+    if (params->dptr != 0) {
+      RecordAlloc(fmt::kDevPool, dev, params->dptr, params->bytesize,
+                  fmt::kApiCuGraphAddMemAllocNode, AsAddr(graph));
+    }
+  } else {
+    RecordFail(fmt::kDevPool, dev, params->bytesize, fmt::kApiCuGraphAddMemAllocNode, r);
+  }
+  return r;
+}
+
+CUresult GraphAddMemFreeNode(const Target& tg, void** node, void* graph, void* const* deps,
+                             size_t n, CUdeviceptr dptr) {
+  auto real = Real<CUresult (*)(void**, void*, void* const*, size_t, CUdeviceptr)>(tg);
+  if (!Active() || dptr == 0) return real(node, graph, deps, n, dptr);
+  PendingFree f;
+  BeginDriverFree(dptr, &f);
+  CUresult r = real(node, graph, deps, n, dptr);
+  EndDriverFree(&f, r == 0, fmt::kApiCuGraphAddMemFreeNode);
+  return r;
+}
+
+CUresult DeviceGraphMemTrim(const Target& tg, int device) {
+  CUresult r = Real<CUresult (*)(int)>(tg)(device);
+  if (r == 0 && Active()) {
+    GraphMemSeen(device);
+    EmitGraphCounters(device);
+  }
   return r;
 }
 
@@ -219,6 +360,21 @@ constexpr ProcAbi kProcAbis[] = {
     {"cuMemAllocAsync", 11020, kDrMemAllocAsync},
     {"cuMemFreeAsync", 11020, kDrMemFreeAsync},
     {"cuMemAllocFromPoolAsync", 11020, kDrMemAllocFromPoolAsync},
+    {"cuMemHostRegister", 6050, kDrMemHostRegister},
+    {"cuMemHostUnregister", 4000, kDrMemHostUnregister},
+    {"cuArrayCreate", 3020, kDrArrayCreate},
+    {"cuArray3DCreate", 3020, kDrArray3DCreate},
+    {"cuMipmappedArrayCreate", 5000, kDrMipmappedArrayCreate},
+    {"cuArrayDestroy", 2000, kDrArrayDestroy},
+    {"cuMipmappedArrayDestroy", 5000, kDrMipmappedArrayDestroy},
+    {"cuIpcOpenMemHandle", 4010, kDrIpcOpenMemHandle},  // _v2 (11000) has the same ABI
+    {"cuIpcCloseMemHandle", 4010, kDrIpcCloseMemHandle},
+    {"cuMemPoolCreate", 11020, kDrMemPoolCreate},
+    {"cuMemPoolDestroy", 11020, kDrMemPoolDestroy},
+    {"cuMemPoolTrimTo", 11020, kDrMemPoolTrimTo},
+    {"cuGraphAddMemAllocNode", 11040, kDrGraphAddMemAllocNode},
+    {"cuGraphAddMemFreeNode", 11040, kDrGraphAddMemFreeNode},
+    {"cuDeviceGraphMemTrim", 11040, kDrDeviceGraphMemTrim},
     {"cuGetProcAddress", 12000, kDrGetProcAddressV2},
     {"cuGetProcAddress", 11030, kDrGetProcAddress},
 };
@@ -229,6 +385,23 @@ bool SameName(const char* a, const char* b) {
 }
 
 // ---- slot wrappers: X(abi, impl, params, args) ----
+// Issue 10 coverage (their exports are listed at the end).
+#define MEMSTEP_DR_COVERAGE_ABIS(X) \
+  X(kDrMemHostRegister, MemHostRegister, (void* p, size_t n, unsigned f), (p, n, f)) \
+  X(kDrMemHostUnregister, MemHostUnregister, (void* p), (p)) \
+  X(kDrArrayCreate, CuArrayCreate, (void** a, const CuArrayDesc* d), (a, d)) \
+  X(kDrArray3DCreate, CuArray3DCreate, (void** a, const CuArray3DDesc* d), (a, d)) \
+  X(kDrMipmappedArrayCreate, CuMipmappedArrayCreate, (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l)) \
+  X(kDrArrayDestroy, CuArrayDestroy, (void* a), (a)) \
+  X(kDrMipmappedArrayDestroy, CuMipmappedArrayDestroy, (void* a), (a)) \
+  X(kDrIpcOpenMemHandle, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f)) \
+  X(kDrIpcCloseMemHandle, IpcCloseMemHandle, (CUdeviceptr d), (d)) \
+  X(kDrMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props)) \
+  X(kDrMemPoolDestroy, MemPoolDestroy, (void* pool), (pool)) \
+  X(kDrMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep)) \
+  X(kDrGraphAddMemAllocNode, GraphAddMemAllocNode, (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params), (node, g, deps, n, params)) \
+  X(kDrGraphAddMemFreeNode, GraphAddMemFreeNode, (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr), (node, g, deps, n, dptr)) \
+  X(kDrDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
 #define MEMSTEP_DR_ABIS(X)                                                                       \
   X(kDrMemAlloc, MemAlloc, (CUdeviceptr * d, size_t n), (d, n))                                  \
   X(kDrMemFree, MemFree, (CUdeviceptr d), (d))                                                   \
@@ -251,7 +424,8 @@ bool SameName(const char* a, const char* b) {
   X(kDrGetProcAddress, GetProcAddress, (const char* sym, void** pfn, int v, cuuint64_t f),       \
     (sym, pfn, v, f))                                                                            \
   X(kDrGetProcAddressV2, GetProcAddressV2,                                                       \
-    (const char* sym, void** pfn, int v, cuuint64_t f, int* st), (sym, pfn, v, f, st))
+    (const char* sym, void** pfn, int v, cuuint64_t f, int* st), (sym, pfn, v, f, st))           \
+  MEMSTEP_DR_COVERAGE_ABIS(X)
 
 #define MEMSTEP_DR_SLOT(abi, impl, params, args) \
   MEMSTEP_CUDA_SLOTS(CUresult, abi, impl, params, args)
@@ -338,3 +512,21 @@ MEMSTEP_DR_EXPORT(cuGetProcAddress, GetProcAddress,
                   (const char* sym, void** pfn, int v, cuuint64_t f), (sym, pfn, v, f))
 MEMSTEP_DR_EXPORT(cuGetProcAddress_v2, GetProcAddressV2,
                   (const char* sym, void** pfn, int v, cuuint64_t f, int* st), (sym, pfn, v, f, st))
+
+// Issue 10 coverage.
+MEMSTEP_DR_EXPORT(cuMemHostRegister_v2, MemHostRegister, (void* p, size_t n, unsigned f), (p, n, f))
+MEMSTEP_DR_EXPORT(cuMemHostUnregister, MemHostUnregister, (void* p), (p))
+MEMSTEP_DR_EXPORT(cuArrayCreate_v2, CuArrayCreate, (void** a, const CuArrayDesc* d), (a, d))
+MEMSTEP_DR_EXPORT(cuArray3DCreate_v2, CuArray3DCreate, (void** a, const CuArray3DDesc* d), (a, d))
+MEMSTEP_DR_EXPORT(cuMipmappedArrayCreate, CuMipmappedArrayCreate, (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l))
+MEMSTEP_DR_EXPORT(cuArrayDestroy, CuArrayDestroy, (void* a), (a))
+MEMSTEP_DR_EXPORT(cuMipmappedArrayDestroy, CuMipmappedArrayDestroy, (void* a), (a))
+MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle_v2, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
+MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
+MEMSTEP_DR_EXPORT(cuIpcCloseMemHandle, IpcCloseMemHandle, (CUdeviceptr d), (d))
+MEMSTEP_DR_EXPORT(cuMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props))
+MEMSTEP_DR_EXPORT(cuMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))
+MEMSTEP_DR_EXPORT(cuMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))
+MEMSTEP_DR_EXPORT(cuGraphAddMemAllocNode, GraphAddMemAllocNode, (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params), (node, g, deps, n, params))
+MEMSTEP_DR_EXPORT(cuGraphAddMemFreeNode, GraphAddMemFreeNode, (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr), (node, g, deps, n, dptr))
+MEMSTEP_DR_EXPORT(cuDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))

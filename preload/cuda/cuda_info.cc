@@ -112,6 +112,7 @@ void CudaStepEnd(ThreadState& t, uint64_t step) {
   if (have) {
     EnsureThread(t);
     EmitDevInfo(t, step, d);
+    CoverageStepEnd();  // non-default pools and graph memory (cuda_coverage.cc)
   }
 }
 

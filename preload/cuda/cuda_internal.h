@@ -61,12 +61,58 @@ struct cudaExtent {
   size_t height;
   size_t depth;
 };
+struct cudaChannelFormatDesc {
+  int x, y, z, w;  // bits per channel
+  int f;           // cudaChannelFormatKind
+};
+// CUDA_ARRAY_DESCRIPTOR_v2 and CUDA_ARRAY3D_DESCRIPTOR_v2.
+struct CuArrayDesc {
+  size_t width;
+  size_t height;
+  int format;  // CUarray_format
+  unsigned num_channels;
+};
+struct CuArray3DDesc {
+  size_t width;
+  size_t height;
+  size_t depth;
+  int format;
+  unsigned num_channels;
+  unsigned flags;
+};
+// cudaIpcMemHandle_t / CUipcMemHandle: 64 opaque bytes, passed by value.
+struct IpcMemHandle {
+  char reserved[64];
+};
+// cudaMemPoolProps / CUmemPoolProps (88 bytes in CUDA 11.2 to 13.0).
+struct MemPoolProps {
+  int alloc_type;
+  int handle_types;
+  CUmemLocation location;
+  void* win32_security_attributes;
+  size_t max_size;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+// cudaMemAllocNodeParams / CUDA_MEM_ALLOC_NODE_PARAMS_v1: dptr is written.
+struct MemAllocNodeParams {
+  MemPoolProps pool_props;
+  const void* access_descs;
+  size_t access_desc_count;
+  size_t bytesize;
+  uint64_t dptr;  // void* (runtime) or CUdeviceptr (driver): 64 bits either way
+};
+static_assert(sizeof(MemPoolProps) == 88, "cudaMemPoolProps is 88 bytes");
+static_assert(sizeof(MemAllocNodeParams) == 120, "cudaMemAllocNodeParams is 120 bytes");
+static_assert(sizeof(IpcMemHandle) == 64, "cudaIpcMemHandle_t is 64 bytes");
 inline constexpr int kCudaSuccess = 0;
 inline constexpr int kCudaErrorInsufficientDriver = 35;  // what cudart returns without a driver
 inline constexpr int kCuErrorStubLibrary = 34;           // the driver library is missing
 inline constexpr int kMemLocationDevice = 1;
 inline constexpr int kPoolAttrReservedMemCurrent = 5;  // CU_MEMPOOL_ATTR_ / cudaMemPoolAttr
 inline constexpr int kPoolAttrUsedMemCurrent = 7;
+inline constexpr int kGraphMemAttrUsedMemCurrent = 0;  // cudaGraphMemAttributeType
+inline constexpr int kGraphMemAttrReservedMemCurrent = 2;
 // Newest CUDA version whose entry-point ABIs we have read (toolkit 13.0).
 // Lookups for newer versions are wrapped only if they return the same
 // function as the version whose ABI the wrapper implements.
@@ -89,6 +135,21 @@ enum Abi : uint8_t {
   kRtMallocFromPoolAsync,
   kRtGetDriverEntryPoint,
   kRtGetDriverEntryPointByVersion,
+  kRtHostRegister,
+  kRtHostUnregister,
+  kRtMallocArray,
+  kRtMalloc3DArray,
+  kRtMallocMipmappedArray,
+  kRtFreeArray,
+  kRtFreeMipmappedArray,
+  kRtIpcOpenMemHandle,
+  kRtIpcCloseMemHandle,
+  kRtMemPoolCreate,
+  kRtMemPoolDestroy,
+  kRtMemPoolTrimTo,
+  kRtGraphAddMemAllocNode,
+  kRtGraphAddMemFreeNode,
+  kRtDeviceGraphMemTrim,
   kDrMemAlloc,       // cuMemAlloc_v2
   kDrMemFree,        // cuMemFree_v2
   kDrMemAllocPitch,  // cuMemAllocPitch_v2
@@ -105,6 +166,21 @@ enum Abi : uint8_t {
   kDrMemAllocFromPoolAsync,
   kDrGetProcAddress,    // the CUDA 11.3 ABI (4 parameters)
   kDrGetProcAddressV2,  // cuGetProcAddress_v2 (5 parameters)
+  kDrMemHostRegister,   // cuMemHostRegister_v2
+  kDrMemHostUnregister,
+  kDrArrayCreate,    // cuArrayCreate_v2
+  kDrArray3DCreate,  // cuArray3DCreate_v2
+  kDrMipmappedArrayCreate,
+  kDrArrayDestroy,
+  kDrMipmappedArrayDestroy,
+  kDrIpcOpenMemHandle,  // cuIpcOpenMemHandle_v2 (and the 4010 ABI, the same)
+  kDrIpcCloseMemHandle,
+  kDrMemPoolCreate,
+  kDrMemPoolDestroy,
+  kDrMemPoolTrimTo,
+  kDrGraphAddMemAllocNode,
+  kDrGraphAddMemFreeNode,
+  kDrDeviceGraphMemTrim,
   kAbiCount,
   kAbiNone = 0xFF,
 };
@@ -130,12 +206,28 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cudaGetDriverEntryPoint, kRtGetDriverEntryPoint)                   \
   X(cudaGetDriverEntryPoint_ptsz, kRtGetDriverEntryPoint)              \
   X(cudaGetDriverEntryPointByVersion, kRtGetDriverEntryPointByVersion) \
-  X(cudaGetDriverEntryPointByVersion_ptsz, kRtGetDriverEntryPointByVersion)
+  X(cudaGetDriverEntryPointByVersion_ptsz, kRtGetDriverEntryPointByVersion) \
+  X(cudaHostRegister, kRtHostRegister)                                       \
+  X(cudaHostUnregister, kRtHostUnregister)                                   \
+  X(cudaMallocArray, kRtMallocArray)                                         \
+  X(cudaMalloc3DArray, kRtMalloc3DArray)                                     \
+  X(cudaMallocMipmappedArray, kRtMallocMipmappedArray)                       \
+  X(cudaFreeArray, kRtFreeArray)                                             \
+  X(cudaFreeMipmappedArray, kRtFreeMipmappedArray)                           \
+  X(cudaIpcOpenMemHandle, kRtIpcOpenMemHandle)                               \
+  X(cudaIpcCloseMemHandle, kRtIpcCloseMemHandle)                             \
+  X(cudaMemPoolCreate, kRtMemPoolCreate)                                     \
+  X(cudaMemPoolDestroy, kRtMemPoolDestroy)                                   \
+  X(cudaMemPoolTrimTo, kRtMemPoolTrimTo)                                     \
+  X(cudaGraphAddMemAllocNode, kRtGraphAddMemAllocNode)                       \
+  X(cudaGraphAddMemFreeNode, kRtGraphAddMemFreeNode)                         \
+  X(cudaDeviceGraphMemTrim, kRtDeviceGraphMemTrim)
 #define MEMSTEP_CUDART_HELPERS(X)          \
   X(cudaGetDevice, kAbiNone)               \
   X(cudaMemGetInfo, kAbiNone)              \
   X(cudaDeviceGetDefaultMemPool, kAbiNone) \
-  X(cudaMemPoolGetAttribute, kAbiNone)
+  X(cudaMemPoolGetAttribute, kAbiNone)     \
+  X(cudaDeviceGetGraphMemAttribute, kAbiNone)
 
 #define MEMSTEP_CUDA_DRIVER_SYMBOLS(X)                      \
   X(cuMemAlloc_v2, kDrMemAlloc)                             \
@@ -156,13 +248,31 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cuMemAllocFromPoolAsync, kDrMemAllocFromPoolAsync)      \
   X(cuMemAllocFromPoolAsync_ptsz, kDrMemAllocFromPoolAsync) \
   X(cuGetProcAddress, kDrGetProcAddress)                    \
-  X(cuGetProcAddress_v2, kDrGetProcAddressV2)
-#define MEMSTEP_CUDA_DRIVER_HELPERS(X)   \
-  X(cuCtxGetCurrent, kAbiNone)           \
-  X(cuCtxGetDevice, kAbiNone)            \
-  X(cuMemGetInfo_v2, kAbiNone)           \
-  X(cuDeviceGetDefaultMemPool, kAbiNone) \
-  X(cuMemPoolGetAttribute, kAbiNone)
+  X(cuGetProcAddress_v2, kDrGetProcAddressV2)              \
+  X(cuMemHostRegister_v2, kDrMemHostRegister)               \
+  X(cuMemHostUnregister, kDrMemHostUnregister)              \
+  X(cuArrayCreate_v2, kDrArrayCreate)                       \
+  X(cuArray3DCreate_v2, kDrArray3DCreate)                   \
+  X(cuMipmappedArrayCreate, kDrMipmappedArrayCreate)        \
+  X(cuArrayDestroy, kDrArrayDestroy)                        \
+  X(cuMipmappedArrayDestroy, kDrMipmappedArrayDestroy)      \
+  X(cuIpcOpenMemHandle_v2, kDrIpcOpenMemHandle)             \
+  X(cuIpcOpenMemHandle, kDrIpcOpenMemHandle)                \
+  X(cuIpcCloseMemHandle, kDrIpcCloseMemHandle)              \
+  X(cuMemPoolCreate, kDrMemPoolCreate)                      \
+  X(cuMemPoolDestroy, kDrMemPoolDestroy)                    \
+  X(cuMemPoolTrimTo, kDrMemPoolTrimTo)                      \
+  X(cuGraphAddMemAllocNode, kDrGraphAddMemAllocNode)        \
+  X(cuGraphAddMemFreeNode, kDrGraphAddMemFreeNode)          \
+  X(cuDeviceGraphMemTrim, kDrDeviceGraphMemTrim)
+#define MEMSTEP_CUDA_DRIVER_HELPERS(X)      \
+  X(cuCtxGetCurrent, kAbiNone)              \
+  X(cuCtxGetDevice, kAbiNone)               \
+  X(cuMemGetInfo_v2, kAbiNone)              \
+  X(cuDeviceGetDefaultMemPool, kAbiNone)    \
+  X(cuMemPoolGetAttribute, kAbiNone)        \
+  X(cuMemGetAddressRange_v2, kAbiNone)      \
+  X(cuDeviceGetGraphMemAttribute, kAbiNone)
 
 #define MEMSTEP_CUDA_ENUM(name, abi) kSym_##name,
 enum RtSym : int {
@@ -348,6 +458,51 @@ void Notice(const char* message);
 // Runtime wrappers note the libcudart major this thread used (step-end
 // device counters use it when libcuda.so.1 is not loaded).
 void NoteRuntimeThread(int major);
+
+// ---- issue 10 coverage (cuda_coverage.cc) ----
+// Estimated bytes of a CUDA array (the exact size is driver-internal):
+// element bytes x width x max(height, 1) x max(depth, 1), summed over
+// `levels` mipmap levels (each halving every non-zero extent, down to 1).
+// 0 when the element size is unknown.
+uint64_t ArrayBytes(uint64_t element_bytes, uint64_t width, uint64_t height, uint64_t depth,
+                    unsigned levels);
+uint64_t ChannelBytes(const cudaChannelFormatDesc* desc);  // 0 if unknown
+uint64_t CuFormatBytes(int format, unsigned channels);      // 0 if unknown
+
+// IPC: memory opened from another process's handle. The first open of an
+// address records DEV_ALLOC (kind device; size from cuMemGetAddressRange,
+// 0 if the driver does not say); opening it again only counts a reference
+// (the driver returns the same pointer for a handle it has open); the close
+// that drops the last reference frees it.
+void IpcOpened(int device, uint64_t addr, uint8_t api);
+uint32_t IpcMark();  // opens seen on this thread (a runtime wrapper's layer check)
+// Closes are two-phase like frees: the reference is dropped before the real
+// call and restored if it fails. `last`: this close frees the memory (the
+// caller frees it through Begin/End*Free).
+struct IpcClose {
+  uint64_t addr;
+  bool known;  // memstep saw the open
+  bool last;
+};
+void IpcBeginClose(uint64_t addr, IpcClose* c);
+void IpcEndClose(const IpcClose& c, bool ok);
+// A runtime close in progress on this thread: a driver close of the same
+// address inside it leaves the reference count to the runtime wrapper and
+// only takes the free over.
+const IpcClose* IpcRuntimeClose(uint64_t addr);
+const IpcClose* SetIpcRuntimeClose(const IpcClose* c);  // returns the previous one
+
+// Pools and graph memory read at step ends (COUNTER records).
+void PoolSeenHandle(uint64_t pool, int device);  // created, or allocated from
+void PoolGone(uint64_t pool);                     // destroyed
+void GraphMemSeen(int device);                    // a graph memory node on `device`
+// After a trim: the counters of that pool / device's graph memory, now.
+void EmitPoolCounters(uint64_t pool);
+void EmitGraphCounters(int device);
+// At a step end, from a thread with a current context: every pool's and
+// device's counters (through the driver if it is loaded, else the runtime
+// this thread used).
+void CoverageStepEnd();
 
 }  // namespace memstep::preload::cuda
 

@@ -89,8 +89,10 @@ cudaError_t FreeAsync(const Target& tg, void* p, void* stream) {
   return FreePtr(tg, fmt::kApiCudaFreeAsync, p, stream);
 }
 cudaError_t MallocFromPoolAsync(const Target& tg, void** p, size_t n, void* pool, void* stream) {
-  return AllocPtr(tg, fmt::kDevPool, fmt::kApiCudaMallocFromPoolAsync,
-                  reinterpret_cast<uintptr_t>(pool), p, n, pool, stream);
+  cudaError_t r = AllocPtr(tg, fmt::kDevPool, fmt::kApiCudaMallocFromPoolAsync,
+                           reinterpret_cast<uintptr_t>(pool), p, n, pool, stream);
+  if (r == kCudaSuccess && Active()) PoolSeenHandle(reinterpret_cast<uintptr_t>(pool), -1);
+  return r;
 }
 
 cudaError_t MallocPitch(const Target& tg, void** p, size_t* pitch, size_t width, size_t height) {
@@ -117,6 +119,163 @@ cudaError_t Malloc3D(const Target& tg, cudaPitchedPtr* pp, cudaExtent extent) {
   AfterAlloc(tg, m, r, ok ? reinterpret_cast<uintptr_t>(pp->ptr) : 0,
              ok ? uint64_t{pp->pitch} * rows : uint64_t{extent.width} * rows, fmt::kDevDevice,
              fmt::kApiCudaMalloc3D, 0);
+  return r;
+}
+
+// ---- issue 10 coverage: registered host memory, arrays, IPC, pools, graphs ----
+
+// cudaHostRegister pins memory the program already has: pinned_host, never
+// device; its bytes are also in the host heap or mappings.
+cudaError_t HostRegister(const Target& tg, void* p, size_t n, unsigned flags) {
+  auto real = Real<cudaError_t (*)(void*, size_t, unsigned)>(tg);
+  if (!Active()) return real(p, n, flags);
+  NoteRuntimeThread(tg.major);
+  LayerMark m = Mark();
+  cudaError_t r = real(p, n, flags);
+  AfterAlloc(tg, m, r, reinterpret_cast<uintptr_t>(p), n, fmt::kDevPinnedHost,
+             fmt::kApiCudaHostRegister, 0);
+  return r;
+}
+cudaError_t HostUnregister(const Target& tg, void* p) {
+  return FreePtr(tg, fmt::kApiCudaHostUnregister, p);
+}
+
+// Arrays: `addr` is the cudaArray_t handle, the size an estimate (ArrayBytes).
+template <typename... Args>
+cudaError_t ArrayAlloc(const Target& tg, uint8_t api, uint64_t size, void** out, Args... args) {
+  auto real = Real<cudaError_t (*)(void**, Args...)>(tg);
+  if (!Active()) return real(out, args...);
+  NoteRuntimeThread(tg.major);
+  LayerMark m = Mark();
+  cudaError_t r = real(out, args...);
+  AfterAlloc(tg, m, r, r == kCudaSuccess ? reinterpret_cast<uintptr_t>(*out) : 0, size,
+             fmt::kDevDevice, api, 0);
+  return r;
+}
+cudaError_t MallocArray(const Target& tg, void** a, const cudaChannelFormatDesc* d, size_t w,
+                        size_t h, unsigned f) {
+  return ArrayAlloc(tg, fmt::kApiCudaMallocArray, ArrayBytes(ChannelBytes(d), w, h, 0, 1), a, d,
+                    w, h, f);
+}
+cudaError_t Malloc3DArray(const Target& tg, void** a, const cudaChannelFormatDesc* d, cudaExtent e,
+                          unsigned f) {
+  return ArrayAlloc(tg, fmt::kApiCudaMalloc3DArray,
+                    ArrayBytes(ChannelBytes(d), e.width, e.height, e.depth, 1), a, d, e, f);
+}
+cudaError_t MallocMipmappedArray(const Target& tg, void** a, const cudaChannelFormatDesc* d,
+                                 cudaExtent e, unsigned levels, unsigned f) {
+  return ArrayAlloc(tg, fmt::kApiCudaMallocMipmappedArray,
+                    ArrayBytes(ChannelBytes(d), e.width, e.height, e.depth, levels), a, d, e,
+                    levels, f);
+}
+cudaError_t FreeArray(const Target& tg, void* a) { return FreePtr(tg, fmt::kApiCudaFreeArray, a); }
+cudaError_t FreeMipmappedArray(const Target& tg, void* a) {
+  return FreePtr(tg, fmt::kApiCudaFreeMipmappedArray, a);
+}
+
+cudaError_t IpcOpenMemHandle(const Target& tg, void** p, IpcMemHandle handle, unsigned flags) {
+  auto real = Real<cudaError_t (*)(void**, IpcMemHandle, unsigned)>(tg);
+  if (!Active()) return real(p, handle, flags);
+  NoteRuntimeThread(tg.major);
+  uint32_t mark = IpcMark();
+  LayerMark m = Mark();
+  cudaError_t r = real(p, handle, flags);
+  if (r == kCudaSuccess) {
+    if (IpcMark() == mark) {  // no driver wrapper inside counted it
+      IpcOpened(RuntimeDevice(tg), reinterpret_cast<uintptr_t>(*p), fmt::kApiCudaIpcOpenMemHandle);
+    }
+  } else if (!LowerRecordedFail(m)) {
+    RecordFail(fmt::kDevDevice, RuntimeDevice(tg), 0, fmt::kApiCudaIpcOpenMemHandle, r);
+  }
+  return r;
+}
+
+cudaError_t IpcCloseMemHandle(const Target& tg, void* p) {
+  auto real = Real<cudaError_t (*)(void*)>(tg);
+  if (!Active() || p == nullptr) return real(p);
+  const uint64_t addr = reinterpret_cast<uintptr_t>(p);
+  IpcClose c;
+  IpcBeginClose(addr, &c);
+  PendingFree f;
+  PendingFree* saved = nullptr;
+  if (c.last) BeginRuntimeFree(addr, &f, &saved);
+  const IpcClose* outer = SetIpcRuntimeClose(&c);
+  cudaError_t r = real(p);
+  SetIpcRuntimeClose(outer);
+  if (c.last) EndRuntimeFree(&f, saved, r == kCudaSuccess, fmt::kApiCudaIpcCloseMemHandle);
+  IpcEndClose(c, r == kCudaSuccess);
+  return r;
+}
+
+// Pools: remembered so that their reserved/used bytes are read at step ends.
+cudaError_t MemPoolCreate(const Target& tg, void** pool, const MemPoolProps* props) {
+  cudaError_t r = Real<cudaError_t (*)(void**, const MemPoolProps*)>(tg)(pool, props);
+  if (r == kCudaSuccess && Active()) {
+    NoteRuntimeThread(tg.major);
+    PoolSeenHandle(reinterpret_cast<uintptr_t>(*pool),
+                   props != nullptr && props->location.type == kMemLocationDevice
+                       ? props->location.id
+                       : -1);
+  }
+  return r;
+}
+cudaError_t MemPoolDestroy(const Target& tg, void* pool) {
+  cudaError_t r = Real<cudaError_t (*)(void*)>(tg)(pool);
+  if (r == kCudaSuccess) PoolGone(reinterpret_cast<uintptr_t>(pool));
+  return r;
+}
+cudaError_t MemPoolTrimTo(const Target& tg, void* pool, size_t keep) {
+  cudaError_t r = Real<cudaError_t (*)(void*, size_t)>(tg)(pool, keep);
+  if (r == kCudaSuccess && Active()) {
+    NoteRuntimeThread(tg.major);
+    EmitPoolCounters(reinterpret_cast<uintptr_t>(pool));
+  }
+  return r;
+}
+
+// Graph memory nodes: the node's virtual range, a logical pool allocation
+// (aux = the graph) from the node's creation until a free node or a free
+// call; the physical memory is the device's graph reserve (step-end counters).
+cudaError_t GraphAddMemAllocNode(const Target& tg, void** node, void* graph, void* const* deps,
+                                 size_t n, MemAllocNodeParams* params) {
+  auto real = Real<cudaError_t (*)(void**, void*, void* const*, size_t, MemAllocNodeParams*)>(tg);
+  if (!Active() || params == nullptr) return real(node, graph, deps, n, params);
+  NoteRuntimeThread(tg.major);
+  LayerMark m = Mark();
+  cudaError_t r = real(node, graph, deps, n, params);
+  const CUmemLocation& loc = params->pool_props.location;
+  const int dev = loc.type == kMemLocationDevice ? loc.id : -1;
+  if (r == kCudaSuccess) {
+    GraphMemSeen(dev);
+    if (params->dptr != 0 && !LowerRecordedAlloc(m, params->dptr)) {
+      RecordAlloc(fmt::kDevPool, dev, params->dptr, params->bytesize,
+                  fmt::kApiCudaGraphAddMemAllocNode, reinterpret_cast<uintptr_t>(graph));
+    }
+  } else if (!LowerRecordedFail(m)) {
+    RecordFail(fmt::kDevPool, dev, params->bytesize, fmt::kApiCudaGraphAddMemAllocNode, r);
+  }
+  return r;
+}
+
+cudaError_t GraphAddMemFreeNode(const Target& tg, void** node, void* graph, void* const* deps,
+                                size_t n, void* dptr) {
+  auto real = Real<cudaError_t (*)(void**, void*, void* const*, size_t, void*)>(tg);
+  if (!Active() || dptr == nullptr) return real(node, graph, deps, n, dptr);
+  PendingFree f;
+  PendingFree* saved;
+  BeginRuntimeFree(reinterpret_cast<uintptr_t>(dptr), &f, &saved);
+  cudaError_t r = real(node, graph, deps, n, dptr);
+  EndRuntimeFree(&f, saved, r == kCudaSuccess, fmt::kApiCudaGraphAddMemFreeNode);
+  return r;
+}
+
+cudaError_t DeviceGraphMemTrim(const Target& tg, int device) {
+  cudaError_t r = Real<cudaError_t (*)(int)>(tg)(device);
+  if (r == kCudaSuccess && Active()) {
+    NoteRuntimeThread(tg.major);
+    GraphMemSeen(device);
+    EmitGraphCounters(device);
+  }
   return r;
 }
 
@@ -163,6 +322,29 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
 }
 
 // ---- slot wrappers: X(abi, impl, params, args) ----
+#define MEMSTEP_RT_COVERAGE_ABIS(X)                                                               \
+  X(kRtHostRegister, HostRegister, (void* p, size_t n, unsigned f), (p, n, f))                    \
+  X(kRtHostUnregister, HostUnregister, (void* p), (p))                                            \
+  X(kRtMallocArray, MallocArray,                                                                  \
+    (void** a, const cudaChannelFormatDesc* d, size_t w, size_t h, unsigned f), (a, d, w, h, f))  \
+  X(kRtMalloc3DArray, Malloc3DArray,                                                              \
+    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned f), (a, d, e, f))           \
+  X(kRtMallocMipmappedArray, MallocMipmappedArray,                                                \
+    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned l, unsigned f),             \
+    (a, d, e, l, f))                                                                              \
+  X(kRtFreeArray, FreeArray, (void* a), (a))                                                      \
+  X(kRtFreeMipmappedArray, FreeMipmappedArray, (void* a), (a))                                    \
+  X(kRtIpcOpenMemHandle, IpcOpenMemHandle, (void** p, IpcMemHandle h, unsigned f), (p, h, f))     \
+  X(kRtIpcCloseMemHandle, IpcCloseMemHandle, (void* p), (p))                                      \
+  X(kRtMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props))     \
+  X(kRtMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))                                      \
+  X(kRtMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))                     \
+  X(kRtGraphAddMemAllocNode, GraphAddMemAllocNode,                                                \
+    (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params),              \
+    (node, g, deps, n, params))                                                                   \
+  X(kRtGraphAddMemFreeNode, GraphAddMemFreeNode,                                                  \
+    (void** node, void* g, void* const* deps, size_t n, void* dptr), (node, g, deps, n, dptr))    \
+  X(kRtDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
 #define MEMSTEP_RT_ABIS(X)                                                                        \
   X(kRtMalloc, Malloc, (void** p, size_t n), (p, n))                                              \
   X(kRtFree, Free, (void* p), (p))                                                                \
@@ -179,7 +361,8 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
   X(kRtGetDriverEntryPoint, GetDriverEntryPoint,                                                  \
     (const char* sym, void** fn, cuuint64_t f, int* st), (sym, fn, f, st))                        \
   X(kRtGetDriverEntryPointByVersion, GetDriverEntryPointByVersion,                                \
-    (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st), (sym, fn, v, f, st))
+    (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st), (sym, fn, v, f, st))        \
+  MEMSTEP_RT_COVERAGE_ABIS(X)
 
 #define MEMSTEP_RT_SLOT(abi, impl, params, args) \
   MEMSTEP_CUDA_SLOTS(cudaError_t, abi, impl, params, args)
@@ -241,3 +424,9 @@ MEMSTEP_RT_EXPORT(cudaGetDriverEntryPointByVersion, GetDriverEntryPointByVersion
 MEMSTEP_RT_EXPORT(cudaGetDriverEntryPointByVersion_ptsz, GetDriverEntryPointByVersion,
                   (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st),
                   (sym, fn, v, f, st))
+
+// Issue 10 coverage: registered host memory, arrays, IPC, pools, graph memory nodes.
+// Each exported name is "cuda" + the implementation's name.
+#define MEMSTEP_RT_EXPORT_COVERAGE(abi, impl, params, args) \
+  MEMSTEP_RT_EXPORT(cuda##impl, impl, params, args)
+MEMSTEP_RT_COVERAGE_ABIS(MEMSTEP_RT_EXPORT_COVERAGE)

@@ -15,9 +15,10 @@ Contract:
     automatic epochs.
   * PyTorch CUDA statistics: right before every step END it emits (`step()`
     ending the open step, `step_end()`), the helper records the caching
-    allocator's statistics as counters `torch.cuda:<dev>.<stat>` and resets
-    the peaks (memstep/_torch_cuda.py; only when the program already
-    initialised CUDA in torch; MEMSTEP_TORCH_CUDA_STATS=0 turns it off).
+    allocator's statistics as counters `torch.cuda:<dev>.<stat>`, without
+    resetting the program's peaks unless MEMSTEP_TORCH_CUDA_STATS=reset
+    (memstep/_torch_cuda.py; only when the program already initialised CUDA
+    in torch; MEMSTEP_TORCH_CUDA_STATS=0 turns it off).
 
 Usage:
     import memstep
@@ -210,7 +211,8 @@ class stage:
 def torch_cuda_counters(device=None):
     """Records PyTorch's CUDA caching-allocator statistics now, as at a step
     end: counters `torch.cuda:<dev>.<stat>` for `device` (default: every device
-    the program uses), then resets the peak statistics. For steps memstep does
+    the program uses); resets the peak statistics only with
+    MEMSTEP_TORCH_CUDA_STATS=reset. For steps memstep does
     not see from Python (C++ or NVTX markers without the zero-code hooks):
     call it right before the step ends. No-op without the profiler, without
     torch imported or CUDA initialised; never imports torch."""

@@ -6,8 +6,12 @@ Contract:
     hooks), and by memstep.torch_cuda_counters(). `counter` is the C
     function memstep_counter(name: bytes, value: int).
   * It records, for every device the program uses, counters named
-    `torch.cuda:<dev>.<stat>` (see STATS), in STATS order, then calls
-    torch.cuda.reset_peak_memory_stats(dev) so that the peaks are per step.
+    `torch.cuda:<dev>.<stat>` (see STATS), in STATS order. By default it
+    never resets the program's peak statistics (the numbers the program's own
+    logging reports stay its own), and records no *_peak counter (it would
+    cover the run, not the step). Only with MEMSTEP_TORCH_CUDA_STATS=reset
+    does it call torch.cuda.reset_peak_memory_stats(dev) after reading, so
+    that the *_peak counters are per step.
   * It never imports torch and never initialises CUDA: it reads
     sys.modules["torch.cuda"] (present only once the program imported torch;
     looking it up never triggers an import) and does nothing unless
@@ -24,9 +28,9 @@ Contract:
     "memstep: warning:" line goes to stderr (not with MEMSTEP_QUIET=1), and
     the statistics stay off for the rest of the process.
   * MEMSTEP_TORCH_CUDA_STATS (read once, at the first push): "0" turns this
-    off; "noreset" records the current values but never resets the program's
-    peak statistics (and then records no *_peak counter, since it would cover
-    the whole run rather than the step); anything else (default "1"): on.
+    off; "reset" (opt-in) also resets the peaks after each read and records
+    the per-step *_peak counters; anything else (default "1"; "noreset", its
+    old spelling): the current values, no reset.
 """
 
 import os
@@ -46,15 +50,16 @@ STATS = (
 )
 _PEAKS = ("allocated_bytes_peak", "reserved_bytes_peak")
 
-OFF, ON, NO_RESET = "off", "on", "noreset"
+OFF, ON, RESET = "off", "on", "reset"
+NO_RESET = ON  # the default since the peaks are no longer reset unasked
 
 
 def mode_from_env(environ=os.environ):
     value = environ.get("MEMSTEP_TORCH_CUDA_STATS", "1").strip().lower()
     if value in ("0", "off", "false", "no"):
         return OFF
-    if value == NO_RESET:
-        return NO_RESET
+    if value == RESET:
+        return RESET
     return ON
 
 
@@ -118,7 +123,7 @@ class Collector:
             value = _lookup(stats, path)
             if value is not None:
                 counter(name, value)
-        if self.mode == ON:
+        if self.mode == RESET:
             cuda.reset_peak_memory_stats(dev)
 
     def _names(self, dev):
@@ -126,7 +131,7 @@ class Collector:
         if names is None:
             names = [(entry, ("torch.cuda:%d.%s" % (dev, entry[0])).encode())
                      for entry in STATS
-                     if self.mode == ON or entry[0] not in _PEAKS]
+                     if self.mode == RESET or entry[0] not in _PEAKS]
             self.names[dev] = names
         return names
 

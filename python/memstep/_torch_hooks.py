@@ -38,12 +38,30 @@ Contract:
     before each automatic step END; when NVTX marks the steps, at the end of
     each outermost optimizer step instead; when the program marks steps
     itself, by memstep.step()/step_end().
+  * torch.compile and CUDA graphs (docs/python.md "torch.compile and CUDA
+    graphs"):
+      - no graph breaks: every hook first asks torch.compiler.is_compiling()
+        (torch._dynamo.is_compiling on 2.0; nothing on 1.13, which has no
+        compiler) and, while Dynamo traces, does nothing but call through, so
+        a traced hook is a constant branch: no graph break, no guard;
+      - compiled steps: torch.compile is wrapped (when it exists); a compiled
+        FUNCTION gets an eager wrapper. If an optimizer step was traced
+        during one of its calls (a torch._dynamo.comptime callback, run at
+        trace time only), every later call of it is a step: the step
+        (stage "compiled") is open during the call and ends when it returns,
+        like an optimizer step. A compiled MODULE is left alone: its forward
+        hooks run eagerly;
+      - CUDA graphs: torch.cuda.CUDAGraph.capture_begin/capture_end/replay
+        are wrapped; an optimizer step that runs while a graph is being
+        captured marks nothing but the graph; each replay of a graph that
+        captured an optimizer step is a step (stage "graph").
   * Behaviour is unchanged: wrapped functions return what the originals
     return and raise what they raise; hook failures are swallowed.
 """
 
 import atexit
 import functools
+import sys
 import threading
 import weakref
 
@@ -51,6 +69,27 @@ import memstep as _ms
 from memstep import _torch_cuda
 
 _get_ident = threading.get_ident
+
+
+def _never():
+    return False
+
+
+# torch.compiler.is_compiling (or the 2.0 spelling) once torch is imported;
+# Dynamo folds a call of it to a constant while it traces.
+_is_compiling = _never
+# torch._dynamo.comptime.comptime, looked up when a compiled function is first
+# called (Dynamo is imported then); None before.
+_comptime = None
+_tls = threading.local()  # .compiled: the compiled call running; .capturing: the graph
+_step_graphs = weakref.WeakSet()  # CUDA graphs that captured an optimizer step
+
+
+def _compiling_probe(torch):
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if fn is None:  # torch 2.0
+        fn = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
+    return fn if callable(fn) else _never
 
 
 class _State:
@@ -74,6 +113,7 @@ class _State:
         self.epochs_on = not _ms.explicit["epoch"]
         self.nvtx_steps = False   # NVTX step ranges took the steps over
         self.nvtx_query = getattr(api, "nvtx_steps_seen", None)
+        self.opt_steps = 0        # eager optimizer steps ended (compiled calls check it)
         self.lock = threading.RLock()
 
     # -- primitives (lock held) ------------------------------------------
@@ -136,8 +176,16 @@ class _State:
             self.open_step()
             self.set_stage(b"optimizer")
 
+    def on_replayed_begin(self, stage):
+        """A compiled step or CUDA-graph replay begins: the step is open."""
+        with self.lock:
+            self.fwd_depth = 0
+            self.open_step()
+            self.set_stage(stage)
+
     def on_optimizer_end(self):
         with self.lock:
+            self.opt_steps += 1
             if self.train_loader is None and self.last_loader is not None:
                 self.train_loader = self.last_loader
                 self.train_iter = self.last_iter
@@ -213,6 +261,8 @@ def _at_exit():
 
 
 def _forward_pre_hook(module, inputs):
+    if _is_compiling():  # traced by Dynamo: a constant branch, no graph break
+        return None
     st = _state
     # Nested call; a new call of the root module itself means that its last
     # forward raised (no post hooks ran): start over.
@@ -234,6 +284,8 @@ def _forward_pre_hook(module, inputs):
 
 
 def _forward_hook(module, inputs, output):
+    if _is_compiling():
+        return None
     st = _state
     if st.fwd_depth and _get_ident() == st.fwd_tid:
         st.fwd_depth -= 1
@@ -249,6 +301,13 @@ def _forward_hook(module, inputs, output):
 def _wrap_step(func):
     @functools.wraps(func)
     def step(*args, **kwargs):
+        if _is_compiling():
+            if _comptime is not None:
+                _comptime(_traced_optimizer_step)  # runs at trace time only
+            return func(*args, **kwargs)
+        if getattr(_tls, "capturing", None) is not None:
+            _captured_optimizer_step()
+            return func(*args, **kwargs)
         st = _state
         st.opt_depth += 1
         if st.opt_depth == 1:
@@ -268,6 +327,129 @@ def _wrap_step(func):
 
     step._memstep_wrapped = True
     return step
+
+
+def _traced_optimizer_step(ctx=None):
+    """Dynamo traced an optimizer step: the compiled call running is a step."""
+    info = getattr(_tls, "compiled", None)
+    if info is not None:
+        info["step"] = True
+
+
+def _captured_optimizer_step():
+    graph = getattr(_tls, "capturing", None)
+    try:
+        _step_graphs.add(graph)
+    except TypeError:
+        pass
+
+
+def _step_call(func, info, stage, args, kwargs):
+    """Calls func (a compiled step or a graph replay) as one step when
+    info["step"]; learns it during the call otherwise."""
+    st = _state
+    was_step = info["step"]
+    opt_steps = st.opt_steps
+    if was_step:
+        try:
+            st.on_replayed_begin(stage)
+        except Exception:
+            pass
+    try:
+        return func(*args, **kwargs)
+    finally:
+        # An eager optimizer step inside (a frame Dynamo did not compile)
+        # already ended the step.
+        if info["step"] and st.opt_steps == opt_steps and st.opt_depth == 0:
+            try:
+                st.on_optimizer_end()
+            except Exception:
+                pass
+
+
+def _wrap_compiled(fn):
+    """The eager wrapper of a function torch.compile returned."""
+    info = {"step": False}
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        global _comptime
+        if _is_compiling() or _state is None:
+            return fn(*args, **kwargs)
+        if _comptime is None:
+            try:
+                from torch._dynamo.comptime import comptime
+                _comptime = comptime
+            except Exception:  # no comptime: compiled steps go undetected
+                pass
+        outer = getattr(_tls, "compiled", None)
+        _tls.compiled = info
+        try:
+            return _step_call(fn, info, b"compiled", args, kwargs)
+        finally:
+            _tls.compiled = outer
+
+    compiled._memstep_compiled = True
+    return compiled
+
+
+def _wrap_compile(torch, orig_compile):
+    nn_module = torch.nn.Module
+
+    def wrap_result(result):
+        if isinstance(result, nn_module) or not callable(result):
+            return result  # a compiled module: its forward hooks run eagerly
+        return _wrap_compiled(result)
+
+    @functools.wraps(orig_compile)
+    def compile(*args, **kwargs):
+        result = orig_compile(*args, **kwargs)
+        if args and args[0] is not None or "model" in kwargs and kwargs["model"] is not None:
+            return wrap_result(result)
+        decorator = result  # @torch.compile(...): wrap what the decorator returns
+
+        @functools.wraps(decorator)
+        def decorate(model):
+            return wrap_result(decorator(model))
+
+        return decorate
+
+    compile._memstep_wrapped = True
+    return compile
+
+
+def _hook_cuda_graphs(torch):
+    graph_cls = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
+    if graph_cls is None or not all(hasattr(graph_cls, m)
+                                    for m in ("capture_begin", "capture_end", "replay")):
+        return
+    orig_begin, orig_end, orig_replay = (graph_cls.capture_begin, graph_cls.capture_end,
+                                         graph_cls.replay)
+
+    @functools.wraps(orig_begin)
+    def capture_begin(self, *args, **kwargs):
+        result = orig_begin(self, *args, **kwargs)
+        _tls.capturing = self
+        return result
+
+    @functools.wraps(orig_end)
+    def capture_end(self, *args, **kwargs):
+        _tls.capturing = None
+        return orig_end(self, *args, **kwargs)
+
+    @functools.wraps(orig_replay)
+    def replay(self, *args, **kwargs):
+        try:
+            is_step = self in _step_graphs
+        except TypeError:
+            is_step = False
+        if not is_step or _state is None or getattr(_tls, "capturing", None) is not None:
+            return orig_replay(self, *args, **kwargs)
+        return _step_call(orig_replay, {"step": True}, b"graph", (self,) + args, kwargs)
+
+    graph_cls.capture_begin = capture_begin
+    graph_cls.capture_end = capture_end
+    graph_cls.replay = replay
 
 
 def _hook_optimizer_class(cls):
@@ -290,6 +472,8 @@ def install(torch):
     import torch.utils.data
 
     _state = _State(api, torch)
+    global _is_compiling
+    _is_compiling = _compiling_probe(torch)
 
     optimizer = torch.optim.Optimizer
     orig_init = optimizer.__init__
@@ -324,6 +508,14 @@ def install(torch):
 
     module_mod.register_module_forward_pre_hook(_forward_pre_hook)
     module_mod.register_module_forward_hook(_forward_hook)
+
+    orig_compile = getattr(torch, "compile", None)
+    if callable(orig_compile) and not getattr(orig_compile, "_memstep_wrapped", False):
+        torch.compile = _wrap_compile(torch, orig_compile)
+    try:
+        _hook_cuda_graphs(torch)
+    except Exception:
+        pass
 
     _ms._on_explicit = _on_explicit
     atexit.register(_at_exit)

@@ -129,7 +129,8 @@ enum Tag : uint8_t {
   // A device-side allocation (CUDA). Every one is recorded (p = 1) with its
   // stack. `addr` is the pointer it returned; for kDevVmm it is the
   // CUmemGenericAllocationHandle. `device` is the CUDA ordinal, -1 if unknown
-  // (host kinds: -1). `aux`: the memory pool (kDevPool, 0 = default pool).
+  // (host kinds: -1). `aux`: the memory pool (kDevPool, 0 = default pool;
+  // the CUDA graph for a graph memory node).
   kTagDevAlloc = 0x15,
   // u ts, u seq, u tid, u kind (DeviceKind), s device, u addr, u size, u api
   // The allocation (kind, addr) was freed; `size` is what its DEV_ALLOC
@@ -211,11 +212,12 @@ enum AllocKind : uint8_t {
 // Device allocation kinds (kTagDevAlloc `kind`). JSON names in
 // DeviceKindName().
 enum DeviceKind : uint8_t {
-  kDevDevice = 1,      // cudaMalloc/cuMemAlloc/Pitch/3D: device memory
+  kDevDevice = 1,      // cudaMalloc/cuMemAlloc/Pitch/3D, arrays, IPC-opened memory
   kDevManaged = 2,     // cudaMallocManaged/cuMemAllocManaged
-  kDevPinnedHost = 3,  // cudaMallocHost/cudaHostAlloc/cuMemAllocHost/cuMemHostAlloc
+  kDevPinnedHost = 3,  // cudaMallocHost/cudaHostAlloc/cuMemAllocHost/cuMemHostAlloc, HostRegister
   kDevVmm = 4,         // cuMemCreate: physical memory of the VMM API
-  kDevPool = 5,        // cudaMallocAsync/...FromPoolAsync/cuMemAllocAsync: logical
+  kDevPool = 5,        // cudaMallocAsync/...FromPoolAsync/cuMemAllocAsync, graph memory
+                       // nodes: logical
 };
 inline constexpr uint8_t kDevKindMax = 5;
 
@@ -258,6 +260,29 @@ enum DeviceApi : uint8_t {
   kApiCuMemFree = 30,
   kApiCuMemFreeHost = 31,
   kApiCuMemFreeAsync = 32,
+  // Coverage of issue 10 (docs/gpu.md "What is counted where").
+  kApiCudaHostRegister = 40,  // pinned_host: registered host memory (not allocated)
+  kApiCudaHostUnregister = 41,
+  kApiCudaMallocArray = 42,  // device: the array handle, estimated size
+  kApiCudaMalloc3DArray = 43,
+  kApiCudaMallocMipmappedArray = 44,
+  kApiCudaFreeArray = 45,
+  kApiCudaFreeMipmappedArray = 46,
+  kApiCudaIpcOpenMemHandle = 47,  // device: another process's memory, counted once
+  kApiCudaIpcCloseMemHandle = 48,
+  kApiCudaGraphAddMemAllocNode = 49,  // device_pool: a graph memory node (aux = the graph)
+  kApiCudaGraphAddMemFreeNode = 50,
+  kApiCuMemHostRegister = 60,
+  kApiCuMemHostUnregister = 61,
+  kApiCuArrayCreate = 62,
+  kApiCuArray3DCreate = 63,
+  kApiCuMipmappedArrayCreate = 64,
+  kApiCuArrayDestroy = 65,
+  kApiCuMipmappedArrayDestroy = 66,
+  kApiCuIpcOpenMemHandle = 67,
+  kApiCuIpcCloseMemHandle = 68,
+  kApiCuGraphAddMemAllocNode = 69,
+  kApiCuGraphAddMemFreeNode = 70,
 };
 
 inline const char* DeviceApiName(uint8_t api) {
@@ -286,6 +311,28 @@ inline const char* DeviceApiName(uint8_t api) {
     case kApiCuMemFree: return "cuMemFree_v2";
     case kApiCuMemFreeHost: return "cuMemFreeHost";
     case kApiCuMemFreeAsync: return "cuMemFreeAsync";
+    case kApiCudaHostRegister: return "cudaHostRegister";
+    case kApiCudaHostUnregister: return "cudaHostUnregister";
+    case kApiCudaMallocArray: return "cudaMallocArray";
+    case kApiCudaMalloc3DArray: return "cudaMalloc3DArray";
+    case kApiCudaMallocMipmappedArray: return "cudaMallocMipmappedArray";
+    case kApiCudaFreeArray: return "cudaFreeArray";
+    case kApiCudaFreeMipmappedArray: return "cudaFreeMipmappedArray";
+    case kApiCudaIpcOpenMemHandle: return "cudaIpcOpenMemHandle";
+    case kApiCudaIpcCloseMemHandle: return "cudaIpcCloseMemHandle";
+    case kApiCudaGraphAddMemAllocNode: return "cudaGraphAddMemAllocNode";
+    case kApiCudaGraphAddMemFreeNode: return "cudaGraphAddMemFreeNode";
+    case kApiCuMemHostRegister: return "cuMemHostRegister_v2";
+    case kApiCuMemHostUnregister: return "cuMemHostUnregister";
+    case kApiCuArrayCreate: return "cuArrayCreate_v2";
+    case kApiCuArray3DCreate: return "cuArray3DCreate_v2";
+    case kApiCuMipmappedArrayCreate: return "cuMipmappedArrayCreate";
+    case kApiCuArrayDestroy: return "cuArrayDestroy";
+    case kApiCuMipmappedArrayDestroy: return "cuMipmappedArrayDestroy";
+    case kApiCuIpcOpenMemHandle: return "cuIpcOpenMemHandle_v2";
+    case kApiCuIpcCloseMemHandle: return "cuIpcCloseMemHandle";
+    case kApiCuGraphAddMemAllocNode: return "cuGraphAddMemAllocNode";
+    case kApiCuGraphAddMemFreeNode: return "cuGraphAddMemFreeNode";
     default: return "unknown";
   }
 }

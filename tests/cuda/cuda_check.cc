@@ -14,7 +14,8 @@
 //               record of a documented miss, a stack containing the planted
 //               function for every DEV_ALLOC and DEV_FAIL (the device of a
 //               failure other than out-of-memory may be -1), the planted per-kind
-//               totals, per-step and per-stage peaks, and DEV_INFO values
+//               totals, per-step and per-stage peaks, DEV_INFO values and
+//               COUNTER records (pool and graph memory)
 // --no-device   every trace in the run directory has no DEV_ALLOC or
 //               DEV_FREE, and DEV_FAIL records only with error N (default 35,
 //               what the runtime returns without a driver)
@@ -432,6 +433,15 @@ void CheckAggregates(const Facts& f, const rd::Trace& t) {
         Error("step " + r.Get("step") + " stage " + r.Get("stage") + " " + k + ": trace peak " +
               std::to_string(v) + "; planted " + r.Get("peak"));
       }
+    } else if (r.type == "counter") {
+      bool found = false;
+      for (const rd::Event& e : t.events) {
+        if (e.tag == fmt::kTagCounter && t.String(e.str) == r.Get("name") &&
+            static_cast<uint64_t>(e.value) == r.Num("value")) {
+          found = true;
+        }
+      }
+      if (!found) Error("no COUNTER " + r.Get("name") + " = " + r.Get("value"));
     } else if (r.type == "devinfo") {
       bool found = false;
       for (const rd::DeviceInfo& i : t.device_info) {

@@ -57,7 +57,7 @@ class CollectorTest(unittest.TestCase):
 
     def test_planted_values_in_order_then_reset(self):
         fake = self.fake()
-        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.ON), 3)
+        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.RESET), 3)
         self.assertEqual(self.counters,
                          fake_cuda.expected(0, 0) + fake_cuda.expected(0, 1) +
                          fake_cuda.expected(0, 2))
@@ -72,7 +72,7 @@ class CollectorTest(unittest.TestCase):
         # Device 1 holds memory in round 2 only (then empty_cache): reported
         # from round 2 on, zeros included, so its series has no holes.
         fake = self.fake(dev1_rounds=(2,))
-        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.ON), 4)
+        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.RESET), 4)
         zeros = [(name, 0) for name, _ in fake_cuda.expected(1, 3)]
         self.assertEqual(self.counters,
                          fake_cuda.expected(0, 0) + fake_cuda.expected(0, 1) +
@@ -85,13 +85,13 @@ class CollectorTest(unittest.TestCase):
         # leaves statistics out.
         missing = ("requested_bytes", "inactive_split_bytes")
         fake = self.fake(missing=missing)
-        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.ON), 1)
+        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.RESET), 1)
         self.assertEqual(self.counters, fake_cuda.expected(0, 0, missing=missing))
         self.assertEqual(len(self.counters), 6)
 
-    def test_noreset_mode(self):
+    def test_default_mode_never_resets(self):
         fake = self.fake()
-        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.NO_RESET), 2)
+        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.mode_from_env({})), 2)
         self.assertEqual(self.counters, fake_cuda.expected(0, 0, peaks=False) +
                          fake_cuda.expected(0, 1, peaks=False))
         self.assertEqual(self.resets(fake), [])
@@ -103,22 +103,22 @@ class CollectorTest(unittest.TestCase):
         self.assertEqual(fake.calls, [])
 
     def test_mode_from_env(self):
-        cases = {None: "on", "1": "on", "0": "off", "off": "off", "noreset": "noreset",
-                 " NoReset ": "noreset"}
+        cases = {None: "on", "1": "on", "0": "off", "off": "off", "noreset": "on",
+                 " NoReset ": "on", "reset": "reset", " Reset ": "reset"}
         for value, mode in cases.items():
             env = {} if value is None else {"MEMSTEP_TORCH_CUDA_STATS": value}
             self.assertEqual(_torch_cuda.mode_from_env(env), mode, value)
 
     def test_cuda_not_initialized(self):
         fake = self.fake(initialized=False)
-        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.ON), 2)
+        self.run_rounds(fake, _torch_cuda.Collector(_torch_cuda.RESET), 2)
         self.assertEqual(self.counters, [])
         self.assertEqual(fake.calls, [("is_initialized",)] * 2)
 
     def test_no_torch_cuda_module(self):
         saved = sys.modules.pop("torch.cuda", None)
         try:
-            _torch_cuda.Collector(_torch_cuda.ON).push(self.counter)
+            _torch_cuda.Collector(_torch_cuda.RESET).push(self.counter)
         finally:
             if saved is not None:
                 sys.modules["torch.cuda"] = saved
@@ -126,7 +126,7 @@ class CollectorTest(unittest.TestCase):
 
     def test_failure_warns_once_then_off(self):
         fake = self.fake(fail_in="reset_peak_memory_stats")
-        collector = _torch_cuda.Collector(_torch_cuda.ON)
+        collector = _torch_cuda.Collector(_torch_cuda.RESET)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             self.assertIsNone(collector.push(self.counter))
@@ -142,7 +142,7 @@ class CollectorTest(unittest.TestCase):
 
     def test_explicit_device(self):
         fake = self.fake()
-        collector = _torch_cuda.Collector(_torch_cuda.ON)
+        collector = _torch_cuda.Collector(_torch_cuda.RESET)
         collector.push(self.counter, device=1)  # asked for: reported though unused
         self.assertEqual(self.counters, [(n, 0) for n, _ in fake_cuda.expected(1, 0)])
 
@@ -180,7 +180,7 @@ class CollectorTest(unittest.TestCase):
             "memory_stats_as_nested_dict ['device']", "reset_peak_memory_stats ['device']"])
 
     def test_never_imports_torch(self):
-        _torch_cuda.Collector(_torch_cuda.ON).push(self.counter)
+        _torch_cuda.Collector(_torch_cuda.RESET).push(self.counter)
         memstep.torch_cuda_counters()
         self.assertNotIn("torch", sys.modules)
 
@@ -236,7 +236,8 @@ class ProfiledHelperTest(unittest.TestCase):
         return r.stdout, common.trace_markers(self, out)
 
     def test_counters_before_each_step_end(self):
-        stdout, lines = self.run_script()
+        # Opted in to the per-step peaks: read, then reset.
+        stdout, lines = self.run_script({"MEMSTEP_TORCH_CUDA_STATS": "reset"})
         self.assertIn("resets=[0, 0, 0, 1, 0, 1]", stdout)
         for k in range(4):
             want = fake_cuda.expected(0, k)
@@ -245,6 +246,17 @@ class ProfiledHelperTest(unittest.TestCase):
             self.assertEqual(before_step_end(lines, k, len(want)), counter_lines(want), k)
         # Nowhere else: 4 x 8 for device 0, 2 x 8 for device 1.
         self.assertEqual(len(torch_counters(lines)), 48)
+
+    def test_default_never_resets_the_programs_peaks(self):
+        stdout, lines = self.run_script()
+        self.assertIn("resets=[]", stdout)
+        for k in range(4):
+            want = fake_cuda.expected(0, k, peaks=False)
+            if k >= 2:
+                want += [(n, v if k == 2 else 0)
+                         for n, v in fake_cuda.expected(1, k, peaks=False)]
+            self.assertEqual(before_step_end(lines, k, len(want)), counter_lines(want), k)
+        self.assertEqual(len(torch_counters(lines)), 36)  # 4 x 6 + 2 x 6
 
     def test_opt_out(self):
         stdout, lines = self.run_script({"MEMSTEP_TORCH_CUDA_STATS": "0"})
@@ -259,18 +271,18 @@ class ProfiledHooksTest(unittest.TestCase):
 
     EPOCHS, BATCHES = 2, 5
 
-    def run_train(self, *extra):
+    def run_train(self, *extra, env=None):
         out = common.temp_dir(self)
         argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
                 str(self.BATCHES), "--batch", "16", "--hidden", "32", "--width", "16"]
-        r = common.run_profiled(argv + list(extra), out, window=0)
+        r = common.run_profiled(argv + list(extra), out, window=0, extra_env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("memstep: warning", r.stderr)
         self.assertIn("RESULT steps=%d " % (self.EPOCHS * self.BATCHES), r.stdout)
         return r.stdout, common.trace_markers(self, out)
 
     def test_counters_before_each_automatic_step_end(self):
-        stdout, lines = self.run_train("--fake-cuda-stats")
+        stdout, lines = self.run_train("--fake-cuda-stats", env={"MEMSTEP_TORCH_CUDA_STATS": "reset"})
         n = self.EPOCHS * self.BATCHES
         self.assertIn("FAKE resets=%s" % ",".join(["0"] * n), stdout)
         for k in range(n):
@@ -280,6 +292,11 @@ class ProfiledHooksTest(unittest.TestCase):
             self.assertTrue(got[0].startswith("STAGE optimizer step=%d phase=1 " % k), got[0])
             self.assertEqual(got[1:], want, k)
         self.assertEqual(len(torch_counters(lines)), 8 * n)
+
+    def test_automatic_steps_never_reset_by_default(self):
+        stdout, lines = self.run_train("--fake-cuda-stats")
+        self.assertIn("FAKE resets=\n", stdout + "\n")
+        self.assertEqual(len(torch_counters(lines)), 6 * self.EPOCHS * self.BATCHES)
 
     def test_cpu_torch_records_nothing(self):
         # Debian's torch has no CUDA: is_initialized() stays False, no counter.

@@ -63,7 +63,7 @@ class MarkerSequenceTest(unittest.TestCase):
         self.api = FakeApi()
         memstep._api = self.api
         _torch_hooks._state = _torch_hooks._State(self.api, torch)
-        _torch_cuda.collector = _torch_cuda.Collector(_torch_cuda.ON)
+        _torch_cuda.collector = _torch_cuda.Collector(_torch_cuda.RESET)
         torch.manual_seed(0)
         self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
         self.data = TensorDataset(torch.randn(12, 8), torch.randn(12, 1))
@@ -236,6 +236,109 @@ class MarkerSequenceTest(unittest.TestCase):
         self.assertEqual(model(x).shape, (4, 8))
         self.assertEqual(self.api.calls[-2:], ["-forward", "+backward"])
         self.assertEqual(_torch_hooks._state.fwd_depth, 0)
+
+
+class CompiledStepLogicTest(unittest.TestCase):
+    """The compiled-step machinery of _torch_hooks without Dynamo (so also on
+    torch 1.13): "tracing" is simulated by making _is_compiling() return
+    True and _comptime call its callback at once, as Dynamo does at trace
+    time. The real thing: torch_compile_test.py."""
+
+    @classmethod
+    def setUpClass(cls):
+        memstep._api = FakeApi()
+        _torch_hooks.install(torch)  # once per process (MarkerSequenceTest may have)
+
+    def setUp(self):
+        for k in memstep.explicit:
+            memstep.explicit[k] = False
+        self.api = FakeApi()
+        memstep._api = self.api
+        _torch_hooks._state = _torch_hooks._State(self.api, torch)
+        self.tracing = False
+        saved = (_torch_hooks._is_compiling, _torch_hooks._comptime)
+        self.addCleanup(self.restore, saved)
+        _torch_hooks._is_compiling = lambda: self.tracing
+        _torch_hooks._comptime = lambda fn: fn(None)
+        torch.manual_seed(0)
+        self.model = nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    @staticmethod
+    def restore(saved):
+        _torch_hooks._is_compiling, _torch_hooks._comptime = saved
+
+    def train_step(self, traced):
+        """A train step; its first call is "traced" when `traced`."""
+        self.tracing = traced
+        try:
+            self.model(torch.ones(2, 4)).sum().backward()
+            self.opt.step()
+        finally:
+            self.tracing = False
+
+    def test_traced_optimizer_step_makes_calls_steps(self):
+        calls = {"n": 0}
+
+        def fn():
+            calls["n"] += 1
+            if calls["n"] == 1:
+                self.train_step(traced=True)  # the compiling call: traced hooks only
+            # later calls replay: no Python hook runs
+
+        compiled = _torch_hooks._wrap_compiled(fn)
+        for _ in range(4):
+            compiled()
+        _torch_hooks._at_exit()
+        steps = [c for c in self.api.calls if c[0] in "Ss"]
+        # The first call learns it (no step was open: none ends); calls 2-4
+        # are steps 0-2; step 3, opened by the last, ends at exit.
+        self.assertEqual(steps, ["S0", "s0", "S1", "s1", "S2", "s2", "S3", "s3"])
+        self.assertEqual(self.api.calls.count("+compiled"), 3)
+        self.assertNotIn("+optimizer", self.api.calls)
+
+    def test_eager_optimizer_inside_is_not_counted_twice(self):
+        first = {"done": False}
+
+        def fn():
+            # Traced once, then Dynamo runs the optimizer step eagerly
+            # (a graph break inside it): the eager hook ends the step.
+            self.train_step(traced=not first["done"])
+            first["done"] = True
+
+        compiled = _torch_hooks._wrap_compiled(fn)
+        for _ in range(3):
+            compiled()
+        _torch_hooks._at_exit()
+        ends = [c for c in self.api.calls if c[0] == "s"]
+        self.assertEqual(ends, ["s0", "s1", "s2"])  # calls 2 and 3, then exit
+        self.assertEqual(self.api.calls.count("+optimizer"), 2)
+
+    def test_untraced_optimizer_is_not_a_compiled_step(self):
+        compiled = _torch_hooks._wrap_compiled(lambda: self.model(torch.ones(2, 4)))
+        for _ in range(3):
+            compiled()
+        self.assertNotIn("+compiled", self.api.calls)
+        self.assertEqual([c for c in self.api.calls if c[0] in "Ss"], ["S0"])
+
+    def test_compile_wrapper_shapes(self):
+        seen = []
+
+        def fake_compile(model=None, **kwargs):
+            seen.append(kwargs)
+            if model is None:
+                return lambda m: (lambda *a: m(*a))
+            return model if isinstance(model, nn.Module) else (lambda *a: model(*a))
+
+        wrapped = _torch_hooks._wrap_compile(torch, fake_compile)
+        self.assertIs(wrapped(self.model), self.model)  # a module: left alone
+        f = wrapped(lambda x: x + 1, mode="default")
+        self.assertTrue(f._memstep_compiled)
+        self.assertEqual(f(1), 2)
+        g = wrapped(fullgraph=True)(lambda x: x * 3)  # decorator form
+        self.assertTrue(g._memstep_compiled)
+        self.assertEqual(g(2), 6)
+        self.assertEqual(seen, [{}, {"mode": "default"}, {"fullgraph": True}])
 
 
 class StartupImportTest(unittest.TestCase):

@@ -135,6 +135,15 @@ const char* Lowest(const char* api) {
       {"cudaMalloc", "cuMemAlloc_v2"},          {"cudaFree", "cuMemFree_v2"},
       {"cudaMallocAsync", "cuMemAllocAsync"},   {"cudaFreeAsync", "cuMemFreeAsync"},
       {"cudaMallocFromPoolAsync", "cuMemAllocFromPoolAsync"},
+      {"cudaHostRegister", "cuMemHostRegister_v2"}, {"cudaHostUnregister", "cuMemHostUnregister"},
+      {"cudaMallocArray", "cuArray3DCreate_v2"},    {"cudaMalloc3DArray", "cuArray3DCreate_v2"},
+      {"cudaMallocMipmappedArray", "cuMipmappedArrayCreate"},
+      {"cudaFreeArray", "cuArrayDestroy"},
+      {"cudaFreeMipmappedArray", "cuMipmappedArrayDestroy"},
+      {"cudaIpcOpenMemHandle", "cuIpcOpenMemHandle_v2"},
+      {"cudaIpcCloseMemHandle", "cuIpcCloseMemHandle"},
+      {"cudaGraphAddMemAllocNode", "cuGraphAddMemAllocNode"},
+      {"cudaGraphAddMemFreeNode", "cuGraphAddMemFreeNode"},
   };
   for (auto& m : kMap) {
     if (strcmp(m[0], api) == 0) return m[1];
@@ -227,6 +236,11 @@ void DevInfo(uint64_t step, int dev, uint64_t free_bytes, uint64_t total, uint64
                            " total=" + std::to_string(total) +
                            " pool_reserved=" + std::to_string(pool_reserved) +
                            " pool_used=" + std::to_string(pool_used));
+}
+
+void Counter(const std::string& name, uint64_t value) {
+  std::lock_guard<std::mutex> l(g_mu);
+  g_tally->lines.push_back("counter name=" + name + " value=" + std::to_string(value));
 }
 
 void StepBegin(uint64_t step) {

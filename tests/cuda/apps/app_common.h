@@ -16,6 +16,7 @@
 #define MEMSTEP_TESTS_CUDA_APPS_APP_COMMON_H_
 
 #include <cstdint>
+#include <string>
 
 #include "tests/cuda/fake/fake_types.h"
 #include "tests/cuda/fake/fakecuda_core.h"
@@ -52,6 +53,9 @@ void MissFree(uint64_t addr);
 // Device memory as memstep must report it at the end of `step`.
 void DevInfo(uint64_t step, int dev, uint64_t free_bytes, uint64_t total, uint64_t pool_reserved,
              uint64_t pool_used);
+// A COUNTER record `name` with `value` must be in the trace (pool and graph
+// memory counters: at least one such record, whenever it was written).
+void Counter(const std::string& name, uint64_t value);
 void StepBegin(uint64_t step);
 void StepEnd(uint64_t step);
 void StageBegin(const char* name);

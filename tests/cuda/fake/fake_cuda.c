@@ -454,6 +454,163 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
   return r;
 }
 
+/* ---------------------------------------------------------------- issue 10 coverage */
+
+EXPORT CUresult cuMemHostRegister_v2(void* p, size_t size, unsigned int flags) {
+  if (flags > 0xF) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_ctx_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  return fc_host_register("cuMemHostRegister_v2", p, size);
+}
+
+EXPORT CUresult cuMemHostUnregister(void* p) {
+  return fc_host_unregister("cuMemHostUnregister", p);
+}
+
+/* Bytes per element of a CUarray_format x channels (0: not supported here). */
+static uint64_t FormatBytes(int format, unsigned channels) {
+  uint64_t b = format == 0x01 || format == 0x08 ? 1
+               : format == 0x02 || format == 0x09 || format == 0x10 ? 2
+               : format == 0x03 || format == 0x0a || format == 0x20 ? 4 : 0;
+  return channels >= 1 && channels <= 4 ? b * channels : 0;
+}
+
+static uint64_t ArrayBytes(uint64_t elem, uint64_t w, uint64_t h, uint64_t d, unsigned levels) {
+  uint64_t total = 0;
+  if (levels == 0) levels = 1;
+  for (unsigned l = 0; l < levels; ++l) {
+    total += elem * w * (h ? h : 1) * (d ? d : 1);
+    if (w <= 1 && h <= 1 && d <= 1) break;
+    w = w > 1 ? w / 2 : w;
+    h = h > 1 ? h / 2 : h;
+    d = d > 1 ? d / 2 : d;
+  }
+  return total;
+}
+
+static CUresult ArrayCreate(const char* call, CUarray* out, uint64_t bytes) {
+  if (out == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  int dev = fc_ctx_device();
+  if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  uint64_t h = 0;
+  CUresult r = fc_array_create(call, dev, bytes, FC_OWNER_DRIVER, &h);
+  if (r == CUDA_SUCCESS) *out = (CUarray)h;
+  return r;
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray* a, const CUDA_ARRAY_DESCRIPTOR* d) {
+  if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate("cuArrayCreate_v2", a,
+                     ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height, 0, 1));
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray* a, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate("cuArray3DCreate_v2", a,
+                     ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height,
+                                d->Depth, 1));
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* a, const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                       unsigned int levels) {
+  if (d == NULL || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+  return ArrayCreate("cuMipmappedArrayCreate", (CUarray*)a,
+                     ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height,
+                                d->Depth, levels));
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray a) {
+  return fc_array_destroy("cuArrayDestroy", (uint64_t)a) ? CUDA_ERROR_INVALID_HANDLE : 0;
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
+  return fc_array_destroy("cuMipmappedArrayDestroy", (uint64_t)a) ? CUDA_ERROR_INVALID_HANDLE : 0;
+}
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr d) {
+  if (h == NULL) return CUDA_ERROR_INVALID_VALUE;
+  return fc_ipc_get(d, (fc_ipc_handle*)h) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* d, CUipcMemHandle h, unsigned int flags) {
+  if (d == NULL || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_ctx_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  uint64_t addr = 0;
+  CUresult r = fc_ipc_open("cuIpcOpenMemHandle_v2", (const fc_ipc_handle*)&h, FC_OWNER_DRIVER,
+                           &addr);
+  if (r == CUDA_SUCCESS) *d = addr;
+  return r;
+}
+
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr d) {
+  return fc_ipc_close("cuIpcCloseMemHandle", d) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr d) {
+  uint64_t b = 0, n = 0;
+  if (fc_address_range(d, &b, &n)) return CUDA_ERROR_NOT_FOUND;
+  if (base) *base = b;
+  if (size) *size = n;
+  return CUDA_SUCCESS;
+}
+
+/* Graphs: a handle per cuGraphCreate; memory nodes only (no execution). */
+static char g_graphs[64];
+static int g_graph_next;
+
+EXPORT CUresult cuGraphCreate(CUgraph* g, unsigned int flags) {
+  if (g == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  int i = __atomic_fetch_add(&g_graph_next, 1, __ATOMIC_RELAXED);
+  if (i >= 64) return CUDA_ERROR_OUT_OF_MEMORY;
+  *g = (CUgraph)&g_graphs[i];
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph g) { return g == NULL ? CUDA_ERROR_INVALID_VALUE : 0; }
+
+static char g_nodes[1];
+
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph g, const CUgraphNode* deps,
+                                       size_t n, CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  (void)deps;
+  (void)n;
+  if (node == NULL || g == NULL || p == NULL ||
+      p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uint64_t addr = 0;
+  CUresult r = fc_graph_alloc("cuGraphAddMemAllocNode", p->poolProps.location.id, p->bytesize,
+                              (uint64_t)g, FC_OWNER_DRIVER, &addr);
+  if (r == CUDA_SUCCESS) {
+    p->dptr = addr;
+    *node = (CUgraphNode)g_nodes;
+  }
+  return r;
+}
+
+EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph g, const CUgraphNode* deps,
+                                      size_t n, CUdeviceptr d) {
+  (void)deps;
+  (void)n;
+  if (node == NULL || g == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_graph_free("cuGraphAddMemFreeNode", d)) return CUDA_ERROR_INVALID_VALUE;
+  *node = (CUgraphNode)g_nodes;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  if (dev < 0 || dev >= fc_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  fc_graph_trim(dev);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void* value) {
+  uint64_t v = 0;
+  if (value == NULL || fc_graph_attr(dev, attr, &v)) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(value, &v, sizeof v);
+  return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- cuGetProcAddress */
 
 struct Entry {
@@ -490,6 +647,18 @@ static const struct Entry kEntries[] = {
     E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020), E(cuMemCreate, 10020),
     E(cuMemRelease, 10020), E(cuMemMap, 10020), E(cuMemUnmap, 10020), E(cuMemSetAccess, 10020),
     E(cuMemGetAllocationGranularity, 10020),
+    {"cuMemHostRegister", 4000, 6050, NULL, (void*)cuMemHostRegister_v2, NULL},
+    E(cuMemHostUnregister, 4000),
+    {"cuArrayCreate", 2000, 3020, NULL, (void*)cuArrayCreate_v2, NULL},
+    {"cuArray3DCreate", 2000, 3020, NULL, (void*)cuArray3DCreate_v2, NULL},
+    E(cuMipmappedArrayCreate, 5000), E(cuArrayDestroy, 2000), E(cuMipmappedArrayDestroy, 5000),
+    E(cuIpcGetMemHandle, 4010),
+    {"cuIpcOpenMemHandle", 4010, 4010, NULL, (void*)cuIpcOpenMemHandle_v2, NULL},
+    E(cuIpcCloseMemHandle, 4010),
+    {"cuMemGetAddressRange", 2000, 3020, NULL, (void*)cuMemGetAddressRange_v2, NULL},
+    E(cuGraphCreate, 10000), E(cuGraphDestroy, 10000), E(cuGraphAddMemAllocNode, 11040),
+    E(cuGraphAddMemFreeNode, 11040), E(cuDeviceGraphMemTrim, 11040),
+    E(cuDeviceGetGraphMemAttribute, 11040),
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,

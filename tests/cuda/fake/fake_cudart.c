@@ -55,6 +55,18 @@ static struct {
   AllocAsyncFn alloc_async[2];
   FreeAsyncFn free_async[2];
   AllocPoolFn alloc_pool[2];
+  /* issue 10 coverage (FAKECUDA_RT_VIA_DRIVER=1) */
+  CUresult (*host_register)(void*, size_t, unsigned);
+  CUresult (*host_unregister)(void*);
+  CUresult (*array3d_create)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
+  CUresult (*mipmapped_create)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned);
+  CUresult (*array_destroy)(CUarray);
+  CUresult (*mipmapped_destroy)(CUmipmappedArray);
+  CUresult (*ipc_open)(CUdeviceptr*, CUipcMemHandle, unsigned);
+  CUresult (*ipc_close)(CUdeviceptr);
+  CUresult (*graph_alloc)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                          CUDA_MEM_ALLOC_NODE_PARAMS*);
+  CUresult (*graph_free)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUdeviceptr);
 } g_drv = {PTHREAD_ONCE_INIT};
 
 static __thread cudaError_t t_last_error;
@@ -89,6 +101,16 @@ static void LoadDriver(void) {
          Resolve("cuMemFreeAsync", 11020, pt, &g_drv.free_async[pt]) &&
          Resolve("cuMemAllocFromPoolAsync", 11020, pt, &g_drv.alloc_pool[pt]);
   }
+  ok = ok && Resolve("cuMemHostRegister", 6050, 0, &g_drv.host_register) &&
+       Resolve("cuMemHostUnregister", 4000, 0, &g_drv.host_unregister) &&
+       Resolve("cuArray3DCreate", 3020, 0, &g_drv.array3d_create) &&
+       Resolve("cuMipmappedArrayCreate", 5000, 0, &g_drv.mipmapped_create) &&
+       Resolve("cuArrayDestroy", 2000, 0, &g_drv.array_destroy) &&
+       Resolve("cuMipmappedArrayDestroy", 5000, 0, &g_drv.mipmapped_destroy) &&
+       Resolve("cuIpcOpenMemHandle", 11000, 0, &g_drv.ipc_open) &&
+       Resolve("cuIpcCloseMemHandle", 4010, 0, &g_drv.ipc_close) &&
+       Resolve("cuGraphAddMemAllocNode", 11040, 0, &g_drv.graph_alloc) &&
+       Resolve("cuGraphAddMemFreeNode", 11040, 0, &g_drv.graph_free);
   if (!ok) return;
   const void* table = NULL;
   CUuuid uuid = {{'m', 'e', 'm', 's', 't', 'e', 'p'}};
@@ -389,6 +411,238 @@ EXPORT cudaError_t cudaDeviceSynchronize(void) {
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   (void)s;
   NO_DRIVER_FAIL("cudaStreamSynchronize", 0, 0);
+  return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- issue 10 coverage
+ * Like cudaMalloc: with FAKECUDA_RT_VIA_DRIVER=1 each of these calls the
+ * driver function the real runtime would (arrays through cuArray3DCreate). */
+
+static cudaError_t ViaDriver(const char* call, int kind, CUresult r, uint64_t addr) {
+  return Delegated(call, kind, 0, r, addr, 0);
+}
+
+EXPORT cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  NO_DRIVER_FAIL("cudaHostRegister", FC_PINNED, size);
+  if (flags > 0xF) return Ret(cudaErrorInvalidValue);
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = g_drv.host_register(ptr, size, flags);
+    fc_leave_runtime();
+    return ViaDriver("cudaHostRegister", FC_PINNED, r, (uint64_t)ptr);
+  }
+  return Ret(fc_host_register("cudaHostRegister", ptr, size));
+}
+
+EXPORT cudaError_t cudaHostUnregister(void* ptr) {
+  NO_DRIVER_FAIL("cudaHostUnregister", 0, 0);
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = g_drv.host_unregister(ptr);
+    fc_leave_runtime();
+    return ViaDriver("cudaHostUnregister", 0, r, (uint64_t)ptr);
+  }
+  return Ret(fc_host_unregister("cudaHostUnregister", ptr));
+}
+
+/* A channel description as a CUarray_format and channel count (0: unsupported). */
+static int ChannelFormat(const struct cudaChannelFormatDesc* d, unsigned* channels) {
+  int bits = d->x;
+  *channels = (d->x > 0) + (d->y > 0) + (d->z > 0) + (d->w > 0);
+  if ((d->y && d->y != bits) || (d->z && d->z != bits) || (d->w && d->w != bits)) return 0;
+  switch (d->f) {
+    case cudaChannelFormatKindFloat: return bits == 32 ? 0x20 : bits == 16 ? 0x10 : 0;
+    case cudaChannelFormatKindUnsigned: return bits == 8 ? 0x01 : bits == 16 ? 0x02 : bits == 32 ? 0x03 : 0;
+    case cudaChannelFormatKindSigned: return bits == 8 ? 0x08 : bits == 16 ? 0x09 : bits == 32 ? 0x0a : 0;
+  }
+  return 0;
+}
+
+static uint64_t RtArrayBytes(uint64_t elem, uint64_t w, uint64_t h, uint64_t d, unsigned levels) {
+  uint64_t total = 0;
+  if (levels == 0) levels = 1;
+  for (unsigned l = 0; l < levels; ++l) {
+    total += elem * w * (h ? h : 1) * (d ? d : 1);
+    if (w <= 1 && h <= 1 && d <= 1) break;
+    w = w > 1 ? w / 2 : w;
+    h = h > 1 ? h / 2 : h;
+    d = d > 1 ? d / 2 : d;
+  }
+  return total;
+}
+
+static cudaError_t MallocArrayCommon(const char* call, void** out,
+                                     const struct cudaChannelFormatDesc* desc, size_t w, size_t h,
+                                     size_t d, unsigned levels, unsigned flags) {
+  NO_DRIVER_FAIL(call, FC_DEVICE, 0);
+  if (out == NULL || desc == NULL) return Ret(cudaErrorInvalidValue);
+  unsigned channels = 0;
+  int format = ChannelFormat(desc, &channels);
+  if (format == 0 || w == 0) return Ret(cudaErrorInvalidValue);
+  if (fc_via_driver()) {
+    CUDA_ARRAY3D_DESCRIPTOR ad = {w, h, d, format, channels, flags};
+    CUarray a = NULL;
+    fc_enter_runtime();
+    CUresult r = levels ? g_drv.mipmapped_create((CUmipmappedArray*)&a, &ad, levels)
+                        : g_drv.array3d_create(&a, &ad);
+    fc_leave_runtime();
+    if (r == CUDA_SUCCESS) *out = a;
+    return ViaDriver(call, FC_DEVICE, r, r == CUDA_SUCCESS ? (uint64_t)a : 0);
+  }
+  uint64_t bytes = RtArrayBytes((uint64_t)desc->x / 8 * channels, w, h, d, levels ? levels : 1);
+  uint64_t handle = 0;
+  cudaError_t e = fc_array_create(call, fc_rt_device(), bytes, RT_OWNER, &handle);
+  if (e == cudaSuccess) *out = (void*)handle;
+  return Ret(e);
+}
+
+EXPORT cudaError_t cudaMallocArray(cudaArray_t* array, const struct cudaChannelFormatDesc* desc,
+                                   size_t width, size_t height, unsigned int flags) {
+  return MallocArrayCommon("cudaMallocArray", (void**)array, desc, width, height, 0, 0, flags);
+}
+
+EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t* array, const struct cudaChannelFormatDesc* desc,
+                                     struct cudaExtent extent, unsigned int flags) {
+  return MallocArrayCommon("cudaMalloc3DArray", (void**)array, desc, extent.width, extent.height,
+                           extent.depth, 0, flags);
+}
+
+EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* array,
+                                            const struct cudaChannelFormatDesc* desc,
+                                            struct cudaExtent extent, unsigned int levels,
+                                            unsigned int flags) {
+  if (levels == 0) return Ret(cudaErrorInvalidValue);
+  return MallocArrayCommon("cudaMallocMipmappedArray", (void**)array, desc, extent.width,
+                           extent.height, extent.depth, levels, flags);
+}
+
+static cudaError_t FreeArrayCommon(const char* call, void* a, int mipmapped) {
+  NO_DRIVER_FAIL(call, 0, 0);
+  if (a == NULL) return cudaSuccess;
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = mipmapped ? g_drv.mipmapped_destroy((CUmipmappedArray)a)
+                           : g_drv.array_destroy((CUarray)a);
+    fc_leave_runtime();
+    return ViaDriver(call, 0, r, (uint64_t)a);
+  }
+  return Ret(fc_array_destroy(call, (uint64_t)a) ? cudaErrorInvalidValue : cudaSuccess);
+}
+
+EXPORT cudaError_t cudaFreeArray(cudaArray_t a) { return FreeArrayCommon("cudaFreeArray", a, 0); }
+EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t a) {
+  return FreeArrayCommon("cudaFreeMipmappedArray", a, 1);
+}
+
+EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* h, void* devPtr) {
+  NO_DRIVER_FAIL("cudaIpcGetMemHandle", 0, 0);
+  if (h == NULL) return Ret(cudaErrorInvalidValue);
+  return Ret(fc_ipc_get((uint64_t)devPtr, (fc_ipc_handle*)h) ? cudaErrorInvalidValue : cudaSuccess);
+}
+
+EXPORT cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t h, unsigned int flags) {
+  NO_DRIVER_FAIL("cudaIpcOpenMemHandle", FC_DEVICE, 0);
+  if (devPtr == NULL || flags > 1) return Ret(cudaErrorInvalidValue);
+  if (fc_via_driver()) {
+    CUdeviceptr d = 0;
+    CUipcMemHandle dh;
+    memcpy(&dh, &h, sizeof dh);
+    fc_enter_runtime();
+    CUresult r = g_drv.ipc_open(&d, dh, flags);
+    fc_leave_runtime();
+    if (r == CUDA_SUCCESS) *devPtr = (void*)d;
+    return ViaDriver("cudaIpcOpenMemHandle", FC_DEVICE, r, d);
+  }
+  uint64_t addr = 0;
+  cudaError_t e = fc_ipc_open("cudaIpcOpenMemHandle", (const fc_ipc_handle*)&h, RT_OWNER, &addr);
+  if (e == cudaSuccess) *devPtr = (void*)addr;
+  return Ret(e);
+}
+
+EXPORT cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  NO_DRIVER_FAIL("cudaIpcCloseMemHandle", 0, 0);
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = g_drv.ipc_close((CUdeviceptr)devPtr);
+    fc_leave_runtime();
+    return ViaDriver("cudaIpcCloseMemHandle", 0, r, (uint64_t)devPtr);
+  }
+  return Ret(fc_ipc_close("cudaIpcCloseMemHandle", (uint64_t)devPtr) ? cudaErrorInvalidValue
+                                                                       : cudaSuccess);
+}
+
+static char g_rt_graphs[64];
+static int g_rt_graph_next;
+static char g_rt_node[1];
+
+EXPORT cudaError_t cudaGraphCreate(cudaGraph_t* g, unsigned int flags) {
+  NO_DRIVER_FAIL("cudaGraphCreate", 0, 0);
+  if (g == NULL || flags != 0) return Ret(cudaErrorInvalidValue);
+  int i = __atomic_fetch_add(&g_rt_graph_next, 1, __ATOMIC_RELAXED);
+  if (i >= 64) return Ret(cudaErrorMemoryAllocation);
+  *g = (cudaGraph_t)&g_rt_graphs[i];
+  return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  NO_DRIVER_FAIL("cudaGraphDestroy", 0, 0);
+  return g == NULL ? Ret(cudaErrorInvalidValue) : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t g,
+                                            const cudaGraphNode_t* deps, size_t n,
+                                            struct cudaMemAllocNodeParams* p) {
+  NO_DRIVER_FAIL("cudaGraphAddMemAllocNode", FC_POOL, 0);
+  if (node == NULL || g == NULL || p == NULL || p->poolProps.allocType != 1 ||
+      p->poolProps.location.type != 1) {
+    return Ret(cudaErrorInvalidValue);
+  }
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = g_drv.graph_alloc((CUgraphNode*)node, (CUgraph)g, (const CUgraphNode*)deps, n,
+                                   (CUDA_MEM_ALLOC_NODE_PARAMS*)p);
+    fc_leave_runtime();
+    return Delegated("cudaGraphAddMemAllocNode", FC_POOL, p->bytesize, r,
+                     r == CUDA_SUCCESS ? (uint64_t)p->dptr : 0, (uint64_t)g);
+  }
+  uint64_t addr = 0;
+  cudaError_t e = fc_graph_alloc("cudaGraphAddMemAllocNode", p->poolProps.location.id, p->bytesize,
+                                 (uint64_t)g, RT_OWNER, &addr);
+  if (e == cudaSuccess) {
+    p->dptr = (void*)addr;
+    *node = (cudaGraphNode_t)g_rt_node;
+  }
+  return Ret(e);
+}
+
+EXPORT cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t g,
+                                           const cudaGraphNode_t* deps, size_t n, void* dptr) {
+  NO_DRIVER_FAIL("cudaGraphAddMemFreeNode", 0, 0);
+  if (node == NULL || g == NULL) return Ret(cudaErrorInvalidValue);
+  if (fc_via_driver()) {
+    fc_enter_runtime();
+    CUresult r = g_drv.graph_free((CUgraphNode*)node, (CUgraph)g, (const CUgraphNode*)deps, n,
+                                  (CUdeviceptr)dptr);
+    fc_leave_runtime();
+    return ViaDriver("cudaGraphAddMemFreeNode", 0, r, (uint64_t)dptr);
+  }
+  if (fc_graph_free("cudaGraphAddMemFreeNode", (uint64_t)dptr)) return Ret(cudaErrorInvalidValue);
+  *node = (cudaGraphNode_t)g_rt_node;
+  return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGraphMemTrim(int device) {
+  NO_DRIVER_FAIL("cudaDeviceGraphMemTrim", 0, 0);
+  if (device < 0 || device >= fc_device_count()) return Ret(cudaErrorInvalidDevice);
+  fc_graph_trim(device);
+  return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, int attr, void* value) {
+  NO_DRIVER_FAIL("cudaDeviceGetGraphMemAttribute", 0, 0);
+  uint64_t v = 0;
+  if (value == NULL || fc_graph_attr(device, attr, &v)) return Ret(cudaErrorInvalidValue);
+  memcpy(value, &v, sizeof v);
   return cudaSuccess;
 }
 

@@ -136,6 +136,68 @@ enum {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 
+/* ---- issue 10 coverage */
+typedef struct CUarray_st* CUarray;
+typedef struct CUmipmappedArray_st* CUmipmappedArray;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUarray_st* cudaArray_t;
+typedef struct CUmipmappedArray_st* cudaMipmappedArray_t;
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphNode_st* cudaGraphNode_t;
+enum { CU_AD_FORMAT_UNSIGNED_INT8 = 0x01, CU_AD_FORMAT_HALF = 0x10, CU_AD_FORMAT_FLOAT = 0x20 };
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+  size_t Width;
+  size_t Height;
+  int Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  int Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+enum cudaChannelFormatKind {
+  cudaChannelFormatKindSigned = 0,
+  cudaChannelFormatKindUnsigned = 1,
+  cudaChannelFormatKindFloat = 2,
+};
+struct cudaChannelFormatDesc {
+  int x, y, z, w;
+  enum cudaChannelFormatKind f;
+};
+typedef struct CUipcMemHandle_st {
+  char reserved[64];
+} CUipcMemHandle;
+typedef struct cudaIpcMemHandle_st {
+  char reserved[64];
+} cudaIpcMemHandle_t;
+enum { cudaIpcMemLazyEnablePeerAccess = 1 };
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+struct cudaMemAllocNodeParams {
+  struct cudaMemPoolProps poolProps;
+  const void* accessDescs; /* const struct cudaMemAccessDesc* */
+  size_t accessDescCount;
+  size_t bytesize;
+  void* dptr;
+};
+enum {
+  cudaGraphMemAttrUsedMemCurrent = 0,
+  cudaGraphMemAttrUsedMemHigh = 1,
+  cudaGraphMemAttrReservedMemCurrent = 2,
+  cudaGraphMemAttrReservedMemHigh = 3,
+};
+enum { cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713 };
+
 /* cuGetProcAddress (CUDA 11.3-11.8 ABI) and cuGetProcAddress_v2 (12.0+). */
 typedef CUresult (*PFN_cuGetProcAddress_v1)(const char* symbol, void** pfn, int cudaVersion,
                                             cuuint64_t flags);

@@ -355,7 +355,7 @@ int fc_alloc(const char* call, int kind, int dev, uint64_t size, fc_pool* pool, 
     addr = kind == FC_VMM ? fc_next_handle() : (uint64_t)fc_map(size);
     if (addr == 0) err = 2;
   }
-  fc_block b = {addr, size, aux, kind, dev, owner, call};
+  fc_block b = {addr, size, aux, kind, dev, owner, call, 0};
   if (err == 0 && fc_block_add(&b) != 0) err = 2;
   if (err != 0) {
     if (took) fc_budget_give(dev, size);
@@ -376,8 +376,219 @@ int fc_free(const char* call, uint64_t addr, unsigned kind_mask) {
   }
   if (CountsAgainstBudget(b.kind)) fc_budget_give(b.dev, b.size);
   if (b.kind == FC_POOL) fc_pool_free(b.aux ? (fc_pool*)b.aux : fc_default_pool(b.dev), b.size);
-  if (b.kind != FC_VMM) fc_retire((void*)addr, b.size);
+  if (b.kind != FC_VMM && !b.borrowed) fc_retire((void*)addr, b.size);
   fc_log(call, "free", b.kind, b.dev, b.size, addr, b.aux, 0);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- issue 10 coverage */
+
+int fc_host_register(const char* call, void* p, uint64_t size) {
+  if (p == NULL || size == 0) {
+    fc_log(call, "fail", FC_PINNED, -1, size, 0, 0, 1);
+    return 1;
+  }
+  fc_block b = {(uint64_t)p, size, 0, FC_PINNED, -1, FC_OWNER_DRIVER, call, 1};
+  int err = fc_block_find((uint64_t)p, NULL) ? 712 : fc_block_add(&b) == 0 ? 0 : 2;
+  fc_log(call, err ? "fail" : "alloc", FC_PINNED, -1, size, err ? 0 : (uint64_t)p, 0, err);
+  return err;
+}
+
+int fc_host_unregister(const char* call, void* p) {
+  fc_block b;
+  if (!fc_block_find((uint64_t)p, &b) || !b.borrowed) {
+    fc_log(call, "none", 0, -1, 0, (uint64_t)p, 0, 713);
+    return 713;
+  }
+  return fc_free(call, (uint64_t)p, FC_MASK(FC_PINNED));
+}
+
+int fc_array_create(const char* call, int dev, uint64_t bytes, int owner, uint64_t* handle) {
+  if (bytes == 0) {
+    fc_log(call, "fail", FC_DEVICE, dev, 0, 0, 0, 1);
+    return 1;
+  }
+  return fc_alloc(call, FC_DEVICE, dev, bytes, NULL, 0, owner, handle);
+}
+
+int fc_array_destroy(const char* call, uint64_t handle) {
+  fc_block b;
+  if (!fc_block_find(handle, &b) || strstr(b.api, "rray") == NULL) {
+    fc_log(call, "none", 0, -1, 0, handle, 0, 1);
+    return 1;
+  }
+  return fc_free(call, handle, FC_MASK(FC_DEVICE));
+}
+
+/* Opened IPC handles of this process; protected by g_mu. */
+#define FC_MAX_IPC 64
+static struct {
+  int64_t pid;
+  uint64_t src, local;
+  int refs;
+} g_ipc[FC_MAX_IPC];
+
+int fc_ipc_get(uint64_t addr, fc_ipc_handle* out) {
+  fc_block b;
+  if (!fc_block_find(addr, &b) || b.kind != FC_DEVICE) return 1;
+  memset(out, 0, sizeof *out);
+  memcpy(out->magic, "FCIPC01", 8);
+  out->pid = getpid();
+  out->addr = addr;
+  out->size = b.size;
+  out->dev = b.dev;
+  return 0;
+}
+
+int fc_ipc_open(const char* call, const fc_ipc_handle* h, int owner, uint64_t* addr) {
+  if (memcmp(h->magic, "FCIPC01", 8) != 0 || h->pid == getpid() || h->size == 0) {
+    fc_log(call, "fail", FC_DEVICE, (int)h->dev, h->size, 0, 0, 1);
+    return 1;
+  }
+  Lock();
+  for (int i = 0; i < FC_MAX_IPC; ++i) {
+    if (g_ipc[i].refs > 0 && g_ipc[i].pid == h->pid && g_ipc[i].src == h->addr) {
+      ++g_ipc[i].refs;
+      *addr = g_ipc[i].local;
+      Unlock();
+      fc_log(call, "none", FC_DEVICE, (int)h->dev, h->size, *addr, 0, 0);
+      return 0;
+    }
+  }
+  Unlock();
+  void* mem = fc_map(h->size);
+  fc_block b = {(uint64_t)mem, h->size, 0, FC_DEVICE, (int)h->dev, owner, call, 0};
+  int slot = -1;
+  Lock();
+  for (int i = 0; i < FC_MAX_IPC && slot < 0; ++i) {
+    if (g_ipc[i].refs == 0) slot = i;
+  }
+  if (slot >= 0 && mem != NULL) {
+    g_ipc[slot].pid = h->pid;
+    g_ipc[slot].src = h->addr;
+    g_ipc[slot].local = (uint64_t)mem;
+    g_ipc[slot].refs = 1;
+  }
+  Unlock();
+  if (slot < 0 || mem == NULL || fc_block_add(&b) != 0) {
+    fc_log(call, "fail", FC_DEVICE, (int)h->dev, h->size, 0, 0, 2);
+    return 2;
+  }
+  *addr = (uint64_t)mem;
+  fc_log(call, "alloc", FC_DEVICE, (int)h->dev, h->size, *addr, 0, 0);
+  return 0;
+}
+
+int fc_ipc_close(const char* call, uint64_t addr) {
+  int last = -1;
+  Lock();
+  for (int i = 0; i < FC_MAX_IPC; ++i) {
+    if (g_ipc[i].refs > 0 && g_ipc[i].local == addr) {
+      last = --g_ipc[i].refs == 0;
+      break;
+    }
+  }
+  Unlock();
+  if (last < 0) {
+    fc_log(call, "none", 0, -1, 0, addr, 0, 1);
+    return 1;
+  }
+  if (!last) {
+    fc_log(call, "none", FC_DEVICE, -1, 0, addr, 0, 0);
+    return 0;
+  }
+  return fc_free(call, addr, FC_MASK(FC_DEVICE));
+}
+
+/* Graph memory per device; protected by g_mu. */
+static uint64_t g_graph_used[FC_MAX_DEVICES], g_graph_reserved[FC_MAX_DEVICES];
+
+static uint64_t GraphRound(uint64_t n) { return (n + FC_GRANULARITY - 1) & ~(FC_GRANULARITY - 1); }
+
+int fc_graph_alloc(const char* call, int dev, uint64_t size, uint64_t graph, int owner,
+                   uint64_t* addr) {
+  fc_init();
+  if (dev < 0 || dev >= g_knobs.devices || size == 0 || graph == 0) {
+    fc_log(call, "fail", FC_POOL, dev, size, 0, graph, 1);
+    return 1;
+  }
+  int err = fc_count_alloc_call();
+  int took = 0;
+  if (err == 0) {
+    Lock();
+    uint64_t need = GraphRound(g_graph_used[dev] + size);
+    uint64_t grow = need > g_graph_reserved[dev] ? need - g_graph_reserved[dev] : 0;
+    if (g_budget_used[dev] + grow <= g_knobs.mem_limit) {
+      g_budget_used[dev] += grow;
+      g_graph_reserved[dev] += grow;
+      g_graph_used[dev] += size;
+      took = 1;
+    } else {
+      err = 2;
+    }
+    Unlock();
+  }
+  void* mem = err == 0 ? fc_map(size) : NULL;
+  fc_block b = {(uint64_t)mem, size, graph, FC_POOL, dev, owner, call, 0};
+  if (err == 0 && (mem == NULL || fc_block_add(&b) != 0)) err = 2;
+  if (err != 0) {
+    if (took) {
+      Lock();
+      g_graph_used[dev] -= size;
+      Unlock();
+    }
+    fc_log(call, "fail", FC_POOL, dev, size, 0, graph, err);
+    return err;
+  }
+  *addr = (uint64_t)mem;
+  fc_log(call, "alloc", FC_POOL, dev, size, *addr, graph, 0);
+  return 0;
+}
+
+int fc_graph_free(const char* call, uint64_t addr) {
+  fc_block b;
+  if (!fc_block_find(addr, &b) || b.kind != FC_POOL || strstr(b.api, "Graph") == NULL ||
+      !fc_block_remove(addr, &b)) {
+    fc_log(call, "none", 0, -1, 0, addr, 0, 1);
+    return 1;
+  }
+  Lock();
+  g_graph_used[b.dev] -= b.size;
+  Unlock();
+  fc_retire((void*)addr, b.size);
+  fc_log(call, "free", b.kind, b.dev, b.size, addr, b.aux, 0);
+  return 0;
+}
+
+void fc_graph_trim(int dev) {
+  if (dev < 0 || dev >= FC_MAX_DEVICES) return;
+  Lock();
+  uint64_t keep = GraphRound(g_graph_used[dev]);
+  uint64_t give = g_graph_reserved[dev] > keep ? g_graph_reserved[dev] - keep : 0;
+  g_graph_reserved[dev] -= give;
+  g_budget_used[dev] -= give;
+  Unlock();
+}
+
+int fc_graph_attr(int dev, int attr, uint64_t* value) {
+  fc_init();
+  if (dev < 0 || dev >= g_knobs.devices) return -1;
+  Lock();
+  int rc = 0;
+  switch (attr) {
+    case 0: *value = g_graph_used[dev]; break;      /* UsedMemCurrent */
+    case 2: *value = g_graph_reserved[dev]; break;  /* ReservedMemCurrent */
+    default: rc = -1; break;
+  }
+  Unlock();
+  return rc;
+}
+
+int fc_address_range(uint64_t addr, uint64_t* base, uint64_t* size) {
+  fc_block b;
+  if (!fc_block_find(addr, &b)) return 1;
+  *base = addr;
+  *size = b.size;
   return 0;
 }
 

@@ -55,6 +55,7 @@ typedef struct fc_block {
   int dev;       /* -1 for pinned host memory */
   int owner;
   const char* api; /* the exported function that created it (a string literal) */
+  int borrowed;    /* the memory is not the fakes' (registered host memory): never retired */
 } fc_block;
 
 typedef struct fc_pool fc_pool;
@@ -122,6 +123,42 @@ void fc_pool_free(fc_pool* p, uint64_t size);
 void fc_pool_trim(fc_pool* p, uint64_t keep);
 int fc_pool_attr(fc_pool* p, int attr, uint64_t* value); /* 0, or -1 unknown attr */
 int fc_pool_set_attr(fc_pool* p, int attr, uint64_t value);
+
+/* ---- issue 10 coverage */
+/* Registers [p, p+size) as pinned (cuMemHostRegister): 0, 712 when it
+ * overlaps a registered range's start, 1 for a null or empty range. */
+int fc_host_register(const char* call, void* p, uint64_t size);
+/* 0, or 713 (not registered). */
+int fc_host_unregister(const char* call, void* p);
+/* A CUDA array of `bytes` (the fakes size arrays like memstep's estimate:
+ * element bytes x extents, every mip level). The handle is its memory. */
+int fc_array_create(const char* call, int dev, uint64_t bytes, int owner, uint64_t* handle);
+int fc_array_destroy(const char* call, uint64_t handle); /* 0, or 1 (invalid handle) */
+/* IPC: a handle names (exporting pid, address, size, device). Opening it in
+ * another process maps fresh memory of that size; opening it again returns
+ * the same pointer and counts a reference (the driver's documented
+ * behaviour); the last close unmaps it. Opening a handle of this very
+ * process fails with 1 (invalid value), as in the driver. */
+typedef struct fc_ipc_handle {
+  char magic[8]; /* "FCIPC01" */
+  int64_t pid;
+  uint64_t addr, size;
+  int64_t dev;
+  char pad[24];
+} fc_ipc_handle;
+int fc_ipc_get(uint64_t addr, fc_ipc_handle* out); /* 0, or 1 (not a live device block) */
+int fc_ipc_open(const char* call, const fc_ipc_handle* h, int owner, uint64_t* addr);
+int fc_ipc_close(const char* call, uint64_t addr); /* 0, or 1 (not open) */
+/* Graph memory nodes: the node's memory is a device_pool block (aux = the
+ * graph); the device's graph reserve grows in FC_GRANULARITY units to cover
+ * the live node bytes and shrinks only on fc_graph_trim. */
+int fc_graph_alloc(const char* call, int dev, uint64_t size, uint64_t graph, int owner,
+                   uint64_t* addr);
+int fc_graph_free(const char* call, uint64_t addr); /* 0, or 1 (not a node's memory) */
+void fc_graph_trim(int dev);
+int fc_graph_attr(int dev, int attr, uint64_t* value); /* 0, or -1 (attr or device) */
+/* cuMemGetAddressRange: the live block starting at or containing addr. */
+int fc_address_range(uint64_t addr, uint64_t* base, uint64_t* size);
 
 /* ---- call log (FAKECUDA_LOG), one write(2) per line:
  *   pid=P tid=T layer=app|rt call=NAME ev=alloc|free|fail|none kind=KIND dev=D
