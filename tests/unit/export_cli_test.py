@@ -14,7 +14,9 @@ by code independent of memstep's writers:
   * -o FILE writes the same bytes as stdout; bad --format / --view values are
     usage errors (exit 1, nothing written).
 
-usage: export_cli_test.py MEMSTEP EXPORT_TRACE_WRITER
+  * `memstep report --help` and docs/cli.md agree on the options and formats.
+
+usage: export_cli_test.py MEMSTEP EXPORT_TRACE_WRITER SOURCE_DIR
 """
 
 import gzip
@@ -25,7 +27,7 @@ import sys
 import tempfile
 import unittest
 
-MEMSTEP = TRACE_WRITER = None
+MEMSTEP = TRACE_WRITER = SOURCE_DIR = None
 
 
 def run(*args, check=True):
@@ -269,6 +271,38 @@ class ExportTest(unittest.TestCase):
             self.assertIn(message, p.stderr.decode(), args)
 
 
+class DocsTest(unittest.TestCase):
+    """`memstep report --help` and docs/cli.md name the same options and
+    formats; the export docs link only to files in the repository."""
+
+    def test_help_matches_cli_md(self):
+        import re
+        help_text = subprocess.run([MEMSTEP, "report", "--help"], capture_output=True,
+                                   check=True).stdout.decode()
+        with open(os.path.join(SOURCE_DIR, "docs", "cli.md")) as f:
+            cli_md = f.read()
+        options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-o)\b", help_text))
+        self.assertIn("--view", options)
+        for option in options - {"--help"}:
+            self.assertTrue(f"`{option}" in cli_md, f"{option} of --help not in docs/cli.md")
+        for fmt in ("text", "json", "folded", "csv", "perfetto", "pprof"):
+            self.assertIn(f"`--format {fmt}`", cli_md, fmt)
+            self.assertRegex(help_text, rf"\n +{fmt} ", fmt)
+        self.assertNotIn("reserved", cli_md.split("## Exit status")[1].split("##")[0])
+
+    def test_links_are_to_repository_files(self):
+        import re
+        docs = os.path.join(SOURCE_DIR, "docs")
+        for name in ("export.md", "cli.md"):
+            with open(os.path.join(docs, name)) as f:
+                text = f.read()
+            for target in re.findall(r"\]\(([^)]+)\)", text):
+                self.assertFalse(re.match(r"[a-z]+:", target), f"{name}: external link {target}")
+                path = target.split("#")[0]
+                if path:
+                    self.assertTrue(os.path.exists(os.path.join(docs, path)), f"{name}: {target}")
+
+
 if __name__ == "__main__":
-    MEMSTEP, TRACE_WRITER = sys.argv[1], sys.argv[2]
+    MEMSTEP, TRACE_WRITER, SOURCE_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
     unittest.main(argv=sys.argv[:1], verbosity=2)
