@@ -71,7 +71,9 @@ class Folder {
     } else if (frames->empty()) {
       parts.push_back("[no stack]");
     } else {
-      for (auto f = frames->rbegin(); f != frames->rend(); ++f) parts.push_back(FoldedFrame(f->function));
+      for (auto f = frames->rbegin(); f != frames->rend(); ++f) {
+        parts.push_back(FoldedFrame(f->function));
+      }
     }
     lines_[absl::StrJoin(parts, ";")] += value;
   }
@@ -110,7 +112,8 @@ absl::StatusOr<FoldedView> ParseFoldedView(const std::string& text) {
     v.kind = FoldedView::Kind::kClass;
     for (GrowthClass c : {GrowthClass::kLeak, GrowthClass::kBoundedGrowth, GrowthClass::kWarmupOnly,
                           GrowthClass::kNoTrend, GrowthClass::kInsufficient}) {
-      if (name == analysis::GrowthClassName(c) || (name == "BOUNDED" && c == GrowthClass::kBoundedGrowth)) {
+      if (name == analysis::GrowthClassName(c) ||
+          (name == "BOUNDED" && c == GrowthClass::kBoundedGrowth)) {
         v.cls = c;
         return v;
       }
@@ -143,9 +146,11 @@ absl::StatusOr<std::string> FormatFolded(const Report& report, const FoldedView&
     if (!found) {
       std::sort(names.begin(), names.end());
       names.erase(std::unique(names.begin(), names.end()), names.end());
-      return absl::NotFoundError(absl::StrCat(
-          "--view stage:", view.stage, ": no stage '", view.stage, "' in the trace",
-          names.empty() ? " (it has no stages)" : absl::StrCat(" (stages: ", absl::StrJoin(names, ", "), ")")));
+      const std::string known = names.empty()
+                                    ? " (it has no stages)"
+                                    : absl::StrCat(" (stages: ", absl::StrJoin(names, ", "), ")");
+      return absl::NotFoundError(absl::StrCat("--view stage:", view.stage, ": no stage '",
+                                              view.stage, "' in the trace", known));
     }
     return folder.Finish();
   }

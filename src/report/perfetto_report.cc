@@ -39,8 +39,9 @@ class EventWriter {
     first_ = false;
   }
   std::string Finish(const std::string& path) {
-    return absl::StrCat("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"memstep\",\"path\":",
-                        Str(path), "},\"traceEvents\":[", out_, "\n]}\n");
+    return absl::StrCat(
+        "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"memstep\",\"path\":", Str(path),
+        "},\"traceEvents\":[", out_, "\n]}\n");
   }
 
  private:
@@ -52,7 +53,9 @@ class EventWriter {
 
 std::string FormatPerfetto(const analysis::Report& report) {
   uint64_t base_ns = UINT64_MAX;
-  for (const analysis::ProcessSummary& p : report.processes) base_ns = std::min(base_ns, p.start_real_ns);
+  for (const analysis::ProcessSummary& p : report.processes) {
+    base_ns = std::min(base_ns, p.start_real_ns);
+  }
   std::map<uint32_t, double> offset_us;  // pid -> its trace start on the common clock
   for (const analysis::ProcessSummary& p : report.processes) {
     offset_us[p.pid] = static_cast<double>(p.start_real_ns - base_ns) / 1e3;
@@ -86,12 +89,12 @@ std::string FormatPerfetto(const analysis::Report& report) {
       continue;
     }
     if (stage_threads.insert({s.pid, s.tid}).second) {
-      w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", s.pid, ",\"tid\":", s.tid,
-                         ",\"args\":{\"name\":\"stages (tid ", s.tid, ")\"}}"));
+      w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", s.pid,
+                         ",\"tid\":", s.tid, ",\"args\":{\"name\":\"stages (tid ", s.tid, ")\"}}"));
     }
-    w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"stage\",\"name\":", Str(s.stage), ",\"pid\":", s.pid,
-                       ",\"tid\":", s.tid, ",\"ts\":", ts(s.pid, s.begin_s), ",\"dur\":",
-                       Micros(dur_us), ",\"args\":{\"step\":", s.step,
+    w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"stage\",\"name\":", Str(s.stage),
+                       ",\"pid\":", s.pid, ",\"tid\":", s.tid, ",\"ts\":", ts(s.pid, s.begin_s),
+                       ",\"dur\":", Micros(dur_us), ",\"args\":{\"step\":", s.step,
                        ",\"peak_bytes\":", s.peak_bytes, "}}"));
   }
 
@@ -129,10 +132,10 @@ std::string FormatPerfetto(const analysis::Report& report) {
   // Instants: alerts and failed device allocations.
   for (const analysis::AlertRow& a : report.alerts) {
     w.Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"alert\",\"name\":",
-                       Str(absl::StrCat("ALERT ", a.rule)), ",\"pid\":", a.pid, ",\"tid\":0,\"ts\":",
-                       ts(a.pid, a.time_s), ",\"args\":{\"step\":", a.step, ",\"value\":", a.value,
-                       ",\"threshold\":", a.threshold, ",\"stage\":", Str(a.stage),
-                       ",\"site\":", a.site_id, "}}"));
+                       Str(absl::StrCat("ALERT ", a.rule)), ",\"pid\":", a.pid,
+                       ",\"tid\":0,\"ts\":", ts(a.pid, a.time_s), ",\"args\":{\"step\":", a.step,
+                       ",\"value\":", a.value, ",\"threshold\":", a.threshold,
+                       ",\"stage\":", Str(a.stage), ",\"site\":", a.site_id, "}}"));
   }
   for (const analysis::DeviceFailure& f : report.device_failures) {
     const bool oom = f.error_name == "out of memory";

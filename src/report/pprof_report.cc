@@ -50,7 +50,7 @@ enum ProfileField : uint32_t {
 };
 enum ValueTypeField : uint32_t { kVtType = 1, kVtUnit = 2 };
 enum SampleField : uint32_t { kSLocationId = 1, kSValue = 2, kSLabel = 3 };
-enum LabelField : uint32_t { kLKey = 1, kLStr = 2, kLNum = 3 };
+enum LabelField : uint32_t { kLKey = 1, kLStr = 2, kLNum = 3, kLNumUnit = 4 };
 enum MappingField : uint32_t {
   kMId = 1, kMStart = 2, kMLimit = 3, kMOffset = 4, kMFilename = 5, kMBuildId = 6,
   kMHasFunctions = 7, kMHasFilenames = 8, kMHasLineNumbers = 9, kMHasInlineFrames = 10,
@@ -70,7 +70,8 @@ class Builder {
   }
 
   uint64_t Function(const analysis::Frame& f) {
-    auto [it, inserted] = functions_.try_emplace(std::make_pair(f.function, f.file), functions_.size() + 1);
+    auto [it, inserted] =
+        functions_.try_emplace(std::make_pair(f.function, f.file), functions_.size() + 1);
     if (inserted) {
       ProtoWriter w;
       w.Varint(kFId, it->second);
@@ -134,10 +135,13 @@ class Builder {
     l.Int64(kLStr, Str(value));
     return l;
   }
+  // A numeric label, with its key as its unit: pprof drops a numeric label
+  // whose value and unit are both 0 (step 0, device 0) otherwise.
   ProtoWriter NumLabel(const std::string& key, int64_t value) {
     ProtoWriter l;
     l.Int64(kLKey, Str(key));
     l.Int64(kLNum, value);
+    l.Int64(kLNumUnit, Str(key));
     return l;
   }
 
@@ -180,8 +184,12 @@ class Builder {
   };
 
   uint64_t Location(uint32_t pid, const std::vector<analysis::Frame>& chain) {
-    std::string key = absl::StrCat(pid, "/", chain.back().ip);
-    for (const analysis::Frame& f : chain) absl::StrAppend(&key, "/", f.function, "@", f.file, ":", f.line);
+    // NUL separates the parts: no name or path holds one.
+    const std::string sep(1, '\0');
+    std::string key = absl::StrCat(pid, sep, chain.back().ip);
+    for (const analysis::Frame& f : chain) {
+      absl::StrAppend(&key, sep, f.function, sep, f.file, sep, f.line);
+    }
     auto [it, inserted] = locations_.try_emplace(key, locations_.size() + 1);
     if (!inserted) return it->second;
     ProtoWriter w;

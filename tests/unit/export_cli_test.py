@@ -14,6 +14,8 @@ by code independent of memstep's writers:
   * -o FILE writes the same bytes as stdout; bad --format / --view values are
     usage errors (exit 1, nothing written).
 
+  * the pprof tool itself (`go tool pprof`, Debian's golang-go) reads the
+    profile: totals per sample type and tag filters on stage, step, class.
   * `memstep report --help` and docs/cli.md agree on the options and formats.
 
 usage: export_cli_test.py MEMSTEP EXPORT_TRACE_WRITER SOURCE_DIR
@@ -22,6 +24,8 @@ usage: export_cli_test.py MEMSTEP EXPORT_TRACE_WRITER SOURCE_DIR
 import gzip
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -269,6 +273,57 @@ class ExportTest(unittest.TestCase):
             self.assertEqual(p.returncode, 1, args)
             self.assertEqual(p.stdout, b"", args)
             self.assertIn(message, p.stderr.decode(), args)
+
+
+class GoPprofTest(unittest.TestCase):
+    """The pprof tool itself (Debian's golang-go: `go tool pprof`) reads the
+    export: sample types, totals per sample type, tag filters on stage and
+    step (step 0 included)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.go = shutil.which("go") or "/usr/lib/go/bin/go"
+        if not os.access(cls.go, os.X_OK):
+            raise AssertionError("go not found: apt-get install golang-go (scripts/install-deps.sh)")
+        cls.tmp = tempfile.TemporaryDirectory()
+        trace = os.path.join(cls.tmp.name, "export.trace")
+        subprocess.run([TRACE_WRITER, trace], check=True)
+        cls.profile = os.path.join(cls.tmp.name, "profile.pb.gz")
+        run(trace, "--no-symbolize", "--format", "pprof", "-o", cls.profile)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def pprof(self, *args):
+        env = dict(os.environ, HOME=self.tmp.name, PPROF_TMPDIR=self.tmp.name)
+        p = subprocess.run([self.go, "tool", "pprof", "-symbolize=none", *args, self.profile],
+                           capture_output=True, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return p.stdout.decode()
+
+    def total(self, *args):
+        out = self.pprof("-top", "-unit=B", *args)
+        m = re.search(r"accounting for (\d+)B, [\d.]+% of (\d+)B total", out)
+        self.assertIsNotNone(m, out)
+        return int(m.group(1))  # what the filters keep (group 2: the whole profile)
+
+    def test_sample_types_and_totals(self):
+        raw = self.pprof("-raw")
+        self.assertIn("alloc_objects/count alloc_space/bytes inuse_objects/count "
+                      "inuse_space/bytes[dflt]", raw)
+        # In use at the end: 256 MiB on device 0, the 10 MiB model, the leak.
+        self.assertEqual(self.total(), (256 << 20) + (10 << 20) + 40 * 65536)
+        self.assertEqual(self.total("-sample_index=alloc_space"),
+                         (256 << 20) + (10 << 20) + 40 * (65536 + (1 << 20)))
+
+    def test_tag_filters(self):
+        forward = self.total("-sample_index=alloc_space", "-tagfocus=stage=forward")
+        self.assertEqual(forward, 40 * (65536 + (1 << 20)))
+        self.assertEqual(self.total("-sample_index=alloc_space", "-tagfocus=step=0"),
+                         65536 + (1 << 20))
+        self.assertEqual(self.total("-tagfocus=class=LEAK"), 40 * 65536)
+        self.assertEqual(self.total("-tagfocus=device=0"), 256 << 20)
 
 
 class DocsTest(unittest.TestCase):

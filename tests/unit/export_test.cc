@@ -73,7 +73,9 @@ TEST(ExportGoldenTest, Folded) {
 
 TEST(ExportGoldenTest, Csv) { ExpectGolden("export.csv", FormatCsv(Analyzed(false))); }
 
-TEST(ExportGoldenTest, Perfetto) { ExpectGolden("export.perfetto.json", FormatPerfetto(Analyzed(true))); }
+TEST(ExportGoldenTest, Perfetto) {
+  ExpectGolden("export.perfetto.json", FormatPerfetto(Analyzed(true)));
+}
 
 TEST(FoldedTest, ViewsAndErrors) {
   for (const char* bad : {"", "live", "stage:", "class:", "class:GROWING", "peak:x"}) {
@@ -202,7 +204,8 @@ TEST(PprofEncodingTest, Crc32) {
 }
 
 TEST(PprofEncodingTest, GzipStoredBlocks) {
-  EXPECT_EQ(Gzip(""), std::string("\x1f\x8b\x08\0\0\0\0\0\0\xff\x01\0\0\xff\xff\0\0\0\0\0\0\0\0", 23));
+  EXPECT_EQ(Gzip(""),
+            std::string("\x1f\x8b\x08\0\0\0\0\0\0\xff\x01\0\0\xff\xff\0\0\0\0\0\0\0\0", 23));
   const std::string hi = Gzip("hi");
   EXPECT_EQ(hi.substr(10, 7), std::string("\x01\x02\0\xfd\xffhi", 7));
   // 65535 bytes fill one block; one more byte starts a second, final one.

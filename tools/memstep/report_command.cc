@@ -182,7 +182,9 @@ int ReportMain(const std::vector<std::string>& args) {
   if (!WriteOutput(output, data)) return kExitError;
   if (gate_failed) {
     for (const analysis::GateResult& g : report->gates) {
-      if (!g.passed) std::cerr << "memstep: gate failed: " << g.expression << " (" << g.detail << ")\n";
+      if (!g.passed) {
+        std::cerr << "memstep: gate failed: " << g.expression << " (" << g.detail << ")\n";
+      }
     }
     return kExitGateFailed;
   }
