@@ -21,6 +21,7 @@ namespace memstep::report {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 analysis::Report Analyzed(bool timeline, size_t top_peak_sites = 10) {
   testing::TempDir dir;
@@ -195,6 +196,27 @@ TEST(SiteSlicesTest, SumToTheSite) {
   // Without the option, no slices.
   o.site_slices = false;
   EXPECT_TRUE(analysis::AnalyzeRun(dir.File("s.trace"), o)->sites[0].slices.empty());
+}
+
+// Processes line up on the wall clock: the later one's events are shifted
+// by the difference of their trace starts.
+TEST(PerfettoTest, ProcessesShareOneClock) {
+  analysis::Report r;
+  for (uint32_t pid : {1u, 2u}) {
+    analysis::ProcessSummary p;
+    p.pid = pid;
+    p.start_real_ns = 5000000000ull + (pid - 1) * 1500000000ull;  // pid 2 starts 1.5 s later
+    r.processes.push_back(p);
+    r.spans.push_back(analysis::TimelineSpan{pid, 0, 7, "", 0.25, 0.5, 0});
+    r.timeline.push_back(analysis::TimelinePoint{pid, 0.5, 100 * pid, 0, 0});
+  }
+  const std::string json = FormatPerfetto(r);
+  EXPECT_THAT(json, HasSubstr("\"name\":\"step 7\",\"pid\":1,\"tid\":0,\"ts\":250000.000,"));
+  EXPECT_THAT(json, HasSubstr("\"name\":\"step 7\",\"pid\":2,\"tid\":0,\"ts\":1750000.000,"));
+  EXPECT_THAT(json, HasSubstr("{\"ph\":\"C\",\"name\":\"host live\",\"pid\":2,\"ts\":2000000.000,"
+                              "\"args\":{\"bytes\":200}}"));
+  // No RSS recorded: no RSS track.
+  EXPECT_THAT(json, Not(HasSubstr("\"RSS\"")));
 }
 
 TEST(PprofEncodingTest, Crc32) {
