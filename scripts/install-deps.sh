@@ -4,7 +4,8 @@
 # .gnu_debugdata section; python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
 # libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
 # the outside test suites of tests/suites/; clang-14, libclang-rt-14-dev: the
-# libFuzzer targets scripts/fuzz.sh builds and runs).
+# libFuzzer targets scripts/fuzz.sh builds and runs; golang-go: `go tool pprof`
+# reads the pprof export in tests/unit/export_cli_test.py).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
@@ -13,7 +14,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev
   libpython3.11-testsuite python3-numpy python3-pytest python3-hypothesis
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev golang-go
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -34,6 +34,7 @@
 #include "src/analysis/renumber.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/replay.h"
+#include "src/analysis/slices.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
 
@@ -65,13 +66,15 @@ struct ProcessResult {
   std::vector<StagePeak> stage_peaks;  // top_sites[].site_id: local site index + 1
   std::vector<AlertRow> alerts;        // site_id: local site index + 1
   std::vector<DeviceFailure> failures; // site_id: local site index + 1
+  std::vector<TimelineSpan> spans;     // with Options::timeline
+  std::vector<TimelinePoint> timeline;
 };
 
 // Builds the step rows and the process totals from the exact counters, and
 // finds, per stage name, the run that reached the stage's largest peak.
 void BuildSteps(const Trace& t, ProcessResult& r,
                 absl::flat_hash_map<uint64_t, size_t>& row_of_step,
-                std::map<std::string, StageRun>& max_run) {
+                std::map<std::string, StageRun>& max_run, bool timeline) {
   struct Begin {
     uint64_t ts;
     format::Counters c;
@@ -96,11 +99,23 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     last = &c;
     peak = std::max({peak, c.peak_bytes, c.live_bytes});
     r.summary.rss_peak_bytes = std::max(r.summary.rss_peak_bytes, c.rss_bytes);
+    const double now_s = static_cast<double>(e.ts) / 1e9;
+    if (timeline) {
+      r.timeline.push_back(
+          TimelinePoint{t.header.pid, now_s, c.live_bytes, c.rss_bytes, c.mmap_live_bytes});
+    }
     if (e.tag == format::kTagStage) {
       const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
       if (e.phase == 0) {
         stage_begin[key] = i;
         continue;
+      }
+      if (timeline) {
+        auto b = stage_begin.find(key);
+        const double begin_s =
+            b != stage_begin.end() ? static_cast<double>(t.events[b->second].ts) / 1e9 : now_s;
+        r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s,
+                                       now_s, c.peak_bytes});
       }
       const std::string& name = t.String(e.str);
       uint64_t& p = stage_peaks[e.step][name];
@@ -131,6 +146,10 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     row.free_count = Sub(c.free_count, base.free_count);
     row.epoch = b != begins.end() ? b->second.epoch : epoch;
     if (b != begins.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
+    if (timeline) {
+      const double begin_s = b != begins.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
+      r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, "", begin_s, now_s, c.peak_bytes});
+    }
     rows[e.step] = row;
     prev = c;
   }
@@ -174,6 +193,7 @@ void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
   }
   const uint64_t end_ts = t.has_trailer ? std::max(t.trailer.ts, t.max_ts) : t.max_ts;
   s.duration_s = static_cast<double>(end_ts) / 1e9;
+  s.start_real_ns = t.header.start_real_ns;
   s.clean_exit = t.has_trailer && t.trailer.clean_exit;
   s.truncated = t.truncated;
   s.truncated_at_offset = t.truncated_at_offset;
@@ -343,7 +363,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   FillSummary(t, path, r.summary);
   absl::flat_hash_map<uint64_t, size_t> row_of_step;
   std::map<std::string, StageRun> max_run;
-  BuildSteps(t, r, row_of_step, max_run);
+  BuildSteps(t, r, row_of_step, max_run, options.timeline);
   const size_t rows = r.steps.size();
   size_t last_step_end = SIZE_MAX;
   for (size_t i = 0; i < t.events.size(); ++i) {
@@ -354,6 +374,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   // Pass 1: the whole replay, per-step snapshots, cohorts live at the last
   // step end, the run's peak and each stage's peak within its largest run.
   HeapReplay replay;
+  SliceTracker slices;  // with options.site_slices
   std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
   std::vector<std::vector<double>> old_by_step;  // [site][row]: of it, allocated before the step
   std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
@@ -395,6 +416,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       if (row_now < rows) interval_by_row[row_now] = interval_now;
     }
     replay.Apply(e);
+    if (options.site_slices) slices.Apply(e, t);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
     if (replay.host_live_bytes() > peak) {
       peak = replay.host_live_bytes();
@@ -619,6 +641,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     }
     s.alloc_bytes = a.alloc_bytes;
     s.alloc_count = a.alloc_count;
+    if (options.site_slices && s.kind == SiteKind::kHost) s.slices = slices.SlicesOf(a.key.stack);
     s.live_bytes_end = std::max(a.live_bytes, 0.0);
     s.live_count_end = std::max(a.live_count, 0.0);
     const HeapReplay::Accumulator& at_peak = i < peak_sites.size() ? peak_sites[i] : empty_acc;
@@ -817,6 +840,8 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
     report.stage_peaks.insert(report.stage_peaks.end(), r.stage_peaks.begin(), r.stage_peaks.end());
     report.alerts.insert(report.alerts.end(), r.alerts.begin(), r.alerts.end());
+    report.spans.insert(report.spans.end(), r.spans.begin(), r.spans.end());
+    report.timeline.insert(report.timeline.end(), r.timeline.begin(), r.timeline.end());
     const size_t offset = report.steps.size();
     for (Site& s : r.sites) {
       std::vector<double> global(total_steps, 0.0);

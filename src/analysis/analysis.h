@@ -35,6 +35,17 @@ struct Frame {
   bool symbolized = true;
 };
 
+// A host call site's sampled allocations made in one step and stage
+// (slices.h; Options::site_slices): the same estimates as Site, split.
+struct SiteSlice {
+  int64_t step = -1;          // the step open when allocated; -1 outside every step
+  std::string stage;          // the stage open when allocated; "" none
+  double alloc_bytes = 0;     // estimated, as Site::alloc_bytes
+  double alloc_count = 0;
+  double live_bytes_end = 0;  // estimated, still live at the end of the trace
+  double live_count_end = 0;
+};
+
 // A call site: one deduplicated stack (allocation frames inside memstep and
 // the allocator are not part of it).
 //
@@ -71,6 +82,9 @@ struct Site {
   Growth growth;                    // classification of its own process's steps (growth.h)
   double steps_to_limit = -1;       // LEAK: steps until the memory limit at this rate; -1 n/a
   double seconds_to_limit = -1;     // the same in seconds (median step duration); -1 n/a
+  // With Options::site_slices, host sites: by (step, stage) of allocation;
+  // they sum to alloc_* and live_*_end.
+  std::vector<SiteSlice> slices;
 };
 
 // PyTorch caching-allocator statistics of one device at a step end: the last
@@ -274,6 +288,7 @@ struct ProcessSummary {
   uint64_t samples = 0;
   uint64_t lost_records = 0;
   double duration_s = 0;
+  uint64_t start_real_ns = 0;       // wall clock at the trace start (ns since the epoch)
   bool clean_exit = false;          // a trailer was found
   bool truncated = false;           // the file ended inside a chunk or had a bad chunk
   uint64_t truncated_at_offset = 0; // offset of the first unreadable byte
@@ -332,6 +347,27 @@ struct ProcessSummary {
   }
 };
 
+// The run in time, for timeline exports (src/report/perfetto_report.cc):
+// kept only with Options::timeline, one entry per STEP / STAGE record, so it
+// costs memory in proportion to the step table, not to the trace.
+struct TimelineSpan {
+  uint32_t pid = 0;
+  uint32_t tid = 0;                 // thread that ended it
+  uint64_t step = 0;
+  std::string stage;                // "" for a step
+  double begin_s = 0;               // since the trace start; its end when the begin is missing
+  double end_s = 0;
+  uint64_t peak_bytes = 0;          // exact heap peak within it
+};
+// Exact counters at one STEP / STAGE boundary.
+struct TimelinePoint {
+  uint32_t pid = 0;
+  double time_s = 0;                // since the trace start
+  uint64_t live_bytes = 0;
+  uint64_t rss_bytes = 0;
+  uint64_t mmap_live_bytes = 0;
+};
+
 struct Report {
   std::string path;                 // as given to AnalyzeRun
   std::vector<ProcessSummary> processes;
@@ -343,6 +379,8 @@ struct Report {
   std::vector<AlertRow> alerts;     // ordered by (pid, seq)
   std::vector<GateResult> gates;    // filled by EvaluateGates
   std::vector<DeviceFailure> device_failures;  // ordered by (pid, time)
+  std::vector<TimelineSpan> spans;      // with Options::timeline: ordered by (pid, end)
+  std::vector<TimelinePoint> timeline;  // with Options::timeline: ordered by (pid, time)
   uint64_t memory_limit_bytes = 0;  // limit used for projections
   std::string memory_limit_source;  // "--memory-limit" or "MemTotal of this machine"
 };
@@ -353,6 +391,8 @@ struct Options {
   uint64_t memory_limit = 0;        // --memory-limit; 0: MemTotal of this machine
   GrowthOptions growth;
   size_t top_peak_sites = 10;       // sites kept per stage peak
+  bool timeline = false;            // fill Report::spans and Report::timeline
+  bool site_slices = false;         // fill Site::slices (host sites)
 };
 
 // `path` is a run directory (every *.trace file in it) or one trace file.

@@ -32,8 +32,15 @@ absl::StatusOr<double> ParsePercent(const std::string& text);
 // A non-negative decimal integer.
 absl::StatusOr<uint64_t> ParseUint(const std::string& text);
 
+// Install layout, relative to the directory of the memstep executable:
+// libmemstep.so's directory ("../lib") and the Python helper's
+// ("../share/memstep/python"), from GNUInstallDirs at configure time.
+extern const char kBinToLib[];
+extern const char kBinToPython[];
+
 // Locates libmemstep.so: $MEMSTEP_LIB, else relative to `exe_dir`:
-// ../lib/libmemstep.so, ./libmemstep.so, ../lib/memstep/libmemstep.so.
+// <kBinToLib>/libmemstep.so (installed), ../lib/libmemstep.so (build tree),
+// ./libmemstep.so, ../lib/memstep/libmemstep.so.
 absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir);
 
 // Directory of the running executable (/proc/self/exe), "" if unknown.

@@ -1,11 +1,17 @@
 // `memstep report`: analyzes a run directory or one trace and prints it.
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/analysis/analysis.h"
 #include "src/analysis/gates.h"
+#include "src/report/formats.h"
 #include "src/report/report.h"
 #include "tools/memstep/cli.h"
 
@@ -17,11 +23,41 @@ int UsageError(const std::string& message) {
   return kExitError;
 }
 
+constexpr const char* kFormats[] = {"text", "json", "folded", "csv", "perfetto", "pprof"};
+
+// Writes `data` to `path` ("" = stdout); false with a message on failure.
+bool WriteOutput(const std::string& path, const std::string& data) {
+  if (path.empty()) {
+    std::cout << data;
+    std::cout.flush();
+    if (!std::cout.good()) {
+      std::cerr << "memstep: error: cannot write the report to stdout\n";
+      return false;
+    }
+    return true;
+  }
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::cerr << "memstep: error: cannot create " << path << ": " << strerror(errno) << "\n";
+    return false;
+  }
+  const bool written = fwrite(data.data(), 1, data.size(), f) == data.size();
+  const int err = errno;
+  if (fclose(f) != 0 || !written) {
+    std::cerr << "memstep: error: cannot write " << path << ": " << strerror(written ? errno : err)
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int ReportMain(const std::vector<std::string>& args) {
   std::string path;
   std::string format = "text";
+  std::string output;
+  std::string view_text;
   int top = -1;
   int frames = -1;
   analysis::Options options;
@@ -46,16 +82,22 @@ int ReportMain(const std::vector<std::string>& args) {
     }
     if (name == "--format" || name == "--top" || name == "--frames" || name == "--fail-on" ||
         name == "--warmup" || name == "--memory-limit" || name == "--leak-min-rate" ||
-        name == "--leak-min-growth") {
+        name == "--leak-min-growth" || name == "--view" || name == "-o" || name == "--output") {
       if (!has_value) {
         if (i + 1 >= args.size()) return UsageError(absl::StrCat(a, " needs a value"));
         value = args[++i];
       }
       if (name == "--format") {
-        if (value != "text" && value != "json") {
-          return UsageError(absl::StrCat("--format must be text or json, not '", value, "'"));
+        if (std::find(std::begin(kFormats), std::end(kFormats), value) == std::end(kFormats)) {
+          return UsageError(absl::StrCat(
+              "--format must be text, json, folded, csv, perfetto or pprof, not '", value, "'"));
         }
         format = value;
+      } else if (name == "--view") {
+        view_text = value;
+      } else if (name == "-o" || name == "--output") {
+        if (value.empty()) return UsageError(absl::StrCat(name, " needs a file name"));
+        output = value;
       } else if (name == "--fail-on") {
         absl::StatusOr<analysis::Gate> gate = analysis::ParseGate(value);
         if (!gate.ok()) return UsageError(std::string(gate.status().message()));
@@ -92,6 +134,19 @@ int ReportMain(const std::vector<std::string>& args) {
     path = a;
   }
   if (path.empty()) return UsageError("missing RUN_DIR or TRACE");
+  report::FoldedView view;
+  if (!view_text.empty()) {
+    if (format != "folded") return UsageError("--view applies to --format folded only");
+    absl::StatusOr<report::FoldedView> v = report::ParseFoldedView(view_text);
+    if (!v.ok()) return UsageError(std::string(v.status().message()));
+    view = *v;
+  }
+  // The exports that need more of the analysis than the text report.
+  if (format == "perfetto") options.timeline = true;
+  if (format == "pprof") options.site_slices = true;
+  if (format == "folded" && view.kind == report::FoldedView::Kind::kStage) {
+    options.top_peak_sites = SIZE_MAX;  // every site live at the stage's peak
+  }
 
   absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(path, options);
   if (!report.ok()) {
@@ -101,20 +156,35 @@ int ReportMain(const std::vector<std::string>& args) {
   for (const std::string& w : report->warnings) std::cerr << "memstep: warning: " << w << "\n";
   const bool gate_failed = analysis::EvaluateGates(gates, &*report);
   report::ReportOptions ro;
+  std::string data;
   if (format == "json") {
     ro.top = top > 0 ? top : 0;
     ro.frames = frames > 0 ? frames : 0;
-    std::cout << report::FormatJson(*report, ro);
+    data = report::FormatJson(*report, ro);
+  } else if (format == "folded") {
+    absl::StatusOr<std::string> folded = report::FormatFolded(*report, view);
+    if (!folded.ok()) {
+      std::cerr << "memstep: error: " << folded.status().message() << "\n";
+      return kExitError;
+    }
+    data = *std::move(folded);
+  } else if (format == "csv") {
+    data = report::FormatCsv(*report);
+  } else if (format == "perfetto") {
+    data = report::FormatPerfetto(*report);
+  } else if (format == "pprof") {
+    data = report::FormatPprof(*report);
   } else {
     if (top >= 0) ro.top = top;
     if (frames >= 0) ro.frames = frames;
-    std::cout << report::FormatText(*report, ro);
+    data = report::FormatText(*report, ro);
   }
-  std::cout.flush();
-  if (!std::cout.good()) return kExitError;
+  if (!WriteOutput(output, data)) return kExitError;
   if (gate_failed) {
     for (const analysis::GateResult& g : report->gates) {
-      if (!g.passed) std::cerr << "memstep: gate failed: " << g.expression << " (" << g.detail << ")\n";
+      if (!g.passed) {
+        std::cerr << "memstep: gate failed: " << g.expression << " (" << g.detail << ")\n";
+      }
     }
     return kExitGateFailed;
   }

@@ -24,6 +24,10 @@
 #include "absl/strings/str_split.h"
 #include "tools/memstep/cli.h"
 
+#ifndef MEMSTEP_BIN_TO_PYTHON
+#define MEMSTEP_BIN_TO_PYTHON "../share/memstep/python"
+#endif
+
 namespace memstep::cli {
 namespace {
 
@@ -68,7 +72,7 @@ std::string StepUsage() {
          "Alerts print one line on stderr (\"memstep: ALERT growth: ...\") and never stop the\n"
          "program unless --alert-abort. NVTX_INJECTION64_PATH is set to libmemstep.so unless\n"
          "already set. Python: PYTHONPATH gets <python>/startup and <python>, where <python>\n"
-         "is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/../share/memstep/python; its\n"
+         "is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/" MEMSTEP_BIN_TO_PYTHON "; its\n"
          "start-up hook also hooks Python's own allocator (pymalloc), also with\n"
          "--no-python-hooks; MEMSTEP_PYMEM=0 leaves it alone.\n";
 }
@@ -169,7 +173,8 @@ std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
   std::string dir = Env("MEMSTEP_PYTHON_DIR");
   if (dir.empty()) {
     const std::string exe_dir = ExeDir();
-    for (const char* rel : {"/../python", "/../share/memstep/python"}) {
+    // The build tree's copy (build/python), then the installed one.
+    for (const std::string& rel : {std::string("/../python"), absl::StrCat("/", kBinToPython)}) {
       if (IsDir(exe_dir + rel)) {
         dir = Absolute(exe_dir + rel);
         break;

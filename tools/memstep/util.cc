@@ -12,7 +12,17 @@
 #include "tools/memstep/cli.h"
 #include "src/format/quantity.h"
 
+#ifndef MEMSTEP_BIN_TO_LIB
+#define MEMSTEP_BIN_TO_LIB "../lib"
+#endif
+#ifndef MEMSTEP_BIN_TO_PYTHON
+#define MEMSTEP_BIN_TO_PYTHON "../share/memstep/python"
+#endif
+
 namespace memstep::cli {
+
+const char kBinToLib[] = MEMSTEP_BIN_TO_LIB;
+const char kBinToPython[] = MEMSTEP_BIN_TO_PYTHON;
 
 absl::StatusOr<uint64_t> ParseUint(const std::string& text) {
   uint64_t v;
@@ -64,7 +74,10 @@ absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir) {
     }
     return std::string(env);
   }
+  // The installed layout first (bin -> libdir, e.g. ../lib or
+  // ../lib/x86_64-linux-gnu), then the build tree's (build/bin, build/lib).
   const std::string candidates[] = {
+      absl::StrCat(exe_dir, "/", kBinToLib, "/libmemstep.so"),
       absl::StrCat(exe_dir, "/../lib/libmemstep.so"),
       absl::StrCat(exe_dir, "/libmemstep.so"),
       absl::StrCat(exe_dir, "/../lib/memstep/libmemstep.so"),
@@ -78,7 +91,7 @@ absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir) {
   }
   return absl::NotFoundError(absl::StrCat(
       "libmemstep.so not found (looked in ", candidates[0], ", ", candidates[1], ", ",
-      candidates[2], "); set MEMSTEP_LIB to its path"));
+      candidates[2], ", ", candidates[3], "); set MEMSTEP_LIB to its path"));
 }
 
 std::string MainUsage() {
@@ -101,7 +114,7 @@ std::string MainUsage() {
          "environment (see `memstep run --help`): MEMSTEP_OUT, MEMSTEP_SAMPLE_INTERVAL,\n"
          "MEMSTEP_FLUSH_MS, MEMSTEP_LIB.\n"
          "\n"
-         "Exit status: 0 ok, 1 usage or input error, 3 failed --fail-on gate (reserved);\n"
+         "Exit status: 0 ok, 1 usage or input error, 3 `report`: a --fail-on gate failed;\n"
          "`run` exits with the command's status (128+N if killed by signal N, 127 if not found).\n";
 }
 
@@ -132,8 +145,8 @@ std::string RunUsage() {
          "\n"
          "environment:\n"
          "  MEMSTEP_LIB             path of libmemstep.so (default: next to this program,\n"
-         "                          <bin>/../lib/libmemstep.so, <bin>/libmemstep.so,\n"
-         "                          <bin>/../lib/memstep/libmemstep.so)\n"
+         "                          <bin>/" MEMSTEP_BIN_TO_LIB "/libmemstep.so (installed), <bin>/../lib,\n"
+         "                          <bin>, <bin>/../lib/memstep)\n"
          "The command sees LD_PRELOAD (libmemstep.so first, then yours), MEMSTEP_DIR and the\n"
          "MEMSTEP_* settings above.\n";
 }
@@ -141,10 +154,27 @@ std::string RunUsage() {
 std::string ReportUsage() {
   return "usage: memstep report RUN_DIR|TRACE [options]\n"
          "\n"
-         "Reads every *.trace in RUN_DIR (or one TRACE file) and prints the report.\n"
+         "Reads every *.trace in RUN_DIR (or one TRACE file) and prints the report\n"
+         "(on stdout, or into FILE with -o).\n"
          "\n"
          "options:\n"
-         "  --format text|json   output format (default text; json schema memstep.report/2)\n"
+         "  --format FORMAT      output format (default text):\n"
+         "                         text      the report for people\n"
+         "                         json      everything, schema memstep.report/2\n"
+         "                         folded    folded stacks (flamegraph.pl, inferno, speedscope)\n"
+         "                         csv       the per-step table, one row per step per process\n"
+         "                         perfetto  Chrome trace-event JSON (ui.perfetto.dev):\n"
+         "                                   memory counters, step/stage slices, alerts,\n"
+         "                                   failed device allocations (OOMs)\n"
+         "                         pprof     gzipped profile.proto (pprof, speedscope)\n"
+         "  --view VIEW          folded only: which bytes (default live-end):\n"
+         "                         live-end     estimated live bytes at the end\n"
+         "                         peak         live at the peak\n"
+         "                         stage:NAME   live at stage NAME's largest peak\n"
+         "                         class:CLASS  live at the end, sites of one growth class\n"
+         "                                      (LEAK, BOUNDED_GROWTH, WARMUP_ONLY, NO_TREND,\n"
+         "                                      INSUFFICIENT)\n"
+         "  -o, --output FILE    write the report into FILE instead of stdout\n"
          "  --top N              call sites per table (default 10; json: all unless given)\n"
          "  --frames N           frames per stack (default 8; json: all unless given)\n"
          "  --no-symbolize       show module+offset instead of functions and lines\n"
