@@ -38,6 +38,8 @@ Contract:
     before each automatic step END; when NVTX marks the steps, at the end of
     each outermost optimizer step instead; when the program marks steps
     itself, by memstep.step()/step_end().
+  * PyTorch's OutOfMemoryError becomes a memory snapshot
+    (memstep/_torch_oom.py), installed at the end of install().
   * Behaviour is unchanged: wrapped functions return what the originals
     return and raise what they raise; hook failures are swallowed.
 """
@@ -49,6 +51,7 @@ import weakref
 
 import memstep as _ms
 from memstep import _torch_cuda
+from memstep import _torch_oom
 
 _get_ident = threading.get_ident
 
@@ -327,4 +330,8 @@ def install(torch):
 
     _ms._on_explicit = _on_explicit
     atexit.register(_at_exit)
+    try:
+        _torch_oom.install(torch, api)
+    except Exception:
+        pass
     return True

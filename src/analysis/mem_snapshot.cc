@@ -57,7 +57,7 @@ void AnalyzeMemSnapshots(const reader::Trace& t, size_t device_base, double inte
     s.device = e.device;
     s.requested = e.size;
     if (e.kind == format::kMemSnapDeviceOom) s.api = format::DeviceApiName(e.api);
-    if (e.new_len > 0) {
+    if (e.new_addr > 0 || e.new_len > 0) {  // free and/or total from the moment itself
       s.free_bytes = e.new_addr;
       s.total_bytes = e.new_len;
       s.free_source = "moment";

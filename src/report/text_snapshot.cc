@@ -59,9 +59,11 @@ std::string SnapshotHeadline(const MemorySnapshot& m) {
   std::string out = m.out_of_memory ? "out of memory" : "memory snapshot";
   absl::StrAppend(&out, " at step ", m.step, ", stage ", m.stage.empty() ? "-" : m.stage);
   if (m.out_of_memory) absl::StrAppend(&out, ", requested ", ExactBytes(m.requested));
-  if (m.total_bytes > 0) {
-    absl::StrAppend(&out, ", free ", HumanBytes(static_cast<double>(m.free_bytes)), " of ",
-                    HumanBytes(static_cast<double>(m.total_bytes)));
+  if (!m.free_source.empty()) {
+    absl::StrAppend(&out, ", free ", HumanBytes(static_cast<double>(m.free_bytes)));
+    if (m.total_bytes > 0) {
+      absl::StrAppend(&out, " of ", HumanBytes(static_cast<double>(m.total_bytes)));
+    }
     if (m.free_source == "step_end") absl::StrAppend(&out, " (at the last step end)");
   } else {
     absl::StrAppend(&out, ", free unknown");
