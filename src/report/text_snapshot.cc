@@ -41,15 +41,10 @@ void AppendSiteLines(const Report& r, const std::vector<PeakSite>& sites, const 
       absl::StrAppend(&out, "  stack ", p.stack_id, "\n");
       continue;
     }
-    absl::StrAppend(&out, "  site #", site->id, " ", SiteKindName(site->kind), "  ",
-                    site->frames.empty() ? std::string("<no stack>")
-                                         : absl::StrCat(site->frames[0].function,
-                                                        site->frames[0].file.empty() ? "" : "  ",
-                                                        site->frames[0].file,
-                                                        site->frames[0].line > 0
-                                                            ? absl::StrCat(":", site->frames[0].line)
-                                                            : ""),
-                    "\n");
+    absl::StrAppend(&out, "  site #", site->id, " ", SiteKindName(site->kind), "\n");
+    ReportOptions few = o;  // a few frames each: the full stacks are in the site tables
+    few.frames = o.frames > 0 && o.frames < 3 ? o.frames : 3;
+    AppendFrames(site->frames, few, out);
   }
 }
 
