@@ -289,7 +289,10 @@ void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t
   const bool sampled = DevSample(size, &interval);
   const uint32_t stack = sampled ? CaptureStack(t) : 0;  // before any lock
   DevBlock block{size, device, kind, 0, 0};
-  if (sampled) HuntBorn(size, interval, &block.hunt_est, &block.hunt_gen);
+  // The hunt's tally is of device-resident bytes: pinned host memory is not.
+  if (sampled && kind != fmt::kDevPinnedHost) {
+    HuntBorn(size, interval, &block.hunt_est, &block.hunt_gen);
+  }
   DevBlock old;
   PutResult put = g_ptrs.Put(addr, block, &old);
   if (put == PutResult::kRefused) TableFull();

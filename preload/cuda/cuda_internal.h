@@ -259,7 +259,8 @@ int DriverDevice();
 int RuntimeDevice(const Target& t);
 
 // A successful allocation (not VMM): counted, entered in the address table,
-// DEV_ALLOC with the caller's stack.
+// a DEV_ALLOC; the caller's stack only when the device sampler picks it
+// (cuda_account.cc "Sampling").
 void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t api, uint64_t aux);
 // A failed allocation call: DEV_FAIL with the requested size, error, stack;
 // out of memory (error 2 in both APIs) also writes a MEM_SNAPSHOT with the
