@@ -39,7 +39,7 @@ namespace fmt = ::memstep::format;
 
 namespace {
 
-std::atomic<int> g_snap_pending{0};    // set by the handler, taken by the writer
+std::atomic<int> g_snap_pending{0};  // set by the handler, taken by the writer
 std::atomic<bool> g_snap_installed{false};
 
 void OnSnapshotSignal(int) {
@@ -49,8 +49,8 @@ void OnSnapshotSignal(int) {
 
 }  // namespace
 
-void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t requested,
-                      uint64_t free, uint64_t total, uint8_t api, uint64_t error) {
+void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t requested, uint64_t free,
+                      uint64_t total, uint8_t api, uint64_t error) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
@@ -86,8 +86,9 @@ void InitSnapshotSignal() {
     ThreadState& t = t_state;
     GuardScope guard(t);
     EnsureThread(t);
-    EmitNoticeRecord(t, "the snapshot signal is already handled by the program: no snapshots on "
-                        "request (MEMSTEP_SNAPSHOT_SIGNAL picks another)");
+    EmitNoticeRecord(t,
+                     "the snapshot signal is already handled by the program: no snapshots on "
+                     "request (MEMSTEP_SNAPSHOT_SIGNAL picks another)");
     return;
   }
   struct sigaction sa;
@@ -126,6 +127,6 @@ MEMSTEP_EXPORT void memstep_snapshot(void) {
   int device = -1;
   uint64_t free = 0, total = 0;
   if (!memstep::preload::CudaMemInfo(t, &device, &free, &total)) device = -1;
-  memstep::preload::WriteMemSnapshot(t, memstep::format::kMemSnapRequest, device, 0, free, total,
-                                     0, 0);
+  memstep::preload::WriteMemSnapshot(t, memstep::format::kMemSnapRequest, device, 0, free, total, 0,
+                                     0);
 }

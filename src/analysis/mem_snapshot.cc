@@ -11,8 +11,9 @@ namespace memstep::analysis {
 namespace {
 
 void TopSites(std::vector<PeakSite>& v, size_t n) {
-  std::stable_sort(v.begin(), v.end(),
-                   [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+  std::stable_sort(v.begin(), v.end(), [](const PeakSite& a, const PeakSite& b) {
+    return a.live_bytes > b.live_bytes;
+  });
   if (v.size() > n) v.resize(n);
 }
 

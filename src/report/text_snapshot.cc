@@ -1,6 +1,7 @@
 // The text report's "Out of memory" section: one block per MEM_SNAPSHOT
 // (analysis::MemorySnapshot), first line
-//   out of memory at step 12, stage forward, requested 2.0 GiB, free 512 MiB of 80 GiB: top sites ...
+//   out of memory at step 12, stage forward, requested 2.0 GiB, free 512 MiB of 80 GiB: top sites
+//   ...
 // then the device sites and the host sites live at that moment, largest
 // first, each with its estimate, interval (sampled sites) and innermost frame.
 
@@ -74,8 +75,9 @@ void AppendMemorySnapshots(const Report& r, const ReportOptions& o, std::string&
     absl::StrAppend(&out, "    ", Seconds(m.time_s), "  cause ", m.cause);
     if (!m.api.empty()) absl::StrAppend(&out, " (", m.api, ")");
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", m.pid);
-    absl::StrAppend(&out, "\n    device ", m.device < 0 ? std::string("(all)") : absl::StrCat(m.device),
-                    ": ", ExactBytes(m.device_resident_bytes), " resident (exact)\n");
+    absl::StrAppend(&out, "\n    device ",
+                    m.device < 0 ? std::string("(all)") : absl::StrCat(m.device), ": ",
+                    ExactBytes(m.device_resident_bytes), " resident (exact)\n");
     AppendSiteLines(r, m.device_sites, o, out);
     absl::StrAppend(&out, "    host heap: ", HumanBytes(m.host_live_bytes), " live (estimated)\n");
     AppendSiteLines(r, m.host_sites, o, out);
