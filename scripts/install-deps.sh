@@ -3,7 +3,8 @@
 # (xz-utils: the MiniDebugInfo test of tests/symbolize compresses a
 # .gnu_debugdata section; python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
 # libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
-# the outside test suites of tests/suites/).
+# the outside test suites of tests/suites/; clang-14, libclang-rt-14-dev: the
+# libFuzzer targets scripts/fuzz.sh builds and runs).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
@@ -12,6 +13,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev
   libpython3.11-testsuite python3-numpy python3-pytest python3-hypothesis
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -201,6 +201,30 @@ RealFns g_real = {
 
 void ReadConfig();  // recorder.cc
 
+// The fast paths' rare tails (kept out of line so the fast paths need no
+// frame to survive a call).
+namespace {
+MEMSTEP_NOINLINE void* CountAllocGeneric(void* p) {
+  CountAlloc(t_state, g_real.malloc_usable_size(p));
+  return p;
+}
+MEMSTEP_NOINLINE void* FlushAfterAlloc(void* p) {
+  FlushCounters(&t_state);
+  return p;
+}
+MEMSTEP_NOINLINE void FreeGeneric(void* p) {
+  ThreadState& t = t_state;
+  size_t sz = g_real.malloc_usable_size(p);
+  if (MEMSTEP_UNLIKELY(sz >= g_hot.always_bytes) && !t.guard) return FreeBigSlow(p, sz);
+  CountFree(t, sz);
+  g_real.free(p);
+}
+MEMSTEP_NOINLINE void FlushBeforeFree(void* p) {
+  FlushCounters(&t_state);
+  g_real.free(p);
+}
+}  // namespace
+
 void ResolveReal() {
   if (g_resolved.load(std::memory_order_acquire) || t_resolving) return;
   SpinLockHolder lock(&g_resolve_lock);
@@ -269,7 +293,14 @@ MEMSTEP_ALWAYS_INLINE void* AllocFast(AllocFn fn, size_t size, size_t m, size_t 
   AllocReq r{fn, size, m, n, align, 0};
   void* p = RealAlloc(r);
   if (ret != nullptr) *ret = r.ret;
-  if (MEMSTEP_LIKELY(p != nullptr)) CountAlloc(t, RealUsable(p));
+  if (MEMSTEP_UNLIKELY(p == nullptr)) return p;
+  // Every call out of here is a tail call (the count's rare tails return p),
+  // so p stays in the return register and the frame holds one saved register.
+  if (MEMSTEP_UNLIKELY(!g_hot.glibc)) return CountAllocGeneric(p);
+  ThreadState& u = t_state;
+  u.alloc_bytes += GlibcUsableSize(p);
+  u.alloc_count += 1;
+  if (MEMSTEP_UNLIKELY(u.alloc_bytes >= kFlushBytes)) return FlushAfterAlloc(p);
   return p;
 }
 
@@ -287,13 +318,17 @@ MEMSTEP_EXPORT void* malloc(size_t n) noexcept { return AllocFast(kFnMalloc, n, 
 namespace memstep::preload {
 namespace {
 
+// No call but tail calls: no frame at all.
 MEMSTEP_ALWAYS_INLINE void FreeFast(void* p) {
   if (MEMSTEP_UNLIKELY(InRegion(p))) return FreeRegionSlow(p);
   if (p == nullptr) return;
+  if (MEMSTEP_UNLIKELY(!g_hot.glibc)) return FreeGeneric(p);
   ThreadState& t = t_state;
-  size_t sz = RealUsable(p);
+  size_t sz = GlibcUsableSize(p);
   if (MEMSTEP_UNLIKELY(sz >= g_hot.always_bytes) && !t.guard) return FreeBigSlow(p, sz);
-  CountFree(t, sz);
+  t.free_bytes += sz;
+  t.free_count += 1;
+  if (MEMSTEP_UNLIKELY(t.free_bytes >= kFlushBytes)) return FlushBeforeFree(p);
   g_real.free(p);
 }
 

@@ -70,7 +70,7 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
 void EmitFree(ThreadState& t, const void* p, uint64_t seq);
 
 // Python frames in stacks (pyframes.cc).
-void PyFramesPoll();     // writer thread: finds CPython 3.11 (once, again after dlopen)
+void PyFramesPoll();     // writer thread: finds CPython 3.10-3.13 (once, again after dlopen)
 void PyFramesRecheck();  // after a dlopen while Python was not found
 bool PyFramesActive();
 // native[0..n) innermost first -> out: native frames up to the interpreter

@@ -1,42 +1,58 @@
-// Python frames in sampled stacks (CPython 3.11).
+// Python frames in sampled stacks (CPython 3.10 to 3.13).
 //
 // A native stack of a Python program ends in the interpreter loop
 // (_PyEval_EvalFrameDefault, many times over), which tells the user nothing.
-// When the process runs CPython 3.11, the sampled stack is cut at the first
-// interpreter-loop frame and the calling thread's Python frames are put there
-// instead, innermost first: c10::alloc_cpu <- at::empty <- ... <-
+// When the process runs a supported CPython, the sampled stack is cut at the
+// first interpreter-loop frame and the calling thread's Python frames are put
+// there instead, innermost first: c10::alloc_cpu <- at::empty <- ... <-
 // linear.py:114 forward <- train.py:40 train_step <- train.py:80 <module>.
 //
 // How, without the GIL and without allocating:
+//  - the version is read once per process, at run time (Py_Version, or
+//    Py_GetVersion() on 3.10, which has no Py_Version), and picks the layout
+//    (pyframes_layout.h): 3.10, 3.11 and 3.12 from tables checked against
+//    each version's headers, 3.13 from the offsets the interpreter publishes
+//    in _PyRuntime.debug_offsets. PyCode_Type.tp_basicsize must then be the
+//    layout's. Anything else (3.9, 3.14, a free-threaded or debug build, a
+//    failed check) says so once (stderr and a NOTICE) and keeps native
+//    stacks;
 //  - the thread's PyThreadState comes from PyGILState_GetThisThreadState()
 //    (a thread-specific key: no lock, no allocation); a thread without one
 //    (a C++ worker) keeps its native stack;
-//  - frames are read from the thread's own frame chain (tstate->cframe->
-//    current_frame, then ->previous). Only the thread itself changes that
+//  - frames are read from the thread's own frame chain (3.10: tstate->frame,
+//    f_back; 3.11, 3.12: tstate->cframe->current_frame, previous; 3.13:
+//    tstate->current_frame, previous). Only the thread itself changes that
 //    chain, and it is inside malloc now, so the chain is consistent (a frame
-//    being pushed is linked only after its memory exists);
-//  - nothing is read once the interpreter is finalizing (_Py_IsFinalizing):
-//    daemon threads can outlive their freed thread states then;
-//  - the line comes from PyCode_Addr2Line (reads the line table only);
+//    being pushed is linked only after its fields are set);
+//  - nothing is read once the interpreter is finalizing (_Py_IsFinalizing,
+//    3.13: Py_IsFinalizing): daemon threads can outlive their freed thread
+//    states then;
+//  - a frame whose code slot is not a code object (3.13's C-stack entry
+//    frame holds None), a frame owned by the C stack (3.12, 3.13) and an
+//    incomplete frame (3.11+: set up, its first traceable instruction not yet
+//    reached) are skipped, as CPython's own traceback code does;
+//  - the line is decoded from the code object's line table in place
+//    (pylinetable.h, each version's format), at the instruction the frame is
+//    at (3.10: f_lasti; 3.11, 3.12: prev_instr; 3.13: instr_ptr);
 //  - names are read from compact unicode objects in place (ASCII data, or an
 //    already computed UTF-8 form), never converted; anything else is "?".
+//    3.10 has no co_qualname: its function is co_name.
 // Each (code object, line) becomes one STRING "qualname\0filename\0line",
 // cached, and a synthetic ip (format.h kPyFrameTag | string id) in the stack.
-//
-// The structure offsets are CPython 3.11's for x86-64;
-// tests/python/pyframes_layout_test.c checks them against the installed
-// headers. Any other Python version gets native stacks only (Py_Version is
-// checked before any structure is read).
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 
-#include "preload/python/pyframes_layout.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/python/pyframes_layout.h"
+#include "preload/python/pylinetable.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 
 namespace memstep::preload {
@@ -45,21 +61,27 @@ namespace fmt = ::memstep::format;
 
 namespace {
 
-using namespace py311;  // NOLINT: the layout constants
+using pylayout::kStateAsciiBit;
+using pylayout::MemstepPyLayout;
+using pylayout::kStateCompactBit;
 
 constexpr int kMaxPyFrames = 48;  // walked per sample
 constexpr uint32_t kNativeBeforePython = 40;  // native frames kept before Python ones
 
 using GetTstateFn = void* (*)();
-using Addr2LineFn = int (*)(void*, int);
 using IsFinalizingFn = int (*)();
+using GetVersionFn = const char* (*)();
 
-std::atomic<int> g_py_state{0};  // 0 unknown, 1 ready, 2 absent (recheck after dlopen)
+// 0 unknown, 1 ready, 2 absent (recheck after dlopen), 3 unsupported (said
+// once, never rechecked).
+std::atomic<int> g_py_state{0};
 std::atomic<bool> g_recheck{false};
+// Written by PyFramesPoll before g_py_state becomes 1 (release), read-only after.
 GetTstateFn g_get_tstate = nullptr;
 IsFinalizingFn g_is_finalizing = nullptr;
-Addr2LineFn g_addr2line = nullptr;
+const void* g_code_type = nullptr;       // &PyCode_Type
 uintptr_t g_eval_lo = 0, g_eval_hi = 0;  // _PyEval_EvalFrameDefault
+MemstepPyLayout g_layout;
 
 template <typename T>
 T Read(const void* base, size_t off) {
@@ -88,14 +110,15 @@ size_t AppendStr(const void* obj, char* out, size_t cap) {
   const char* data = nullptr;
   int64_t len = 0;
   if (obj != nullptr) {
-    const uint32_t state = Read<uint32_t>(obj, kAsciiState);
+    const MemstepPyLayout& l = g_layout;
+    const uint32_t state = Read<uint32_t>(obj, l.str_state);
     const bool compact = (state >> kStateCompactBit) & 1, ascii = (state >> kStateAsciiBit) & 1;
     if (compact && ascii) {
-      data = static_cast<const char*>(obj) + kAsciiSize;
-      len = Read<int64_t>(obj, kAsciiLength);
+      data = static_cast<const char*>(obj) + l.str_ascii_data;
+      len = Read<int64_t>(obj, l.str_length);
     } else if (compact) {
-      data = Read<const char*>(obj, kCompactUtf8);
-      len = Read<int64_t>(obj, kCompactUtf8Length);
+      data = Read<const char*>(obj, l.str_utf8);
+      len = Read<int64_t>(obj, l.str_utf8_length);
     }
   }
   if (data == nullptr || len < 0) data = "?", len = 1;
@@ -106,9 +129,9 @@ size_t AppendStr(const void* obj, char* out, size_t cap) {
 
 uint32_t FrameString(void* code, int line) {
   char buf[512];
-  size_t n = AppendStr(Read<void*>(code, kCodeQualname), buf, 200);
+  size_t n = AppendStr(Read<void*>(code, g_layout.code_name), buf, 200);
   buf[n++] = '\0';
-  n += AppendStr(Read<void*>(code, kCodeFilename), buf + n, 280);
+  n += AppendStr(Read<void*>(code, g_layout.code_filename), buf + n, 280);
   buf[n++] = '\0';
   char digits[16];
   int k = 0;
@@ -145,42 +168,192 @@ uint32_t FrameId(void* code, int line) {
 
 bool InEval(uint64_t ip) { return ip - g_eval_lo < g_eval_hi - g_eval_lo; }
 
+// The line of `code` at byte offset `offset` of its instructions, from its
+// line table read in place (-1: none).
+int CodeLine(const void* code, int64_t offset) {
+  const MemstepPyLayout& l = g_layout;
+  const void* table = Read<const void*>(code, l.code_linetable);
+  if (table == nullptr) return -1;
+  const int64_t len = Read<int64_t>(table, l.bytes_size);
+  if (len < 0 || len > (int64_t{1} << 30)) return -1;
+  const auto* bytes = static_cast<const uint8_t*>(table) + l.bytes_data;
+  const int first = Read<int32_t>(code, l.code_firstlineno);
+  return l.lines == pylayout::kLines310
+             ? pyline::Line310(bytes, static_cast<size_t>(len), first, offset)
+             : pyline::Line311(bytes, static_cast<size_t>(len), first, offset);
+}
+
+void* CurrentFrame(void* tstate) {
+  const MemstepPyLayout& l = g_layout;
+  if (l.chain != pylayout::kChainCframe) return Read<void*>(tstate, l.tstate_frame);
+  void* cframe = Read<void*>(tstate, l.tstate_frame);
+  return cframe != nullptr ? Read<void*>(cframe, l.cframe_current) : nullptr;
+}
+
+// Whether frame `frame` (code object `code`) is shown, and at which byte
+// offset of the code it is.
+bool FrameOffset(const void* frame, const void* code, int64_t* offset) {
+  const MemstepPyLayout& l = g_layout;
+  if (code == nullptr || Read<const void*>(code, l.ob_type) != g_code_type) return false;
+  if (l.chain == pylayout::kChainFrameObject) {
+    const int32_t lasti = Read<int32_t>(frame, l.frame_instr);  // -1 before the first
+    *offset = lasti < 0 ? -1 : int64_t{lasti} * 2;
+    return true;
+  }
+  const uint32_t owner = static_cast<uint8_t>(Read<char>(frame, l.frame_owner));
+  if (l.owned_by_cstack != 0 && owner == l.owned_by_cstack) return false;
+  const char* instr = Read<const char*>(frame, l.frame_instr);
+  const char* first = static_cast<const char*>(code) + l.code_adaptive;
+  if (owner != l.owned_by_generator && l.code_firsttraceable != 0 &&
+      instr < first + 2 * int64_t{Read<int32_t>(code, l.code_firsttraceable)}) {
+    return false;  // incomplete: no line yet
+  }
+  *offset = instr - first;
+  return true;
+}
+
+// Says once, on stderr and in the trace, why Python frames are not read.
+void Unsupported(const char* why) {
+  g_py_state.store(3, std::memory_order_release);
+  char line[320];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s != '\0' && n + 2 < sizeof(line)) line[n++] = *s++;
+  };
+  put("Python frames not read: ");
+  put(why);
+  put("; sampled stacks keep their native frames (CPython 3.10 to 3.13 are supported)");
+  line[n] = '\0';
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  if (!g_config.quiet) {
+    (void)!write(2, "memstep: ", 9);
+    (void)!write(2, line, n);
+    (void)!write(2, "\n", 1);
+  }
+  if (Recording()) {
+    EnsureThread(t);
+    EmitNoticeRecord(t, line);
+  }
+}
+
+// "3.10.13 (main, ...)" -> 0x030A0000; 0 when not a version.
+uint32_t ParseVersion(const char* s) {
+  uint32_t major = 0, minor = 0;
+  int i = 0;
+  if (s[i] < '0' || s[i] > '9') return 0;
+  while (s[i] >= '0' && s[i] <= '9') major = major * 10 + static_cast<uint32_t>(s[i++] - '0');
+  if (s[i++] != '.' || s[i] < '0' || s[i] > '9') return 0;
+  while (s[i] >= '0' && s[i] <= '9') minor = minor * 10 + static_cast<uint32_t>(s[i++] - '0');
+  return major > 255 || minor > 255 ? 0 : (major << 24) | (minor << 16);
+}
+
+// Picks the layout of CPython `version` (major.minor): nullptr, or why not.
+const char* PickLayout(uint32_t version, MemstepPyLayout* out) {
+  static char why[96];
+  switch (version) {
+    case pylayout::kLayout310.version:
+      *out = pylayout::kLayout310;
+      return nullptr;
+    case pylayout::kLayout311.version:
+      *out = pylayout::kLayout311;
+      return nullptr;
+    case pylayout::kLayout312.version:
+      *out = pylayout::kLayout312;
+      return nullptr;
+    case pylayout::kLayout313.version: {
+      const auto* runtime = static_cast<const uint8_t*>(OwnDlsym(RTLD_DEFAULT, "_PyRuntime"));
+      if (runtime == nullptr) return "CPython 3.13 without a _PyRuntime symbol";
+      const char* bad = pylayout::Layout313FromDebugOffsets(runtime, pylayout::kDbgSize313, out);
+      if (bad == nullptr) return nullptr;
+      size_t n = 0;
+      for (const char* p = "CPython 3.13: "; *p != '\0';) why[n++] = *p++;
+      for (const char* p = bad; *p != '\0' && n + 1 < sizeof(why);) why[n++] = *p++;
+      why[n] = '\0';
+      return why;
+    }
+    default: {
+      size_t n = 0;
+      for (const char* p = "CPython "; *p != '\0';) why[n++] = *p++;
+      const uint32_t parts[2] = {version >> 24, (version >> 16) & 0xFF};
+      for (int k = 0; k < 2; ++k) {
+        if (k == 1) why[n++] = '.';
+        char d[4];
+        int m = 0;
+        uint32_t v = parts[k];
+        do {
+          d[m++] = static_cast<char>('0' + v % 10);
+          v /= 10;
+        } while (v != 0);
+        while (m > 0) why[n++] = d[--m];
+      }
+      for (const char* p = " is not supported"; *p != '\0';) why[n++] = *p++;
+      why[n] = '\0';
+      return why;
+    }
+  }
+}
+
 }  // namespace
 
-// Writer thread (never on an allocation path): finds CPython 3.11 in the
-// process, once, and again after each dlopen while absent.
+// Writer thread (never on an allocation path), and once at start: finds
+// CPython in the process, once, and again after each dlopen while absent.
 void PyFramesPoll() {
   int st = g_py_state.load(std::memory_order_acquire);
-  if (st == 1 || (st == 2 && !g_recheck.exchange(false, std::memory_order_relaxed))) return;
-  const char* off = getenv("MEMSTEP_PYTHON_FRAMES");
-  if (off != nullptr && off[0] == '0') {
-    g_py_state.store(2, std::memory_order_release);
+  if (st == 1 || st == 3 || (st == 2 && !g_recheck.exchange(false, std::memory_order_relaxed))) {
     return;
   }
-  const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
-  void* get = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-  void* a2l = dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-  void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-  void* fin = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+  const char* off = getenv("MEMSTEP_PYTHON_FRAMES");
+  if (off != nullptr && off[0] == '0') {
+    g_py_state.store(3, std::memory_order_release);
+    return;
+  }
+  const auto* py_version = static_cast<const unsigned long*>(OwnDlsym(RTLD_DEFAULT, "Py_Version"));
+  auto get_version = reinterpret_cast<GetVersionFn>(OwnDlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  if (py_version == nullptr && get_version == nullptr) {
+    g_py_state.store(2, std::memory_order_release);  // not (yet) a Python process
+    return;
+  }
+  // Py_Version exists from 3.11 on; 3.10 says its version in Py_GetVersion().
+  const uint32_t version = py_version != nullptr
+                               ? static_cast<uint32_t>(*py_version & 0xFFFF0000)
+                               : ParseVersion(get_version());
+  void* get = OwnDlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+  void* eval = OwnDlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  void* fin = OwnDlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+  if (fin == nullptr) fin = OwnDlsym(RTLD_DEFAULT, "Py_IsFinalizing");  // 3.13
+  const void* code_type = OwnDlsym(RTLD_DEFAULT, "PyCode_Type");
   Dl_info info;
   void* sym_ptr = nullptr;
-  if (version == nullptr || (*version & 0xFFFF0000) != kPy311 || get == nullptr ||
-      a2l == nullptr || eval == nullptr || fin == nullptr ||
+  if (get == nullptr || eval == nullptr || fin == nullptr || code_type == nullptr ||
       dladdr1(eval, &info, &sym_ptr, RTLD_DL_SYMENT) == 0 || sym_ptr == nullptr ||
       static_cast<const ElfW(Sym)*>(sym_ptr)->st_size == 0) {
-    g_py_state.store(2, std::memory_order_release);
+    Unsupported("this Python lacks a symbol memstep needs (PyGILState_GetThisThreadState, "
+                "_PyEval_EvalFrameDefault with its size, _Py_IsFinalizing, PyCode_Type)");
+    return;
+  }
+  MemstepPyLayout layout;
+  if (const char* why = PickLayout(version, &layout); why != nullptr) {
+    Unsupported(why);
+    return;
+  }
+  // The code object layout is the expected one (a debug build's is not).
+  if (Read<int64_t>(code_type, layout.type_basicsize) != int64_t{layout.code_basicsize}) {
+    Unsupported("its code objects are not laid out as memstep expects (a debug build?)");
     return;
   }
   if (g_cache == nullptr) {
     g_cache = static_cast<CacheSlot*>(RawMmap(sizeof(CacheSlot) * kCacheSize));
     if (g_cache == nullptr) {
-      g_py_state.store(2, std::memory_order_release);
+      Unsupported("no memory for the frame cache");
       return;
     }
   }
+  g_layout = layout;
   g_get_tstate = reinterpret_cast<GetTstateFn>(get);
-  g_addr2line = reinterpret_cast<Addr2LineFn>(a2l);
   g_is_finalizing = reinterpret_cast<IsFinalizingFn>(fin);
+  g_code_type = code_type;
   g_eval_lo = reinterpret_cast<uintptr_t>(eval);
   g_eval_hi = g_eval_lo + static_cast<const ElfW(Sym)*>(sym_ptr)->st_size;
   g_py_state.store(1, std::memory_order_release);
@@ -202,11 +375,7 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
   // During finalization other threads' states are freed while those threads
   // may still run (daemon threads): no Python frames from then on.
   void* tstate = cut < n && g_is_finalizing() == 0 ? g_get_tstate() : nullptr;
-  void* frame = nullptr;
-  if (tstate != nullptr) {
-    void* cframe = Read<void*>(tstate, kTstateCframe);
-    if (cframe != nullptr) frame = Read<void*>(cframe, kCframeCurrentFrame);
-  }
+  void* frame = tstate != nullptr ? CurrentFrame(tstate) : nullptr;
   if (frame == nullptr) {  // no Python on this thread: the native stack as it is
     uint32_t m = n < cap ? n : cap;
     memcpy(out, native, m * sizeof(uint64_t));
@@ -216,20 +385,12 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
   const uint32_t keep = cut < kNativeBeforePython ? cut : kNativeBeforePython;
   for (; m < keep && m < cap; ++m) out[m] = native[m];
   for (int depth = 0; frame != nullptr && depth < kMaxPyFrames && m < cap; ++depth) {
-    void* code = Read<void*>(frame, kFrameCode);
-    const char* prev_instr = Read<const char*>(frame, kFramePrevInstr);
-    const char* first = static_cast<const char*>(code) + kCodeAdaptive;
-    // An incomplete frame (being set up) has no line yet: skipped, as
-    // CPython's own traceback code does.
-    const bool incomplete =
-        code == nullptr ||
-        (static_cast<size_t>(Read<char>(frame, kFrameOwner)) != kOwnedByGenerator &&
-         prev_instr < first + 2 * static_cast<int64_t>(Read<int32_t>(code, kCodeFirstTraceable)));
-    if (!incomplete) {
-      const int line = g_addr2line(code, static_cast<int>(prev_instr - first));
-      out[m++] = fmt::kPyFrameTag | FrameId(code, line);
+    void* code = Read<void*>(frame, g_layout.frame_code);
+    int64_t offset;
+    if (FrameOffset(frame, code, &offset)) {
+      out[m++] = fmt::kPyFrameTag | FrameId(code, CodeLine(code, offset));
     }
-    frame = Read<void*>(frame, kFramePrevious);
+    frame = Read<void*>(frame, g_layout.frame_previous);
   }
   return m;
 }

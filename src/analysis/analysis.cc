@@ -42,7 +42,7 @@ namespace memstep::analysis {
 namespace {
 
 // Effect-size bounds of the exact process series: the call-site bounds / this.
-constexpr double kExactSeriesBoundDivisor = 16;
+constexpr double kExactSeriesBoundDivisor = 32;
 
 
 using reader::Event;
@@ -659,7 +659,14 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     in.end_var_by_cohort = i < cohort_var.size() ? cohort_var[i] : std::vector<double>(rows, 0.0);
     in.interval_by_row = a.key.kind == HeapReplay::Kind::kHost ? interval_by_row
                                                                 : std::vector<double>(rows, 0.0);
-    const double top = in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end());
+    // The largest the site's long-lived bytes got, or what its cohorts kept
+    // per step over the steps after warm-up when that is more (a leak sampled
+    // densely for a few steps by a hunt, sparsely after it).
+    const double top = std::max(
+        in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end()),
+        rows > ps.warmup_steps + 1
+            ? KeptRate(in, ps.warmup_steps, rows - 1) * static_cast<double>(rows - ps.warmup_steps)
+            : 0.0);
     if (top < site_options.min_window_growth && rows >= ps.warmup_steps + site_options.min_window) {
       s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
       s.growth.warmup = ps.warmup_steps;

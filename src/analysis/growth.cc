@@ -48,20 +48,35 @@ struct CohortRate {
 CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
   CohortRate r;
   if (b <= a) return r;
-  double bytes = 0, var = 0, t_sum = 0;
+  // Each cohort's kept bytes K_i is an unbiased estimate of the per-step rate
+  // with variance about rate x T_i (T_i: the sampling interval of its step).
+  // When T changed inside the window (progressive warm-up, a leak hunt that
+  // sampled a few steps densely and then decayed), the inverse-variance mean
+  // sum(K_i / T_i) / sum(1 / T_i) is still unbiased and rests on the densely
+  // sampled cohorts instead of averaging them with nearly empty ones; with one
+  // T throughout it is the plain mean.
+  double wsum = 0, wbytes = 0, wvar = 0;
   for (size_t i = a; i < b && i < in.end_bytes_by_cohort.size(); ++i) {
-    bytes += in.end_bytes_by_cohort[i];
+    const double k = in.end_bytes_by_cohort[i];
+    double v = 0;
     if (!in.end_var_by_cohort.empty()) {
-      var += in.end_var_by_cohort[i];
+      v = in.end_var_by_cohort[i];
     } else if (i < in.end_samples_by_cohort.size() && in.end_samples_by_cohort[i] > 0) {
-      var += in.end_bytes_by_cohort[i] * in.end_bytes_by_cohort[i] / in.end_samples_by_cohort[i];
+      v = k * k / in.end_samples_by_cohort[i];
     }
-    if (i < in.interval_by_row.size()) t_sum += in.interval_by_row[i];
+    const double t = i < in.interval_by_row.size() ? std::max(in.interval_by_row[i], 1.0) : 1.0;
+    const double w = 1 / t;
+    wsum += w;
+    wbytes += w * k;
+    wvar += w * w * v;
   }
+  if (wsum <= 0) return r;
   const double n = static_cast<double>(b - a);
-  const double t_mean = t_sum / n;
-  r.rate = bytes / n;
-  const HtInterval ci = HtSumInterval(bytes, var, t_mean);
+  r.rate = wbytes / wsum;
+  // As n cohorts of the harmonic mean interval: the same score interval as a
+  // sum of n kept amounts (HtSumInterval), scaled back to one step.
+  const double var_sum = wvar / (wsum * wsum) * n * n;
+  const HtInterval ci = HtSumInterval(r.rate * n, var_sum, n / wsum);
   r.low = ci.low / n;
   r.high = ci.high / n;
   r.half_width = r.high - r.rate;
@@ -69,6 +84,10 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
 }
 
 }  // namespace
+
+double KeptRate(const GrowthInput& in, size_t from, size_t to) {
+  return RateOfCohorts(in, from, to).rate;
+}
 
 HtInterval HtSumInterval(double estimate, double var, double interval) {
   const double z2 = kZ95 * kZ95;
@@ -115,8 +134,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   g.p_value = t.p_increasing;
   g.z = t.z;
   g.slope = t.slope;
-  g.slope_low = t.slope_low;
-  g.slope_high = t.slope_high;
+  g.slope_low = t.ci_low;
+  g.slope_high = t.ci_high;
   TrendResult h1 = TrendTest(Slice(y, ws, ws + half));
   TrendResult h2 = TrendTest(Slice(y, ws + half, n));
   g.slope_first_half = h1.slope;
@@ -190,8 +209,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
       // half's rate, the one that goes on.
       g.cls = GrowthClass::kLeak;
       g.slope = h2.slope;
-      g.slope_low = h2.slope_low;
-      g.slope_high = h2.slope_high;
+      g.slope_low = h2.ci_low;
+      g.slope_high = h2.ci_high;
       g.reason = absl::StrFormat(
           "p = %.2g, slowed from %s/step but still growing %s/step over the last %d steps",
           h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);

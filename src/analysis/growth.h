@@ -101,6 +101,11 @@ struct GrowthInput {
   std::vector<double> interval_by_row;
 };
 
+// The per-step rate of what the cohorts of rows [from, to) kept to the end,
+// unbiased (inverse-variance mean over the cohorts; docs/analysis.md).
+double KeptRate(const GrowthInput& in, size_t from, size_t to);
+
+
 struct Growth {
   GrowthClass cls = GrowthClass::kInsufficient;
   size_t warmup = 0;          // W: rows before the analysis

@@ -99,7 +99,7 @@ TrendResult TrendTest(const std::vector<double>& x) {
   const size_t n = x.size();
   r.n = n;
   if (n < 3) {
-    r.slope = r.slope_low = r.slope_high = TheilSenSlope(x);
+    r.slope = r.slope_low = r.slope_high = r.ci_low = r.ci_high = TheilSenSlope(x);
     return r;
   }
   std::vector<double> slopes;
@@ -136,6 +136,7 @@ TrendResult TrendTest(const std::vector<double>& x) {
   // steps), and an AR(1) series with phi = 0.3 then had its 95 % slope
   // interval cover the truth in ~90 % of runs (docs/analysis.md "Intervals").
   double ci_sum = 0;
+  double r1 = 0;
   bool positive_run = true;
   if (denom > 0) {
     const double bound = kZ975 / std::sqrt(nd);
@@ -143,6 +144,7 @@ TrendResult TrendTest(const std::vector<double>& x) {
       double num = 0;
       for (size_t i = 0; i + k < n; ++i) num += (ranks[i] - mean) * (ranks[i + k] - mean);
       const double rk = num / denom;
+      if (k == 1) r1 = rk;
       const double nk = static_cast<double>(n - k);
       positive_run = positive_run && rk > 0;
       if (positive_run) ci_sum += nk * (nk - 1) * (nk - 2) * rk;
@@ -152,23 +154,51 @@ TrendResult TrendTest(const std::vector<double>& x) {
   }
   r.hamed_rao = std::max(1.0, 1 + 2 * sum / (nd * (nd - 1) * (nd - 2)));
   r.var_s = var * r.hamed_rao;
-  const double ci_factor =
-      std::max(r.hamed_rao, 1 + 2 * ci_sum / (nd * (nd - 1) * (nd - 2)));
+  // A slowly mixing series has a long tail of small positive lags that the
+  // empirical sum truncates early; an AR(1) fitted to the lag-1 rank
+  // autocorrelation (bias-corrected: E[r1] ~ phi - (1 + 4 phi) / n) carries
+  // that tail, phi^k, to every lag. The interval takes the larger factor.
+  double ar_sum = 0;
+  const double phi = std::min(0.95, std::max(0.0, (r1 * nd + 1) / (nd - 4)));
+  double pk = 1;
+  for (size_t k = 1; k + 2 < n && phi > 0; ++k) {
+    pk *= phi;
+    if (pk < 1e-9) break;
+    const double nk = static_cast<double>(n - k);
+    ar_sum += nk * (nk - 1) * (nk - 2) * pk;
+  }
+  const double ci_factor = std::max(r.hamed_rao, 1 + 2 * ci_sum / (nd * (nd - 1) * (nd - 2)));
+  const double report_factor =
+      std::max(ci_factor, 1 + 2 * ar_sum / (nd * (nd - 1) * (nd - 2)));
   if (r.var_s > 0) {
     r.z = s > 0 ? (s - 1) / std::sqrt(r.var_s) : s < 0 ? (s + 1) / std::sqrt(r.var_s) : 0;
   }
   r.p_increasing = NormalUpperTail(r.z);
 
   // Gilbert's interval from the (corrected) variance of S.
-  const double c = kZ975 * std::sqrt(var * ci_factor);
   const double md = static_cast<double>(m);
   auto at_rank = [&](double rank) {  // 1-based, rounded and clamped
     double k = std::round(rank);
     k = std::min(std::max(k, 1.0), md);
     return slopes[static_cast<size_t>(k) - 1];
   };
+  const double c = kZ975 * std::sqrt(var * ci_factor);
   r.slope_low = at_rank((md - c) / 2);
   r.slope_high = at_rank((md + c) / 2 + 1);
+  // The reported interval. Where autocorrelation inflates the variance, the
+  // inflation is itself estimated from few effectively independent points
+  // (n / factor): Student's t quantile with n / factor - 2 degrees of freedom
+  // (Cornish-Fisher expansion) instead of the normal one. Independent
+  // residuals (factor 1) keep the normal quantile: Var(S) is then known.
+  double q = kZ975;
+  if (report_factor > 1) {
+    const double dof = std::max(2.0, nd / report_factor - 2);
+    const double z3 = kZ975 * kZ975 * kZ975, z5 = z3 * kZ975 * kZ975;
+    q = kZ975 + (z3 + kZ975) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * kZ975) / (96 * dof * dof);
+  }
+  const double cr = q * std::sqrt(var * report_factor);
+  r.ci_low = std::min(r.slope_low, at_rank((md - cr) / 2));
+  r.ci_high = std::max(r.slope_high, at_rank((md + cr) / 2 + 1));
   return r;
 }
 

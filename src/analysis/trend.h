@@ -42,8 +42,17 @@ struct TrendResult {
   double z = 0;
   double p_increasing = 1;  // one-sided p-value of "no trend" against "increasing"
   double slope = 0;         // Theil-Sen, units of x per index
-  double slope_low = 0;     // 95 % confidence interval of the slope
+  // 95 % confidence interval of the slope with the variance corrected over
+  // the initial run of positive rank autocorrelations: what the growth
+  // classification's persistence test compares (its behaviour is tuned on it).
+  double slope_low = 0;
   double slope_high = 0;
+  // The interval reported to the user: also carries an AR(1) tail fitted to
+  // the lag-1 rank autocorrelation, with Student's t quantile for the few
+  // effectively independent points of a slowly mixing series (equal to the
+  // one above for independent residuals; docs/analysis.md "Intervals").
+  double ci_low = 0;
+  double ci_high = 0;
 };
 
 // Mann-Kendall with the Hamed-Rao variance correction, and Theil-Sen slope.

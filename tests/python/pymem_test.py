@@ -1,5 +1,8 @@
 """Python's own allocator (preload/python/pymem.cc) under `memstep run`.
 
+CTest runs it with Debian's python3 (3.11); tests/python/cpython_versions.sh
+runs its exact-heap and state tests with CPython 3.10 to 3.13.
+
 A pure-Python loop keeps 300 small objects per step (100 dicts, 100 lists,
 100 short strings: every block <= 512 B, served by pymalloc) for 60 steps,
 marked with memstep.step(). The truth, per step, comes from tracemalloc in a
@@ -32,7 +35,7 @@ Checked:
   * blocks moving between pymalloc and malloc, zero-size and calloc requests
     keep the exact heap flat; a fork child's exact heap grows by the truth
     while it frees 3000 of the parent's objects;
-  * memstep_pymem_state: hooked, pool size 16 KiB (Debian's 3.11), and a C
+  * memstep_pymem_state: hooked, pool size 16 KiB (3.10 to 3.13), and a C
     program (not Python) calling memstep_pymem_install gets 0, no output.
 """
 
@@ -101,7 +104,7 @@ def slope_of(values, first=5):
 class PymemTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        assert sys.version_info[:2] == (3, 11), "these tests run with Debian 12's CPython 3.11"
+        assert (3, 10) <= sys.version_info[:2] <= (3, 13), "pymalloc is checked on CPython 3.10-3.13"
         cls.tmp = __import__("tempfile").TemporaryDirectory(prefix="memstep-pymem-")
         cls.script = os.path.join(cls.tmp.name, "keep_objects.py")
         with open(cls.script, "w") as f:

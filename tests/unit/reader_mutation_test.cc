@@ -1,4 +1,4 @@
-// Runs the fuzz entry point (src/reader/reader_fuzz.cc) over a few thousand
+// Runs the fuzz entry point (tests/fuzz/reader_fuzz.cc) over a few thousand
 // deterministic mutations of valid traces, so that every test run exercises
 // what the libFuzzer target does. Half of the mutations re-seal the chunk
 // CRCs, so that the record decoder (not only the CRC check) sees garbage.

@@ -1,6 +1,8 @@
-// libFuzzer entry point for the trace reader. Build with clang and
-// -DMEMSTEP_FUZZ=ON; tests/unit/reader_mutation_test.cc runs the same entry
-// point over deterministic mutations so every CI run exercises it.
+// libFuzzer entry point for the trace reader. Built with clang by
+// scripts/fuzz.sh (-DMEMSTEP_FUZZ=ON), which runs it in CI over a seed corpus
+// of real traces; tests/unit/reader_mutation_test.cc runs the same entry point
+// over deterministic mutations, and tests/fuzz/fuzz_regress_test.cc over
+// tests/fuzz/regress/reader/, with GCC in every CI run.
 #include <cstddef>
 #include <cstdint>
 
