@@ -7,10 +7,11 @@ Contract:
     (memstep_out_of_memory, an older library) nothing is installed.
   * Where torch offers it (torch._C._cuda_attach_out_of_memory_observer,
     PyTorch 2.0 and later), an observer is attached: the caching allocator
-    calls it with (device, requested bytes, bytes allocated on the device,
-    bytes free on the device) when it is about to raise OutOfMemoryError,
-    whether or not the program catches the error. Each call becomes one
-    memstep_out_of_memory(device, requested, free, 0) (total unknown).
+    calls it with (device, requested bytes, the device's total memory (or the
+    limit set by torch.cuda.set_per_process_memory_fraction), bytes free on
+    the device) when it is about to raise OutOfMemoryError, whether or not
+    the program catches the error. Each call becomes one
+    memstep_out_of_memory(device, requested, free, total).
     Attaching it never initialises CUDA.
   * Otherwise (older torch, or the observer cannot be attached), sys.excepthook
     is wrapped: an OutOfMemoryError (torch.cuda.OutOfMemoryError, or any
@@ -26,9 +27,9 @@ import sys
 _installed = False
 
 
-def _snapshot(api, device, requested, free):
+def _snapshot(api, device, requested, free, total):
     try:
-        api.out_of_memory(int(device), int(requested), int(free), 0)
+        api.out_of_memory(int(device), int(requested), int(free), int(total))
     except Exception:
         pass
 
@@ -51,8 +52,8 @@ def install(torch, api):
     _installed = True
     attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
     if attach is not None:
-        def observer(device, alloc, device_allocated, device_free):
-            _snapshot(api, device, alloc, device_free)
+        def observer(device, alloc, device_total, device_free):
+            _snapshot(api, device, alloc, device_free, device_total)
 
         try:
             attach(observer)
@@ -64,7 +65,7 @@ def install(torch, api):
     def excepthook(exc_type, exc, tb):
         try:
             if _is_oom(exc_type, torch):
-                _snapshot(api, -1, 0, 0)
+                _snapshot(api, -1, 0, 0, 0)
         except Exception:
             pass
         original(exc_type, exc, tb)

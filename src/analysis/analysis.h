@@ -241,7 +241,7 @@ struct MemorySnapshot {
   uint64_t requested = 0;       // bytes asked for (0: a request)
   std::string api;              // device_oom: the failing call
   // The device's free and total memory: from the driver at that moment
-  // ("moment"; the Python helper gives free only: total 0), else from the
+  // ("moment"; total 0 when the caller did not know it), else from the
   // last step end's DEV_INFO before it ("step_end"), else unknown ("", 0).
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;

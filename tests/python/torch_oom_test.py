@@ -3,7 +3,7 @@
 A real CUDA out-of-memory error cannot be produced here (no GPU; Debian's
 torch has no CUDA), so FakeTorchOomTest hands _torch_oom.install a stand-in
 `torch` and plays the caching allocator's part: it calls the attached
-observer as torch._C would (device, requested, allocated, free), or lets an
+observer as torch._C would (device, requested, total, free), or lets an
 OutOfMemoryError end the program (the excepthook path, older torch). The
 programs run under libmemstep.so; `memstep report --format json` must show
 the snapshot. RealTorchTest checks that the hooks install one of the two
@@ -41,7 +41,7 @@ FAKE = textwrap.dedent("""
         print("mode", mode, flush=True)
         if mode == "observer":
             # What the caching allocator does before it raises.
-            observers[0](1, 3 * %(gib)d, 70 * %(gib)d, 256 * %(mib)d)
+            observers[0](1, 3 * %(gib)d, 80 * %(gib)d, 256 * %(mib)d)  # total, free
         raise OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
 """)
 
@@ -63,10 +63,11 @@ class FakeTorchOomTest(unittest.TestCase):
         s = snaps[0]
         self.assertEqual(s["cause"], "torch_oom")
         self.assertTrue(s["out_of_memory"])
-        self.assertEqual((s["device"], s["requested_bytes"], s["free_bytes"]),
-                         (1, 3 * GiB, 256 * MiB))
+        self.assertEqual((s["device"], s["requested_bytes"], s["free_bytes"], s["total_bytes"]),
+                         (1, 3 * GiB, 256 * MiB, 80 * GiB))
         self.assertEqual((s["step"], s["stage"]), (0, "forward"))
-        self.assertIn("out of memory at step 0, stage forward, requested 3.00 GiB", s["summary"])
+        self.assertIn("out of memory at step 0, stage forward, requested 3.00 GiB "
+                      "(3,221,225,472 bytes), free 256 MiB of 80.0 GiB", s["summary"])
 
     def test_excepthook(self):
         snaps = self.run_fake(observer=False)
