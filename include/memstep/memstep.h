@@ -71,6 +71,16 @@ MEMSTEP_API_ATTR void memstep_boost(uint32_t steps);
 /* 1 once an NVTX range matching the step pattern marked a step, else 0 (the
  * Python hooks then leave step marking to NVTX). */
 MEMSTEP_API_ATTR int memstep_nvtx_steps_seen(void);
+/* Memory snapshots (a MEM_SNAPSHOT record; `memstep report` shows what was
+ * live by site at that moment, host and device). memstep_out_of_memory: the
+ * program (or a framework: the Python helper for PyTorch's OutOfMemoryError)
+ * caught an out-of-memory error on `device` (-1 unknown) asking for
+ * `requested` bytes, with `free_bytes`/`total_bytes` of the device free and
+ * in total (0: unknown). memstep_snapshot: a snapshot on request (the same as
+ * the snapshot signal, MEMSTEP_SNAPSHOT_SIGNAL). */
+MEMSTEP_API_ATTR void memstep_out_of_memory(int32_t device, uint64_t requested,
+                                            uint64_t free_bytes, uint64_t total_bytes);
+MEMSTEP_API_ATTR void memstep_snapshot(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

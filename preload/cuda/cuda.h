@@ -28,6 +28,33 @@ void CudaStepEnd(ThreadState& t, uint64_t step);
 // logical) between the previous two CudaStepEnd calls; 0 if none was seen.
 uint64_t CudaLastStepPeak();
 
+// ---- device sampling (cuda_account.cc; docs/gpu.md "Sampling") ----
+// Default mean sampling interval of device allocations (MEMSTEP_DEVICE_SAMPLE_
+// INTERVAL): 8 MiB. docs/gpu.md justifies it.
+inline constexpr uint64_t kDefaultDeviceInterval = uint64_t{8} << 20;
+// Every device allocation is counted exactly and written as a DEV_ALLOC;
+// only sampled ones (a per-thread Poisson byte countdown with mean T) carry
+// a stack. T is set at step ends by progressive.cc; <= 1: every allocation.
+void CudaSetSampleInterval(uint64_t interval);
+uint64_t CudaSampleInterval();
+// Exact device-resident bytes now, summed over devices, and resident bytes
+// allocated since the start (what the progressive schedule and the device
+// leak hunt read at step ends).
+uint64_t CudaResidentBytes();
+uint64_t CudaResidentAllocated();
+// The device leak hunt's tally: sampled allocations made since the last
+// checkpoint while hunting, still live; their estimated bytes (Horvitz-
+// Thompson) and count. CudaHuntOn(true) starts marking new samples;
+// CudaHuntCheckpoint() starts a new tally (older samples no longer count).
+void CudaHuntOn(bool on);
+void CudaHuntCheckpoint();
+void CudaHuntTally(uint64_t* est_bytes, uint64_t* samples);
+
+// The driver's free/total memory of the current device, asked from the
+// calling thread only if it has a current context (never creates one; never
+// through a wrapper). False when unknown.
+bool CudaMemInfo(ThreadState& t, int* device, uint64_t* free, uint64_t* total);
+
 }  // namespace memstep::preload
 
 #endif  // MEMSTEP_PRELOAD_CUDA_H_

@@ -15,11 +15,19 @@
 // Every lock here is a leaf: nothing else is locked, unwound or pushed while
 // one is held.
 //
+// Sampling (docs/gpu.md "Sampling"): every allocation is counted and written
+// (DEV_ALLOC without a stack), so the device totals stay exact; a per-thread
+// Poisson byte countdown, like the host's (core/sampler.h), picks the ones
+// that are unwound. A sample's DEV_ALLOC carries the T its gap was drawn
+// with, so its weight size / p is unbiased across rate changes. Frees never
+// unwind: the address table gives the size, whether sampled or not.
+//
 // Layers: a driver wrapper reached inside a runtime wrapper records the
 // operation; the runtime wrapper then does not (an allocation: the pointer is
 // already in the table and the thread's driver-record count moved; a free:
 // the driver wrapper took the runtime's pending free over).
 
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -72,6 +80,74 @@ int DeviceSlot(int device) { return device >= 0 && device < kMaxDevices ? device
 std::atomic<bool> g_seen{false};       // a device allocation succeeded: CUDA is initialised
 std::atomic<bool> g_pool_seen{false};  // ... a stream-ordered one
 std::atomic<bool> g_table_full{false};
+std::atomic<uint64_t> g_resident_alloc{0};  // resident bytes allocated since the start
+
+// ---- sampling ----
+// The mean interval T for new gaps (progressive.cc sets it at step ends).
+std::atomic<uint64_t> g_dev_interval{kDefaultDeviceInterval};
+__thread int64_t t_dev_until __attribute__((tls_model("initial-exec")));  // < 0: sample
+__thread uint64_t t_dev_gap_T __attribute__((tls_model("initial-exec")));  // T of the gap
+__thread bool t_dev_seeded __attribute__((tls_model("initial-exec")));
+__thread Sampler t_dev_sampler __attribute__((tls_model("initial-exec")));
+std::atomic<uint64_t> g_dev_seed_ordinal{0};
+
+// The gap after a sample (and the thread's first, lazily: memoryless).
+MEMSTEP_NOINLINE bool DevSampleSlow(uint64_t* interval) {
+  const uint64_t T = g_dev_interval.load(std::memory_order_relaxed);
+  if (!t_dev_seeded) {
+    t_dev_seeded = true;
+    const uint64_t k = g_dev_seed_ordinal.fetch_add(1, std::memory_order_relaxed);
+    if (g_config.seed != 0) {  // MEMSTEP_SEED: a reproducible stream per thread
+      t_dev_sampler.Seed(g_config.seed * 0xD1B54A32D192ED03ull + k * 0x9E3779B97F4A7C15ull + 7);
+    } else {
+      t_dev_sampler.Seed(MonoNs() ^ (k << 32) ^ reinterpret_cast<uintptr_t>(&t_dev_until));
+    }
+    t_dev_gap_T = T;
+    t_dev_until += t_dev_sampler.NextGap(T);
+    if (t_dev_until >= 0) return false;
+  }
+  const uint64_t drawn_with = t_dev_gap_T;
+  t_dev_until = t_dev_sampler.NextGap(T);
+  t_dev_gap_T = T;
+  *interval = drawn_with <= 1 ? 0 : drawn_with;
+  return true;
+}
+
+// Whether an allocation of `size` bytes is sampled; *interval: the T its gap
+// was drawn with (0: p = 1).
+MEMSTEP_ALWAYS_INLINE bool DevSample(uint64_t size, uint64_t* interval) {
+  t_dev_until -= static_cast<int64_t>(size > (uint64_t{1} << 62) ? uint64_t{1} << 62 : size) + 1;
+  if (t_dev_until >= 0) return false;
+  return DevSampleSlow(interval);
+}
+
+// Horvitz-Thompson weight of a sample, bytes.
+uint64_t SampleWeight(uint64_t size, uint64_t interval) {
+  if (interval <= 1) return size;
+  const double p = -expm1(-(static_cast<double>(size) + 1.0) / static_cast<double>(interval));
+  return p > 0 ? static_cast<uint64_t>(static_cast<double>(size) / p) : size;
+}
+
+// ---- the device leak hunt's tally (progressive.cc) ----
+std::atomic<bool> g_hunting{false};
+std::atomic<uint32_t> g_hunt_gen{1};
+std::atomic<uint64_t> g_hunt_est{0};  // estimated live bytes of this generation's samples
+std::atomic<uint64_t> g_hunt_n{0};    // and their count
+
+// A sample is made: marks it hunt-born when a hunt runs.
+void HuntBorn(uint64_t size, uint64_t interval, uint64_t* est, uint16_t* gen) {
+  *est = 0;
+  *gen = 0;
+  if (!g_hunting.load(std::memory_order_relaxed)) return;
+  *est = SampleWeight(size, interval);
+  *gen = static_cast<uint16_t>(g_hunt_gen.load(std::memory_order_relaxed));
+  g_hunt_est.fetch_add(*est, std::memory_order_relaxed);
+  g_hunt_n.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+// A hunt-born sample is freed: out of the tally if it is of this generation.
+void HuntGone(uint64_t est, uint16_t gen);
+namespace {
 
 bool Resident(uint8_t kind) { return kind != fmt::kDevPinnedHost; }
 
@@ -82,6 +158,7 @@ void CountAlloc(uint8_t kind, int device, uint64_t size) {
     const int d = DeviceSlot(device);
     AtomicMax(&g_resident_step_peak[d],
               g_resident[d].fetch_add(size, std::memory_order_relaxed) + size);
+    g_resident_alloc.fetch_add(size, std::memory_order_relaxed);
   }
 }
 
@@ -105,7 +182,7 @@ __thread int t_rt_major __attribute__((tls_model("initial-exec")));  // runtime 
 
 // ---- records ----
 void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint64_t addr,
-                  uint64_t size, uint8_t api, uint64_t aux) {
+                  uint64_t size, uint8_t api, uint64_t aux, bool sampled, uint64_t interval) {
   if (!Recording()) return;
   uint8_t buf[160];
   fmt::DevAllocRecord rec;
@@ -121,6 +198,8 @@ void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint
   rec.aux = aux;
   rec.step = g_cur_step.load(std::memory_order_relaxed);
   rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
+  rec.sampled = sampled ? 1 : 0;
+  rec.interval = interval;
   fmt::RecordEncoder e(buf, sizeof(buf));
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
@@ -206,16 +285,24 @@ void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t
   g_seen.store(true, std::memory_order_relaxed);
   if (kind == fmt::kDevPool) g_pool_seen.store(true, std::memory_order_relaxed);
   if (!EnsureTables()) return;
-  uint32_t stack = CaptureStack(t);  // before any lock
+  uint64_t interval = 0;
+  const bool sampled = DevSample(size, &interval);
+  const uint32_t stack = sampled ? CaptureStack(t) : 0;  // before any lock
+  DevBlock block{size, device, kind, 0, 0};
+  // The hunt's tally is of device-resident bytes: pinned host memory is not.
+  if (sampled && kind != fmt::kDevPinnedHost) {
+    HuntBorn(size, interval, &block.hunt_est, &block.hunt_gen);
+  }
   DevBlock old;
-  PutResult put = g_ptrs.Put(addr, DevBlock{size, device, kind}, &old);
+  PutResult put = g_ptrs.Put(addr, block, &old);
   if (put == PutResult::kRefused) TableFull();
   if (put == PutResult::kReplaced) {  // its free went unseen: close it before the new one
     CountFree(old.kind, old.device, old.size);
+    HuntGone(old.hunt_est, old.hunt_gen);
     EmitDevFree(t, NextSeq(), old.kind, old.device, addr, old.size, fmt::kApiUnknown);
   }
   CountAlloc(kind, device, size);
-  EmitDevAlloc(t, stack, kind, device, addr, size, api, aux);
+  EmitDevAlloc(t, stack, kind, device, addr, size, api, aux, sampled, interval);
 }
 
 void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error) {
@@ -241,13 +328,21 @@ void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error)
   rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+  if (error != kCudaErrorMemoryAllocation) return;
+  // Out of memory: the moment, with what the driver says is free now (this
+  // thread just called the allocator, so it has a context).
+  int info_device = device;
+  uint64_t free = 0, total = 0;
+  if (!CudaMemInfo(t, &info_device, &free, &total)) free = total = 0;
+  WriteMemSnapshot(t, fmt::kMemSnapDeviceOom, device >= 0 ? device : info_device, size, free,
+                   total, api, static_cast<uint64_t>(error));
 }
 
 // ---- frees ----
 namespace {
 
 void BeginFree(uint64_t addr, PendingFree* f) {
-  *f = {addr, {0, -1, 0}, 0, false, false};
+  *f = {addr, {0, -1, 0, 0, 0}, 0, false, false};
   if (g_tables.load(std::memory_order_acquire) != 2) return;
   f->found = g_ptrs.Remove(addr, &f->block);
   if (!f->found) return;
@@ -265,6 +360,7 @@ void EndFree(PendingFree* f, bool ok, uint8_t api) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   CountFree(f->block.kind, f->block.device, f->block.size);
+  HuntGone(f->block.hunt_est, f->block.hunt_gen);
   EmitDevFree(t, f->seq, f->block.kind, f->block.device, f->addr, f->block.size, api);
 }
 
@@ -351,6 +447,7 @@ void CommitLog(VmmUndo* u, uint8_t api) {
     const VmmUndo::Op& op = u->ops[i];
     if (op.what != VmmUndo::kHandleRemoved) continue;
     CountFree(fmt::kDevVmm, op.handle.device, op.handle.size);
+    HuntGone(op.handle.hunt_est, op.handle.hunt_gen);
     EmitDevFree(t, op.seq, fmt::kDevVmm, op.handle.device, op.key, op.handle.size, api);
   }
 }
@@ -365,20 +462,26 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
   ++t_allocs;
   g_seen.store(true, std::memory_order_relaxed);
   if (!EnsureTables()) return;
-  uint32_t stack = CaptureStack(t);
+  uint64_t interval = 0;
+  const bool sampled = DevSample(size, &interval);
+  const uint32_t stack = sampled ? CaptureStack(t) : 0;
+  VmmHandle entry{size, device, 0, false, 0, 0};
+  if (sampled) HuntBorn(size, interval, &entry.hunt_est, &entry.hunt_gen);
   VmmHandle old;
   PutResult put;
   {
     SpinLockHolder h(&g_vmm_lock);
-    put = g_handles.Put(handle, VmmHandle{size, device, 0, false}, &old);
+    put = g_handles.Put(handle, entry, &old);
   }
   if (put == PutResult::kRefused) TableFull();
   if (put == PutResult::kReplaced) {  // a release memstep did not see
     CountFree(fmt::kDevVmm, old.device, old.size);
+    HuntGone(old.hunt_est, old.hunt_gen);
     EmitDevFree(t, NextSeq(), fmt::kDevVmm, old.device, handle, old.size, fmt::kApiUnknown);
   }
   CountAlloc(fmt::kDevVmm, device, size);
-  EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0);
+  EmitDevAlloc(t, stack, fmt::kDevVmm, device, handle, size, fmt::kApiCuMemCreate, 0, sampled,
+               interval);
 }
 
 void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
@@ -450,6 +553,12 @@ void VmmEnd(VmmUndo* u, bool ok, uint8_t api) {
   }
 }
 
+void HuntGone(uint64_t est, uint16_t gen) {
+  if (est == 0 || gen != static_cast<uint16_t>(g_hunt_gen.load(std::memory_order_relaxed))) return;
+  Sub(&g_hunt_est, est);
+  Sub(&g_hunt_n, 1);
+}
+
 // ---- state for the step-end counters (cuda_info.cc) ----
 
 bool DeviceSeen() { return g_seen.load(std::memory_order_relaxed); }
@@ -468,6 +577,36 @@ uint64_t CloseStepPeak() {
 }
 
 }  // namespace cuda
+
+// ---- sampling and the hunt's tally: the interface of cuda.h ----
+void CudaSetSampleInterval(uint64_t interval) {
+  cuda::g_dev_interval.store(interval, std::memory_order_relaxed);
+}
+uint64_t CudaSampleInterval() { return cuda::g_dev_interval.load(std::memory_order_relaxed); }
+
+uint64_t CudaResidentBytes() {
+  uint64_t sum = 0;
+  for (int d = 0; d <= cuda::kMaxDevices; ++d) {
+    sum += cuda::g_resident[d].load(std::memory_order_relaxed);
+  }
+  return sum;
+}
+uint64_t CudaResidentAllocated() {
+  return cuda::g_resident_alloc.load(std::memory_order_relaxed);
+}
+
+void CudaHuntOn(bool on) { cuda::g_hunting.store(on, std::memory_order_relaxed); }
+
+void CudaHuntCheckpoint() {
+  cuda::g_hunt_gen.fetch_add(1, std::memory_order_relaxed);
+  cuda::g_hunt_est.store(0, std::memory_order_relaxed);
+  cuda::g_hunt_n.store(0, std::memory_order_relaxed);
+}
+
+void CudaHuntTally(uint64_t* est_bytes, uint64_t* samples) {
+  *est_bytes = cuda::g_hunt_est.load(std::memory_order_relaxed);
+  *samples = cuda::g_hunt_n.load(std::memory_order_relaxed);
+}
 
 // ---- fork: the child has no CUDA context; its device history starts empty ----
 namespace cuda {
@@ -503,7 +642,12 @@ void ForkChild() {
   }
   g_seen.store(false, std::memory_order_relaxed);
   g_pool_seen.store(false, std::memory_order_relaxed);
+  g_resident_alloc.store(0, std::memory_order_relaxed);
+  g_hunting.store(false, std::memory_order_relaxed);
+  g_hunt_est.store(0, std::memory_order_relaxed);
+  g_hunt_n.store(0, std::memory_order_relaxed);
   t_rt_pending = nullptr;
+  t_dev_seeded = false;  // a stream of its own
 }
 
 // After memstep's own constructor (101): its fork handlers are registered

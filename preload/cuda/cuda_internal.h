@@ -106,6 +106,7 @@ static_assert(sizeof(MemPoolProps) == 88, "cudaMemPoolProps is 88 bytes");
 static_assert(sizeof(MemAllocNodeParams) == 120, "cudaMemAllocNodeParams is 120 bytes");
 static_assert(sizeof(IpcMemHandle) == 64, "cudaIpcMemHandle_t is 64 bytes");
 inline constexpr int kCudaSuccess = 0;
+inline constexpr int kCudaErrorMemoryAllocation = 2;    // = CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr int kCudaErrorInsufficientDriver = 35;  // what cudart returns without a driver
 inline constexpr int kCuErrorStubLibrary = 34;           // the driver library is missing
 inline constexpr int kMemLocationDevice = 1;
@@ -368,9 +369,12 @@ int DriverDevice();
 int RuntimeDevice(const Target& t);
 
 // A successful allocation (not VMM): counted, entered in the address table,
-// DEV_ALLOC with the caller's stack.
+// a DEV_ALLOC; the caller's stack only when the device sampler picks it
+// (cuda_account.cc "Sampling").
 void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t api, uint64_t aux);
-// A failed allocation call: DEV_FAIL with the requested size, error, stack.
+// A failed allocation call: DEV_FAIL with the requested size, error, stack;
+// out of memory (error 2 in both APIs) also writes a MEM_SNAPSHOT with the
+// driver's free/total memory (docs/gpu.md "Out of memory").
 void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error);
 // Whether a lower layer (a driver wrapper) already recorded the allocation
 // at addr during the runtime call whose marks are given.
@@ -386,8 +390,10 @@ bool LowerRecordedFail(const LayerMark& m);
 // A recorded allocation in the pointer table; its address is the key.
 struct DevBlock {
   uint64_t size;
-  int32_t device;  // CUDA ordinal, -1 unknown
-  uint8_t kind;    // format::DeviceKind
+  int32_t device;     // CUDA ordinal, -1 unknown
+  uint8_t kind;       // format::DeviceKind
+  uint16_t hunt_gen;  // the hunt tally it counts in (CudaHuntCheckpoint)
+  uint64_t hunt_est;  // a sample of the device leak hunt: its estimated bytes (else 0)
 };
 // A cuMemCreate handle in the handle table; the handle is the key.
 struct VmmHandle {
@@ -395,6 +401,8 @@ struct VmmHandle {
   int32_t device;
   uint32_t mappings;  // live cuMemMap mappings of it
   bool released;      // cuMemRelease was called (freed when no mapping is left)
+  uint16_t hunt_gen;  // as DevBlock's
+  uint64_t hunt_est;
 };
 // A cuMemMap mapping in the mapping table; its VA is the key.
 struct VmmMapping {

@@ -3,9 +3,11 @@
 
 #include "preload/steps/config.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "preload/cuda/cuda.h"
 #include "preload/steps/env.h"
 #include "preload/host/recorder.h"
 #include "src/format/format.h"
@@ -117,8 +119,37 @@ bool EnvOn(const char* name, bool dflt) {
 
 }  // namespace
 
+namespace {
+
+// "12", "USR2", "SIGUSR2" -> the signal number; 0 for "0"; -1 otherwise.
+int ParseSignal(const char* s) {
+  if (s[0] == 'S' && s[1] == 'I' && s[2] == 'G') s += 3;
+  if (UnitIs(s, "usr1")) return SIGUSR1;
+  if (UnitIs(s, "usr2")) return SIGUSR2;
+  uint64_t m, sc;
+  const char* end = ParseDecimal(s, &m, &sc);
+  if (end == nullptr || *end != '\0' || sc != 1 || m >= 65) return -1;
+  return static_cast<int>(m);
+}
+
+}  // namespace
+
 void ReadFeatureConfig() {
   uint64_t v;
+  g_features.device_interval = kDefaultDeviceInterval;
+  g_features.snapshot_signal = SIGUSR2;
+  if (EnvSize("MEMSTEP_DEVICE_SAMPLE_INTERVAL", &v)) g_features.device_interval = v;
+  if (EnvSize("MEMSTEP_DEVICE_SAMPLE_WARM", &v)) g_features.device_warm_interval = v;
+  if (const char* sig = getenv("MEMSTEP_SNAPSHOT_SIGNAL"); sig != nullptr && sig[0] != '\0') {
+    const int n = ParseSignal(sig);
+    // Signals the program cannot give up, or that stop it, are refused.
+    if (n < 0 || n == SIGKILL || n == SIGSTOP || n == SIGSEGV || n == SIGBUS || n == SIGFPE ||
+        n == SIGILL || n == SIGABRT || n == SIGCHLD || n == SIGPIPE) {
+      EnvReject("MEMSTEP_SNAPSHOT_SIGNAL", sig, "a signal number, USR1, USR2, or 0 (none)");
+    } else {
+      g_features.snapshot_signal = n;
+    }
+  }
   if (EnvCount("MEMSTEP_WARMUP", &v)) g_features.warmup_steps = v;
   if (EnvSize("MEMSTEP_ALERT_GROWTH", &v)) g_features.alert_growth = v;
   if (EnvSize("MEMSTEP_ALERT_PEAK", &v)) g_features.alert_peak = v;
@@ -143,6 +174,7 @@ void ReadFeatureConfig() {
 }
 
 void InitFeatures() {
+  InitSnapshotSignal();
   InitSites();
   InitAlerts();
   InitNvtx();

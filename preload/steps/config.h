@@ -47,6 +47,12 @@ struct FeatureConfig {
   bool nvtx;                 // MEMSTEP_NVTX=0 refuses the NVTX injection
   char step_range[512];      // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
   uint64_t alert_device_peak;  // MEMSTEP_ALERT_DEVICE_PEAK, bytes (0 = off)
+  // Device sampling (docs/gpu.md "Sampling"): MEMSTEP_DEVICE_SAMPLE_INTERVAL
+  // (T_dev, default kDefaultDeviceInterval; <= 1: every allocation) and
+  // MEMSTEP_DEVICE_SAMPLE_WARM (warm-up and boosts, default T_dev / 4).
+  uint64_t device_interval;
+  uint64_t device_warm_interval;
+  int snapshot_signal;  // MEMSTEP_SNAPSHOT_SIGNAL (default SIGUSR2, 0 = none)
 };
 extern FeatureConfig g_features;
 
@@ -60,6 +66,18 @@ bool ParseSeconds(const char* s, uint64_t* ns);
 // Reads MEMSTEP_* feature variables (constructor; may allocate via regcomp).
 void ReadFeatureConfig();
 void InitFeatures();  // after the trace is open (site table, regex)
+
+// ---- memory snapshots (snapshot.cc; docs/gpu.md "Out of memory") ----
+// Writes a MEM_SNAPSHOT record (the moment: step, stage, device, requested,
+// free/total device bytes) and wakes the writer so that it reaches the file
+// within one cycle. Any thread, reentrancy guard set or not.
+void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t requested,
+                      uint64_t free, uint64_t total, uint8_t api, uint64_t error);
+// After the trace is open: installs the snapshot signal's handler if the
+// signal still has its default disposition (a program's own handler wins).
+void InitSnapshotSignal();
+// Writer thread: writes the snapshot a signal asked for.
+void SnapshotWriterPoll();
 
 // ---- per-site live estimates (sites.cc) ----
 void InitSites();

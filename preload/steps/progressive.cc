@@ -38,6 +38,19 @@
 //    kHuntCooldown steps later, if the growth goes on.
 // Each begin and end writes a HUNT record.
 //
+// Device memory (docs/gpu.md "Sampling") has a schedule of its own with the
+// same rules, on T_dev (MEMSTEP_DEVICE_SAMPLE_INTERVAL) and the exact device-
+// resident bytes: warm-up at T_dev_warm, decay, a boost when the step's device
+// peak exceeds the run's by 5 % or the device live bytes rise in 15 of 19
+// steps, and a device leak hunt on the trend of the device live bytes at step
+// ends (from kDevHuntMinRate = 1 MiB/step: device allocations are large), with
+// T_dev aimed at g/2 within the same CPU budget (the device bytes allocated
+// per step stand for the heap's), explained when the hunt's live samples
+// since the checkpoint (cuda_account.cc's tally, Horvitz-Thompson bytes)
+// cover 75 % of the exact growth with >= kDevHuntMinSamples samples. Its
+// HUNT records have `memory` 1; T_dev changes write no RATE record (each
+// DEV_ALLOC carries its own T).
+//
 // Estimates stay unbiased because every sample carries the T its gap was
 // drawn with (recorder.cc DecideSample); a thread finishes its current gap
 // at the old T, which keeps the hot path free of any rate check. Each change
@@ -47,6 +60,7 @@
 
 #include <algorithm>
 
+#include "preload/cuda/cuda.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/steps/config.h"
@@ -112,8 +126,14 @@ struct State {
   Hunt hunt;
 };
 
+constexpr uint64_t kDevHuntMinRate = uint64_t{1} << 20;  // bytes/step
+constexpr uint64_t kDevHuntMinT = uint64_t{64} << 10;
+constexpr uint64_t kDevHuntMinSamples = 4;  // device samples are large and few
+
 SpinLock g_prog_lock;  // after g_api_lock in the lock order; never held while pushing
 State g_prog;
+State g_dev;          // the device schedule (protected by g_prog_lock)
+bool g_dev_on = false;  // device sampling is progressive (T_dev > 1)
 
 bool GrowthAlarm(const State& s) {
   if (s.nlive < kHist) return false;
@@ -176,8 +196,9 @@ double CaptureCost(const Hunt& h) {
 // small that sampling would exceed the CPU budget if every sampled byte were
 // a sample of its own (da/T samples of the step's da allocated bytes: an
 // upper bound), and at most the schedule's T.
-uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64_t da) {
-  uint64_t T = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
+uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64_t da,
+                           uint64_t min_T = kHuntMinT) {
+  uint64_t T = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
   const double budget = g_config.hunt_budget;
   if (dt_ns > 0) {
     double floor = static_cast<double>(da) * CaptureCost(h) / (budget * static_cast<double>(dt_ns));
@@ -191,9 +212,10 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 // A hunt's T for the next step, from the measured share of the last step's
 // wall time spent capturing stacks: doubled above the budget, halved (down
 // to g/2) below 40 % of it.
-uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent) {
+uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent,
+                          uint64_t min_T = kHuntMinT) {
   const double budget = g_config.hunt_budget;
-  const uint64_t target = Pow2Floor(h.rate / 2 > kHuntMinT ? h.rate / 2 : kHuntMinT);
+  const uint64_t target = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
   uint64_t T = h.T;
   if (spent > budget) {
     T *= 2;
@@ -229,9 +251,7 @@ bool SetInterval(uint64_t T) {
 }
 
 // The schedule's T after this step end (warm-up, boosts, decay).
-uint64_t ScheduleStep(State& s, uint64_t peak, bool user_steps) {
-  const uint64_t steady = g_config.sample_interval;
-  const uint64_t warm = g_config.warm_interval;
+uint64_t ScheduleStep(State& s, uint64_t peak, bool user_steps, uint64_t steady, uint64_t warm) {
   bool warming = user_steps && s.steps < s.warm_until;
   bool new_peak = !warming && s.run_max > 0 && peak > s.run_max + s.run_max / 20;
   if (peak > s.run_max) s.run_max = peak;
@@ -345,6 +365,104 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
   return 0;
 }
 
+// The device hunt's part of a step end (HuntStep's rules on the device
+// series; the tally is cuda_account.cc's). `spent`: the share of the last
+// step's wall time spent capturing stacks (host and device together).
+uint64_t DevHuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
+  Hunt& h = s.hunt;
+  h.hist[(s.steps - 1) % kHuntHist] = live;
+  if (h.n < kHuntHist) ++h.n;
+  const uint64_t now = NowRel();
+  const uint64_t alloc = CudaResidentAllocated();
+  const uint64_t cap_ns = g_capture_ns.load(std::memory_order_relaxed);
+  const uint64_t dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
+  const uint64_t da = alloc - h.prev_alloc;
+  const uint64_t dcap_ns = cap_ns - h.prev_cap_ns;
+  h.prev_ns = now;
+  h.prev_alloc = alloc;
+  h.prev_cap_ns = cap_ns;
+  const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
+  if (!(g_config.hunt_budget > 0)) return 0;
+  switch (h.phase) {
+    case Hunt::kIdle: {
+      if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
+      Trend tr = TrendOf(h, s.steps, h.n);
+      if (tr.z < kHuntZ || tr.slope < kDevHuntMinRate) return 0;
+      h.phase = Hunt::kHunting;
+      h.began = s.steps;
+      h.rate = static_cast<uint64_t>(tr.slope);
+      h.T = HuntFirstInterval(h, s.sched, dt, da, kDevHuntMinT);
+      CudaHuntCheckpoint();
+      CudaHuntOn(true);
+      *emit = true;
+      rec->phase = 0;
+      rec->interval = h.T;
+      rec->rate = h.rate;
+      return h.T;
+    }
+    case Hunt::kHunting: {
+      h.T = HuntNextInterval(h, s.sched, spent, kDevHuntMinT);
+      const uint64_t in_hunt = s.steps - h.began;
+      if (in_hunt == kHuntSettle) {
+        CudaHuntCheckpoint();
+        h.chk_live = live;
+      }
+      if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
+      const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
+      uint64_t explained = 0, samples = 0;
+      CudaHuntTally(&explained, &samples);
+      uint8_t outcome = 0;
+      if (growth > 0 && samples >= kDevHuntMinSamples &&
+          static_cast<double>(explained) >= kHuntCover * static_cast<double>(growth)) {
+        outcome = fmt::kHuntExplained;
+      } else if (growth <= 0 ||
+                 TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
+        outcome = fmt::kHuntStopped;
+      } else if (in_hunt >= kHuntMaxSteps) {
+        outcome = fmt::kHuntGaveUp;
+      }
+      if (outcome == 0) return h.T;
+      CudaHuntOn(false);
+      h.phase = Hunt::kDecaying;
+      h.next_ok = s.steps + kHuntCooldown;
+      *emit = true;
+      rec->phase = 1;
+      rec->outcome = outcome;
+      rec->interval = h.T;
+      rec->rate = h.rate;
+      rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
+      rec->explained = explained;
+      rec->samples = samples;
+      rec->sites = 0;
+      return h.T;
+    }
+    case Hunt::kDecaying:
+      h.T *= 2;
+      if (h.T < s.sched) return h.T;
+      h.phase = Hunt::kIdle;
+      return 0;
+  }
+  return 0;
+}
+
+// The device schedule's step end (g_prog_lock held): T_dev to set, and a
+// HUNT record to write when the device hunt began or ended.
+uint64_t DevStepEnd(bool user_steps, bool* emit, fmt::HuntRecord* rec) {
+  State& s = g_dev;
+  const uint64_t live = CudaResidentBytes();
+  s.live[s.steps % kHist] = live;
+  ++s.steps;
+  if (s.nlive < kHist) ++s.nlive;
+  ++s.since_change;
+  uint64_t T = ScheduleStep(s, CudaLastStepPeak(), user_steps, g_features.device_interval,
+                            g_features.device_warm_interval);
+  uint64_t hunt_T = DevHuntStep(s, live, emit, rec);
+  if (hunt_T != 0 && hunt_T < T) T = hunt_T;
+  rec->memory = fmt::kHuntDevice;
+  rec->stack_ns = static_cast<uint64_t>(CaptureCost(g_prog.hunt));
+  return T;
+}
+
 }  // namespace
 
 void ProgressiveInit() {
@@ -355,6 +473,14 @@ void ProgressiveInit() {
   }
   g_prog.sched = steady;
   g_interval.store(steady, std::memory_order_relaxed);
+  // Device: the same, on T_dev.
+  const uint64_t dev = g_features.device_interval;
+  if (g_features.device_warm_interval == 0 || g_features.device_warm_interval > dev) {
+    g_features.device_warm_interval = dev / 4 > 1 ? dev / 4 : dev;
+  }
+  g_dev_on = g_config.progressive && dev > 1;
+  g_dev.sched = dev;
+  CudaSetSampleInterval(dev);
 }
 
 void ProgressiveStepsBegin(ThreadState& t) {
@@ -368,6 +494,14 @@ void ProgressiveStepsBegin(ThreadState& t) {
     uint64_t T = g_prog.sched;
     if (g_prog.hunt.phase != Hunt::kIdle && g_prog.hunt.T < T) T = g_prog.hunt.T;
     changed = SetInterval(T);
+    if (g_dev_on) {
+      g_dev.warm_until = g_dev.steps + kWarmSteps;
+      g_dev.since_change = 0;
+      g_dev.sched = g_features.device_warm_interval;
+      uint64_t D = g_dev.sched;
+      if (g_dev.hunt.phase != Hunt::kIdle && g_dev.hunt.T < D) D = g_dev.hunt.T;
+      CudaSetSampleInterval(D);
+    }
   }
   if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
 }
@@ -375,8 +509,8 @@ void ProgressiveStepsBegin(ThreadState& t) {
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps) {
   if (!g_config.progressive) return;
   uint64_t changed_to = 0;
-  bool hunt_emit = false;
-  fmt::HuntRecord hunt_rec;
+  bool hunt_emit = false, dev_emit = false;
+  fmt::HuntRecord hunt_rec, dev_rec;
   {
     SpinLockHolder lock(&g_prog_lock);
     State& s = g_prog;
@@ -384,18 +518,23 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     ++s.steps;
     if (s.nlive < kHist) ++s.nlive;
     ++s.since_change;
-    uint64_t T = ScheduleStep(s, peak, user_steps);
+    uint64_t T = ScheduleStep(s, peak, user_steps, g_config.sample_interval, g_config.warm_interval);
     uint64_t hunt_T = HuntStep(s, live, &hunt_emit, &hunt_rec);
     if (hunt_T != 0 && hunt_T < T) T = hunt_T;
     hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
     hunt_rec.stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
     if (SetInterval(T)) changed_to = T;
+    if (g_dev_on) {
+      dev_rec.step = hunt_rec.step;
+      CudaSetSampleInterval(DevStepEnd(user_steps, &dev_emit, &dev_rec));
+    }
   }
   // This step's hunt-born samples become long-lived (after HuntStep read
   // the long-lived tallies of this step end).
   SitesHuntStepEnd();
   if (!Recording()) return;
   if (hunt_emit) EmitHunt(t, hunt_rec);
+  if (dev_emit) EmitHunt(t, dev_rec);
   if (changed_to != 0) EmitRate(t, changed_to);
 }
 
@@ -410,6 +549,14 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
     uint64_t T = g_prog.sched;
     if (g_prog.hunt.phase != Hunt::kIdle && g_prog.hunt.T < T) T = g_prog.hunt.T;
     changed = SetInterval(T);
+    if (g_dev_on) {
+      if (g_dev.boost_left == 0) g_dev.resume = g_dev.sched;
+      if (steps > g_dev.boost_left) g_dev.boost_left = steps;
+      g_dev.sched = g_features.device_warm_interval;
+      uint64_t D = g_dev.sched;
+      if (g_dev.hunt.phase != Hunt::kIdle && g_dev.hunt.T < D) D = g_dev.hunt.T;
+      CudaSetSampleInterval(D);
+    }
   }
   if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
 }

@@ -213,7 +213,10 @@ __attribute__((destructor)) static void MemstepFini() {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   FlushCounters(&t);
-  if (g_state.load() == kRecording) WriterCycle(true);
+  if (g_state.load() == kRecording) {
+    SnapshotWriterPoll();  // a snapshot signal the writer had no cycle left to serve
+    WriterCycle(true);
+  }
 }
 
 }  // namespace memstep::preload

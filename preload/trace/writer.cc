@@ -483,6 +483,7 @@ void* WriterMain(void*) {
     }
     if (!woken && MonoNs() < next_flush) continue;
     next_flush = MonoNs() + period_ns;
+    SnapshotWriterPoll();  // before the cycle: a requested snapshot is written in this one
     RunCycle(false);
     AlertsWriterPoll();
     WindowsWriterPoll();

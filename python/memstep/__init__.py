@@ -39,6 +39,7 @@ from memstep import _torch_cuda
 
 __all__ = [
     "step", "step_end", "epoch", "stage", "counter", "enabled", "torch_cuda_counters",
+    "snapshot",
 ]
 
 _UNSET = object()
@@ -72,6 +73,17 @@ class _Api:
         if self.counter is not None:
             self.counter.argtypes = [ctypes.c_char_p, ctypes.c_int64]
             self.counter.restype = None
+        # memstep_out_of_memory(device, requested, free, total): a memory
+        # snapshot at an out-of-memory error (memstep/_torch_oom.py).
+        self.out_of_memory = getattr(lib, "memstep_out_of_memory", None)
+        if self.out_of_memory is not None:
+            self.out_of_memory.argtypes = [ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64,
+                                           ctypes.c_uint64]
+            self.out_of_memory.restype = None
+        self.snapshot = getattr(lib, "memstep_snapshot", None)
+        if self.snapshot is not None:
+            self.snapshot.argtypes = []
+            self.snapshot.restype = None
         # Non-zero once an NVTX range marked a step (python/memstep/_torch_hooks
         # then stops marking steps); absent from older libraries.
         self.nvtx_steps_seen = getattr(lib, "memstep_nvtx_steps_seen", None)
@@ -219,3 +231,11 @@ def torch_cuda_counters(device=None):
     api = _api if _api is not _UNSET else _resolve()
     if api is not None:
         _torch_cuda.push(api.counter, device)
+
+
+def snapshot():
+    """Records a memory snapshot now (a MEM_SNAPSHOT record: `memstep report`
+    shows what was live by site, host and device, at this moment)."""
+    api = _resolve()
+    if api is not None and api.snapshot is not None:
+        api.snapshot()

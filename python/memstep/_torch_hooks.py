@@ -55,6 +55,8 @@ Contract:
         are wrapped; an optimizer step that runs while a graph is being
         captured marks nothing but the graph; each replay of a graph that
         captured an optimizer step is a step (stage "graph").
+  * PyTorch's OutOfMemoryError becomes a memory snapshot
+    (memstep/_torch_oom.py), installed at the end of install().
   * Behaviour is unchanged: wrapped functions return what the originals
     return and raise what they raise; hook failures are swallowed.
 """
@@ -67,6 +69,7 @@ import weakref
 
 import memstep as _ms
 from memstep import _torch_cuda
+from memstep import _torch_oom
 
 _get_ident = threading.get_ident
 
@@ -519,4 +522,8 @@ def install(torch):
 
     _ms._on_explicit = _on_explicit
     atexit.register(_at_exit)
+    try:
+        _torch_oom.install(torch, api)
+    except Exception:
+        pass
     return True

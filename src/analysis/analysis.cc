@@ -31,6 +31,7 @@
 #include "src/analysis/calibrate.h"
 #include "src/analysis/device_analysis.h"
 #include "src/analysis/frame_resolver.h"
+#include "src/analysis/mem_snapshot.h"
 #include "src/analysis/renumber.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/replay.h"
@@ -68,6 +69,7 @@ struct ProcessResult {
   std::vector<DeviceFailure> failures; // site_id: local site index + 1
   std::vector<TimelineSpan> spans;     // with Options::timeline
   std::vector<TimelinePoint> timeline;
+  std::vector<MemorySnapshot> snapshots;  // {host,device}_sites[].site_id: local index + 1
 };
 
 // Builds the step rows and the process totals from the exact counters, and
@@ -250,18 +252,22 @@ using internal::Project;
 
 // The leak hunts of a trace: each begin paired with the next end, and the
 // smallest T in force between them (RATE records).
-std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t) {
+// Device hunts (HUNT `memory` 1) are paired among themselves; their T is
+// T_dev, which RATE records do not carry: the smallest of their records'.
+std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
   std::vector<ProcessSummary::Hunt> out;
   const reader::Hunt* open = nullptr;
   auto close = [&](const reader::Hunt* end) {
     ProcessSummary::Hunt h;
+    h.device = device;
     h.begin_step = open->step;
     h.end_step = end != nullptr ? end->step : open->step;
     h.rate = open->rate;
     h.min_interval = open->interval;
+    if (end != nullptr && end->interval > 0) h.min_interval = std::min(h.min_interval, end->interval);
     const uint64_t until = end != nullptr ? end->ts : UINT64_MAX;
     for (const reader::Rate& r : t.rates) {
-      if (r.ts >= open->ts && r.ts <= until && r.interval > 0) {
+      if (!device && r.ts >= open->ts && r.ts <= until && r.interval > 0) {
         h.min_interval = std::min(h.min_interval, r.interval);
       }
     }
@@ -277,6 +283,7 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t) {
     open = nullptr;
   };
   for (const reader::Hunt& h : t.hunts) {
+    if ((h.memory == format::kHuntDevice) != device) continue;
     if (h.phase == 0) {
       if (open != nullptr) close(nullptr);
       open = &h;
@@ -328,7 +335,7 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
   double stack_ns = 20000;
   bool measured = false;
   for (const ProcessSummary::Hunt& h : ps.hunts) {
-    if (h.stack_ns > 0) stack_ns = static_cast<double>(h.stack_ns), measured = true;
+    if (h.stack_ns > 0 && !h.device) stack_ns = static_cast<double>(h.stack_ns), measured = true;
   }
   const double stacks = per_step / T;
   std::string cost;
@@ -338,8 +345,12 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
                            ps.median_step_s);
   }
   std::string hunt_state = "no leak hunt ran (it needs progressive sampling and a hunt budget)";
-  if (!ps.hunts.empty()) {
-    const ProcessSummary::Hunt& h = ps.hunts.back();
+  const ProcessSummary::Hunt* last = nullptr;  // the last host hunt
+  for (const ProcessSummary::Hunt& h : ps.hunts) {
+    if (!h.device) last = &h;
+  }
+  if (last != nullptr) {
+    const ProcessSummary::Hunt& h = *last;
     hunt_state = absl::StrFormat(
         "the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step, h.end_step,
         h.min_interval,
@@ -724,12 +735,16 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     const std::string& v = ps.rss_explain.verdict;
     if (!v.empty()) ps.fragmentation = v == "FRAGMENTATION" || v == "CACHING";
   }
-  ps.hunts = SummarizeHunts(t);
+  ps.hunts = SummarizeHunts(t, false);
+  for (const ProcessSummary::Hunt& h : SummarizeHunts(t, true)) ps.hunts.push_back(h);
   Unattributed(r.sites, r.steps, exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
   HostContext host{&row_of_step, ps.warmup_steps, ps.median_step_s, used, limit, exact};
+  const size_t device_base = r.sites.size();
   AnalyzeDevices(t, host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks,
                  r.failures);
+  // Out-of-memory moments and snapshots on request (mem_snapshot.h).
+  AnalyzeMemSnapshots(t, device_base, interval_max, options, r.snapshots);
   return r;
 }
 
@@ -836,6 +851,12 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     for (AlertRow& a : r.alerts) a.site_id = a.site_id != 0 ? tag | a.site_id : 0;
     for (RssPin& p : r.summary.rss_explain.pins) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
     for (DeviceFailure& f : r.failures) f.site_id = f.site_id != 0 ? tag | f.site_id : 0;
+    for (MemorySnapshot& m : r.snapshots) {
+      for (PeakSite& p : m.host_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
+      for (PeakSite& p : m.device_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
+    }
+    report.memory_snapshots.insert(report.memory_snapshots.end(), r.snapshots.begin(),
+                                   r.snapshots.end());
     report.device_failures.insert(report.device_failures.end(), r.failures.begin(), r.failures.end());
     report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
     report.stage_peaks.insert(report.stage_peaks.end(), r.stage_peaks.begin(), r.stage_peaks.end());
@@ -873,6 +894,10 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     for (RssPin& pin : p.rss_explain.pins) pin.site_id = renumber(pin.site_id);
   }
   for (DeviceFailure& f : report.device_failures) f.site_id = renumber(f.site_id);
+  for (MemorySnapshot& m : report.memory_snapshots) {
+    for (PeakSite& p : m.host_sites) p.site_id = renumber(p.site_id);
+    for (PeakSite& p : m.device_sites) p.site_id = renumber(p.site_id);
+  }
   return report;
 }
 

@@ -239,6 +239,36 @@ struct DeviceFailure {
   std::vector<Frame> frames; // innermost first, memstep's and CUDA's entry frames stripped
 };
 
+// A MEM_SNAPSHOT (docs/gpu.md "Out of memory"): an out-of-memory error, or a
+// snapshot on request, and what was live by site at that moment, rebuilt
+// from the trace up to the record (the same replays as the rest of the
+// report: host sites estimated from the samples, device sites from the
+// device samples, device totals exact).
+struct MemorySnapshot {
+  uint32_t pid = 0;
+  double time_s = 0;
+  uint64_t step = 0;            // the step in progress
+  std::string stage;            // the stage in progress, "" none
+  std::string cause;            // "device_oom", "torch_oom", "signal", "request"
+  bool out_of_memory = false;   // device_oom or torch_oom
+  int32_t device = -1;          // -1 unknown
+  uint64_t requested = 0;       // bytes asked for (0: a request)
+  std::string api;              // device_oom: the failing call
+  // The device's free and total memory: from the driver at that moment
+  // ("moment"; total 0 when the caller did not know it), else from the
+  // last step end's DEV_INFO before it ("step_end"), else unknown ("", 0).
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+  std::string free_source;
+  uint64_t device_resident_bytes = 0;  // exact: that device (all devices when -1)
+  double host_live_bytes = 0;          // estimated live heap (host sites)
+  // Top sites by live bytes then, largest first: host (heap and mmap) and
+  // device (resident kinds on that device, every device when -1). site_id
+  // is a Report::sites id.
+  std::vector<PeakSite> host_sites;
+  std::vector<PeakSite> device_sites;
+};
+
 // Device memory of one device over a process's run (exact).
 struct DeviceSummary {
   int32_t device = -1;
@@ -322,6 +352,7 @@ struct ProcessSummary {
     uint64_t explained = 0;       //   and the explaining sites' growth
     uint64_t samples = 0;         //   on this many long-lived samples
     uint64_t stack_ns = 0;        // cost of one stack capture, ns
+    bool device = false;          // the device hunt (device-resident bytes; T is T_dev)
   };
   std::vector<Hunt> hunts;
   // Exact heap growth (live_growth LEAK or BOUNDED_GROWTH) against the heap
@@ -381,6 +412,7 @@ struct Report {
   std::vector<DeviceFailure> device_failures;  // ordered by (pid, time)
   std::vector<TimelineSpan> spans;      // with Options::timeline: ordered by (pid, end)
   std::vector<TimelinePoint> timeline;  // with Options::timeline: ordered by (pid, time)
+  std::vector<MemorySnapshot> memory_snapshots;  // ordered by (pid, time)
   uint64_t memory_limit_bytes = 0;  // limit used for projections
   std::string memory_limit_source;  // "--memory-limit" or "MemTotal of this machine"
 };

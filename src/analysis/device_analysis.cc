@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "src/analysis/device_replay.h"
+#include "src/analysis/growth.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/trend.h"
 #include "src/format/format.h"
@@ -129,7 +130,7 @@ class DevicePass {
   const std::map<std::pair<std::string, int32_t>, IndexedPeak>& best_stage() const { return best_; }
   const std::vector<size_t>& fails() const { return fails_; }
   // [site][row]: live bytes at each step end.
-  const std::vector<std::vector<uint64_t>>& site_by_step() const { return site_by_step_; }
+  const std::vector<std::vector<double>>& site_by_step() const { return site_by_step_; }
   std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
 
  private:
@@ -281,7 +282,7 @@ class DevicePass {
   std::map<int32_t, TorchCudaStats> torch_;
   std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
   std::vector<size_t> fails_;
-  std::vector<std::vector<uint64_t>> site_by_step_;
+  std::vector<std::vector<double>> site_by_step_;
 };
 
 // Live bytes and counts of every device site right after each event index
@@ -493,6 +494,9 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
 
   const size_t base = sites.size();
   const size_t rows = steps.size();
+  // Sites are Horvitz-Thompson estimates once any sample had p < 1.
+  const double interval = static_cast<double>(pass.replay().max_interval());
+  const bool sampled = pass.replay().max_interval() > 0;
   absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
   std::map<int32_t, size_t> warmup_of;
   std::map<int32_t, const DeviceSummary*> summary_of;
@@ -508,11 +512,16 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     s.device = a.key.device;
     s.api = format::DeviceApiName(a.api);
     s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
-    s.samples = a.alloc_count;
-    s.alloc_bytes = static_cast<double>(a.alloc_bytes);
-    s.alloc_count = static_cast<double>(a.alloc_count);
-    s.live_bytes_end = static_cast<double>(a.live_bytes);
-    s.live_count_end = static_cast<double>(a.live_count);
+    s.samples = a.samples;
+    s.alloc_bytes = a.alloc_bytes;
+    s.alloc_count = a.alloc_count;
+    s.live_bytes_end = std::max(a.live_bytes, 0.0);
+    s.live_count_end = std::max(a.live_count, 0.0);
+    if (sampled) {  // exact sites keep high < 0
+      const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval);
+      s.live_bytes_end_low = end_ci.low;
+      s.live_bytes_end_high = end_ci.high;
+    }
     const bool resident = IsResidentKind(a.key.kind);
     const DeviceSummary* dev = resident ? summary_of[a.key.device] : nullptr;
     size_t peak_index = SIZE_MAX;
@@ -523,16 +532,23 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
       peak_index = pass.pinned_peak().index;
     }
     if (const DeviceReplay::SiteAcc* at = live_at(peak_index, j)) {
-      s.live_bytes_at_peak = static_cast<double>(at->live_bytes);
+      s.live_bytes_at_peak = std::max(at->live_bytes, 0.0);
+      if (sampled) {
+        const HtInterval ci = HtSumInterval(s.live_bytes_at_peak, at->live_var, interval);
+        s.live_bytes_at_peak_low = ci.low;
+        s.live_bytes_at_peak_high = ci.high;
+      }
+    } else if (sampled) {
+      s.live_bytes_at_peak_high = HtSumInterval(0, 0, interval).high;
     }
     s.live_bytes_by_step.assign(rows, 0.0);
     if (j < pass.site_by_step().size()) {
-      const std::vector<uint64_t>& v = pass.site_by_step()[j];
-      for (size_t k = 0; k < v.size() && k < rows; ++k)
-        s.live_bytes_by_step[k] = static_cast<double>(v[k]);
+      const std::vector<double>& v = pass.site_by_step()[j];
+      for (size_t k = 0; k < v.size() && k < rows; ++k) s.live_bytes_by_step[k] = std::max(v[k], 0.0);
     }
     const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
-    s.growth = ClassifyExact(s.live_bytes_by_step, warmup, host.exact);
+    // Sampled sites are estimates: the call-site bounds, not the exact ones.
+    s.growth = ClassifyExact(s.live_bytes_by_step, warmup, sampled ? options.growth : host.exact);
     if (s.growth.cls == GrowthClass::kLeak) {
       if (dev != nullptr) {
         const double used = static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end
@@ -567,16 +583,20 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     }
     sp.steps = per_step.size();
     sp.peak_bytes_median = MedianOf(per_step);
-    sp.top_source = "exact";
+    sp.top_source = sampled ? "replay" : "exact";
     for (size_t j = 0; j < accs.size(); ++j) {
       const DeviceReplay::SiteAcc* at = live_at(best.index, j);
-      if (at == nullptr || at->live_bytes == 0 || !IsResidentKind(at->key.kind) ||
+      if (at == nullptr || at->live_bytes <= 0 || !IsResidentKind(at->key.kind) ||
           at->key.device != sp.device) {
         continue;
       }
-      sp.top_sites.push_back(PeakSite{base + j + 1, at->key.stack,
-                                      static_cast<double>(at->live_bytes),
-                                      static_cast<double>(at->live_count)});
+      PeakSite ps{base + j + 1, at->key.stack, at->live_bytes, at->live_count};
+      if (sampled) {
+        const HtInterval ci = HtSumInterval(at->live_bytes, at->live_var, interval);
+        ps.live_bytes_low = ci.low;
+        ps.live_bytes_high = ci.high;
+      }
+      sp.top_sites.push_back(ps);
     }
     std::stable_sort(
         sp.top_sites.begin(), sp.top_sites.end(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/analysis/replay.h"
 #include "src/format/format.h"
 
 namespace memstep::analysis {
@@ -49,23 +50,41 @@ void DeviceReplay::Remove(uint8_t kind, int32_t device, uint64_t size) {
   }
 }
 
+void DeviceReplay::Drop(const Live& l) {
+  if (l.site != kNoSite) {
+    SiteAcc& s = sites_[l.site];
+    const double bytes = static_cast<double>(l.size) * l.weight;
+    s.live_bytes -= bytes;
+    s.live_count -= l.weight;
+    s.live_var -= bytes * bytes * (1 - 1 / l.weight);
+    if (s.live_count < 0.5) s.live_bytes = s.live_count = s.live_var = 0;  // rounding
+  }
+  Remove(l.kind, l.device, l.size);
+}
+
 bool DeviceReplay::Apply(const reader::Event& e) {
   if (e.tag == format::kTagDevAlloc) {
     auto old = allocations_.find({e.kind, e.addr});
     if (old != allocations_.end()) {  // its FREE was not recorded
-      SiteAcc& s = sites_[old->second.site];
-      s.live_bytes -= old->second.size;
-      --s.live_count;
-      Remove(s.key.kind, s.key.device, old->second.size);
+      Drop(old->second);
       allocations_.erase(old);
     }
-    const uint32_t site = SiteIndex(e);
-    SiteAcc& s = sites_[site];
-    ++s.alloc_count;
-    s.alloc_bytes += e.size;
-    ++s.live_count;
-    s.live_bytes += e.size;
-    allocations_[{e.kind, e.addr}] = Live{site, e.size};
+    Live l{kNoSite, e.size, 1.0, e.kind, e.device};
+    if (e.sampled) {
+      l.site = SiteIndex(e);
+      const double p = SampleProbability(e.size, e.interval);
+      l.weight = 1 / p;
+      max_interval_ = std::max(max_interval_, e.interval);
+      SiteAcc& s = sites_[l.site];
+      const double bytes = static_cast<double>(e.size) * l.weight;
+      ++s.samples;
+      s.alloc_count += l.weight;
+      s.alloc_bytes += bytes;
+      s.live_count += l.weight;
+      s.live_bytes += bytes;
+      s.live_var += bytes * bytes * (1 - p);
+    }
+    allocations_[{e.kind, e.addr}] = l;
     live_[{e.kind, e.device}] += e.size;
     if (IsResidentKind(e.kind)) {
       resident_[e.device] += e.size;
@@ -90,11 +109,8 @@ bool DeviceReplay::Apply(const reader::Event& e) {
     Remove(e.kind, e.device, e.size);
     return true;
   }
-  SiteAcc& s = sites_[it->second.site];
-  s.live_bytes -= it->second.size;
-  --s.live_count;
   // The allocation's own device and size: DEV_FREE may not know the device.
-  Remove(s.key.kind, s.key.device, it->second.size);
+  Drop(it->second);
   allocations_.erase(it);
   return true;
 }

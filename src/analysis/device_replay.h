@@ -1,15 +1,20 @@
-// DeviceReplay: exact replay of one process's device allocation records
+// DeviceReplay: replay of one process's device allocation records
 // (DEV_ALLOC, DEV_FREE, in seq order) into live bytes per (kind, device), per
 // device ("resident" bytes) and per call site.
 //
-// Every device allocation is recorded with its size and stack (no sampling),
-// so every figure here is exact. An allocation is identified by (kind, addr):
+// Every device allocation is recorded with its size, so the totals per kind,
+// device and step are exact. Only sampled ones carry a stack (DEV_ALLOC
+// `sampled`, docs/gpu.md "Sampling"): the sites are Horvitz-Thompson
+// estimates, each sample standing for size / p bytes and 1 / p allocations,
+// p = 1 - exp(-(size+1)/T) (T = its `interval`; 0: p = 1, exact), with the
+// sampling variance (size/p)^2 (1 - p) kept for intervals. Unsampled
+// allocations count in the totals and in no site. An allocation is identified by (kind, addr):
 // a cudaMalloc pointer, a pinned host pointer and a VMM handle may share a
 // numeric value. Resident bytes of a device are its device + device_vmm +
 // device_pool + device_managed bytes; pinned host memory lives in host RAM
 // and is counted on its own (pinned()).
 //
-// Worked example (MiB):
+// Worked example (MiB; every allocation here sampled with T = 0, p = 1):
 //   DEV_ALLOC device      dev 0 addr A  8 stack 5   live(device,0) = 8, resident(0) = 8
 //   DEV_ALLOC pinned_host dev -1 addr H  2 stack 6  pinned = 2 (not resident)
 //   DEV_ALLOC device_vmm  dev 0 addr 1 20 stack 7   (addr = the cuMemCreate handle)
@@ -21,6 +26,10 @@
 //   DEV_FREE  device      dev 0 addr C  0           never seen, no size: ignored_frees = 1
 //   DEV_ALLOC device      dev 0 addr D  4 ...       and again at D while D is live: the
 //                                                   first one is freed (its FREE was lost)
+//   DEV_ALLOC device      dev 0 addr E  1 sampled 0 resident(0) = 21, in no site
+//   DEV_ALLOC device      dev 0 addr F  1 stack 8,  p = 1 - exp(-(1 MiB + 1) / 8 MiB) = 0.1175:
+//                         interval 8 MiB            site 8 live 8.51 MiB (1 / p = 8.51
+//                                                   allocations), resident(0) = 22 (exact)
 // Kinds other than format::DeviceKind's are kept as sites ("device_unknown")
 // but in no total.
 //
@@ -59,12 +68,14 @@ class DeviceReplay {
   };
   struct SiteAcc {
     SiteKey key;
-    uint8_t api = 0;  // of its first allocation
+    uint8_t api = 0;  // of its first sample
     uint64_t first_ts = 0;
-    uint64_t alloc_count = 0;
-    uint64_t alloc_bytes = 0;
-    uint64_t live_count = 0;
-    uint64_t live_bytes = 0;
+    uint64_t samples = 0;     // sampled allocations
+    double alloc_count = 0;   // estimates (exact when every sample has p = 1)
+    double alloc_bytes = 0;
+    double live_count = 0;
+    double live_bytes = 0;
+    double live_var = 0;      // sampling variance of live_bytes
   };
   // Cumulative traffic of one device's resident kinds.
   struct Traffic {
@@ -90,14 +101,22 @@ class DeviceReplay {
   const std::map<int32_t, Traffic>& devices() const { return traffic_; }
   // (kind, device) pairs seen, ascending, with their live bytes.
   const std::map<std::pair<uint8_t, int32_t>, uint64_t>& live_by_kind() const { return live_; }
+  // The largest sampling interval T of any sample (0: all exact).
+  uint64_t max_interval() const { return max_interval_; }
   uint64_t unmatched_frees() const { return unmatched_frees_; }
   uint64_t ignored_frees() const { return ignored_frees_; }
 
  private:
+  static constexpr uint32_t kNoSite = UINT32_MAX;
   struct Live {
-    uint32_t site;
+    uint32_t site;  // kNoSite: not sampled
     uint64_t size;
+    double weight;  // 1 / p
+    uint8_t kind;
+    int32_t device;
   };
+  // Takes a live allocation out of its site (if it has one) and the totals.
+  void Drop(const Live& l);
   uint32_t SiteIndex(const reader::Event& e);
   // Subtracts `size` from the totals of (kind, device), floored at 0.
   void Remove(uint8_t kind, int32_t device, uint64_t size);
@@ -112,6 +131,7 @@ class DeviceReplay {
   uint64_t pinned_ = 0;
   uint64_t unmatched_frees_ = 0;
   uint64_t ignored_frees_ = 0;
+  uint64_t max_interval_ = 0;
 };
 
 }  // namespace memstep::analysis

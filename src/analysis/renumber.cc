@@ -73,6 +73,7 @@ bool NamesStep(uint8_t tag) {
     case format::kTagStage:
     case format::kTagDevAlloc:
     case format::kTagDevFail:
+    case format::kTagMemSnapshot:
       return true;
     default:
       return false;

@@ -13,7 +13,7 @@
 // number of a step that already ended,
 // every step is renumbered 0, 1, 2, ... in the order the steps began, and
 // every record that names a step (ALLOC, MMAP, MREMAP, STAGE, DEV_ALLOC,
-// DEV_FAIL, ALERT, SITE_SNAPSHOT, DEV_INFO, HUNT) is moved to the new number of the
+// DEV_FAIL, MEM_SNAPSHOT, ALERT, SITE_SNAPSHOT, DEV_INFO, HUNT) is moved to the new number of the
 // step with that number that was current when the record was written.
 // Epochs (EPOCH records) keep the program's numbers. Traces whose numbers
 // never repeat are left exactly as they are.

@@ -126,8 +126,11 @@ enum Tag : uint8_t {
   kTagMremap = 0x14,
   // u ts, u seq, u tid, u stack, u kind (DeviceKind), s device, u addr, u size,
   // u api (DeviceApi), u aux, u step, u stage_str
-  // A device-side allocation (CUDA). Every one is recorded (p = 1) with its
-  // stack. `addr` is the pointer it returned; for kDevVmm it is the
+  // , u sampled, u interval
+  // A device-side allocation (CUDA). Every one is recorded, so device totals
+  // are exact; only a sampled one (`sampled` 1) carries a stack (0 otherwise)
+  // and stands for size / p bytes of its site, p = 1 - exp(-(size+1)/interval)
+  // (interval 0: p = 1), like an ALLOC. `addr` is the pointer it returned; for kDevVmm it is the
   // CUmemGenericAllocationHandle. `device` is the CUDA ordinal, -1 if unknown
   // (host kinds: -1). `aux`: the memory pool (kDevPool, 0 = default pool;
   // the CUDA graph for a graph memory node).
@@ -170,6 +173,11 @@ enum Tag : uint8_t {
   // The leak hunt (docs/analysis.md "Leak hunt") began (phase 0) or ended
   // (phase 1, `outcome` a HuntOutcome) at the end of `step`.
   kTagHunt = 0x28,
+  // u ts, u seq, u tid, u step, u stage_str, u cause (MemSnapshotCause),
+  // s device, u requested, u free, u total, u api, u error: the moment of an
+  // out-of-memory error (or a snapshot on request); the analysis rebuilds
+  // what was live by site at this `seq` from the trace.
+  kTagMemSnapshot = 0x29,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).
@@ -192,6 +200,29 @@ enum HuntOutcome : uint8_t {
   kHuntExplained = 1,  // sampled sites explain the exact growth within the tolerance
   kHuntStopped = 2,    // the exact growth stopped before it was explained
   kHuntGaveUp = 3,     // still unexplained after the longest hunt
+};
+
+// Why a MEM_SNAPSHOT was written (kTagMemSnapshot `cause`).
+enum MemSnapshotCause : uint8_t {
+  kMemSnapDeviceOom = 1,  // a device allocation failed with out of memory (error 2)
+  kMemSnapTorchOom = 2,   // PyTorch raised OutOfMemoryError (the Python helper)
+  kMemSnapSignal = 3,     // the snapshot signal (MEMSTEP_SNAPSHOT_SIGNAL)
+  kMemSnapRequest = 4,    // memstep_memory_snapshot() from the program
+};
+inline const char* MemSnapshotCauseName(uint8_t c) {
+  switch (c) {
+    case kMemSnapDeviceOom: return "device_oom";
+    case kMemSnapTorchOom: return "torch_oom";
+    case kMemSnapSignal: return "signal";
+    case kMemSnapRequest: return "request";
+    default: return "unknown";
+  }
+}
+
+// Which memory a HUNT record is about (kTagHunt `memory`).
+enum HuntMemory : uint8_t {
+  kHuntHost = 0,    // heap + anonymous mmap bytes
+  kHuntDevice = 1,  // device-resident bytes (all devices)
 };
 
 enum SnapshotCause : uint8_t {

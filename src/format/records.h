@@ -64,7 +64,8 @@ inline constexpr uint64_t kMaxSnapshotSites = kMaxChunkRawLen / 3;
   R(DevAlloc, kTagDevAlloc, "DEV_ALLOC",                                                          \
     MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint32_t, tid) MS_U(uint64_t, stack)              \
     MS_U(uint8_t, kind) MS_S(int32_t, device) MS_U(uint64_t, addr) MS_U(uint64_t, size)           \
-    MS_U(uint8_t, api) MS_U(uint64_t, aux) MS_U(uint64_t, step) MS_U(uint64_t, stage_str))        \
+    MS_U(uint8_t, api) MS_U(uint64_t, aux) MS_U(uint64_t, step) MS_U(uint64_t, stage_str)         \
+    MS_U(uint8_t, sampled) MS_U(uint64_t, interval))                                              \
   R(DevFree, kTagDevFree, "DEV_FREE",                                                             \
     MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint32_t, tid) MS_U(uint8_t, kind)                \
     MS_S(int32_t, device) MS_U(uint64_t, addr) MS_U(uint64_t, size) MS_U(uint8_t, api))           \
@@ -101,7 +102,12 @@ inline constexpr uint64_t kMaxSnapshotSites = kMaxChunkRawLen / 3;
     MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint64_t, step) MS_U(uint8_t, phase)              \
     MS_U(uint8_t, outcome) MS_U(uint64_t, interval) MS_U(uint64_t, rate) MS_U(uint64_t, growth)   \
     MS_U(uint64_t, explained) MS_U(uint64_t, samples) MS_U(uint64_t, sites)                       \
-    MS_U(uint64_t, stack_ns))                                                                     \
+    MS_U(uint64_t, stack_ns) MS_U(uint8_t, memory))                                               \
+  R(MemSnapshot, kTagMemSnapshot, "MEM_SNAPSHOT",                                                 \
+    MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint32_t, tid) MS_U(uint64_t, step)               \
+    MS_U(uint64_t, stage_str) MS_U(uint8_t, cause) MS_S(int32_t, device)                          \
+    MS_U(uint64_t, requested) MS_U(uint64_t, free) MS_U(uint64_t, total) MS_U(uint8_t, api)       \
+    MS_U(uint64_t, error))                                                                        \
   R(Lost, kTagLost, "LOST",                                                                       \
     MS_U(uint64_t, ts) MS_U(uint64_t, records) MS_U(uint64_t, bytes) MS_U(uint64_t, cause))       \
   R(Notice, kTagNotice, "NOTICE",                                                                 \

@@ -182,6 +182,8 @@ bool Take(const format::DevAllocRecord& r, ChunkRecords& c) {
   e.aux = r.aux;
   e.step = r.step;
   e.str = r.stage_str;
+  e.sampled = r.sampled;
+  e.interval = r.interval;
   Push(c, e);
   return true;
 }
@@ -208,6 +210,22 @@ bool Take(const format::DevFailRecord& r, ChunkRecords& c) {
   e.value = static_cast<int64_t>(r.error);
   e.step = r.step;
   e.str = r.stage_str;
+  Push(c, e);
+  return true;
+}
+
+bool Take(const format::MemSnapshotRecord& r, ChunkRecords& c) {
+  if (r.error > INT64_MAX) return false;
+  Event e = Common(format::kTagMemSnapshot, r);
+  e.step = r.step;
+  e.str = r.stage_str;
+  e.kind = r.cause;
+  e.device = r.device;
+  e.size = r.requested;
+  e.new_addr = r.free;
+  e.new_len = r.total;
+  e.api = r.api;
+  e.value = static_cast<int64_t>(r.error);
   Push(c, e);
   return true;
 }
@@ -438,6 +456,7 @@ void CountUnknownRefs(Trace& t) {
         break;
       case format::kTagStage:
       case format::kTagCounter:
+      case format::kTagMemSnapshot:
         check_str(e.str);
         break;
       default:

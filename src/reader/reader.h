@@ -54,17 +54,22 @@ struct Event {
   uint8_t tag = 0;
   uint8_t kind = 0;   // ALLOC: format::AllocKind; DEV_*: format::DeviceKind
   uint8_t phase = 0;  // STEP/STAGE: 0 begin, 1 end
+  // DEV_ALLOC: 1 a sample (stack, weight from `interval`), 0 counted only.
+  uint8_t sampled = 0;
   uint32_t tid = 0;
   uint64_t ts = 0;    // ns since trace start
   uint64_t seq = 0;
   uint64_t stack = 0;
   uint64_t addr = 0;
   uint64_t size = 0;
-  uint64_t interval = 0;
-  uint64_t new_addr = 0;  // MREMAP; MMAP: prot
-  uint64_t new_len = 0;   // MREMAP; MMAP: flags
+  uint64_t interval = 0;  // ALLOC, DEV_ALLOC: T of the sample (0: p = 1)
+  uint64_t new_addr = 0;  // MREMAP; MMAP: prot; MEM_SNAPSHOT: free device bytes
+  uint64_t new_len = 0;   // MREMAP; MMAP: flags; MEM_SNAPSHOT: total device bytes
   uint64_t step = 0;
   uint64_t str = 0;
+  // COUNTER: its value; DEV_FAIL, MEM_SNAPSHOT: the error code.
+  // MEM_SNAPSHOT: kind is the cause (format::MemSnapshotCause), size the
+  // requested bytes.
   int64_t value = 0;
   uint32_t counters = 0;  // STEP/STAGE: index into Trace::counters
   int32_t device = -1;    // DEV_*: CUDA device ordinal, -1 unknown

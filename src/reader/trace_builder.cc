@@ -170,8 +170,11 @@ void TraceBuilder::Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64
 
 void TraceBuilder::DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
                             uint64_t addr, uint64_t size, uint8_t api, uint64_t aux,
-                            uint64_t step, uint64_t stage_str, uint64_t tid) {
+                            uint64_t step, uint64_t stage_str, uint64_t tid, uint64_t interval,
+                            bool sampled) {
   format::DevAllocRecord r;
+  r.interval = interval;
+  r.sampled = sampled ? 1 : 0;
   r.ts = ts;
   r.seq = NextSeq();
   r.tid = static_cast<uint32_t>(tid);
@@ -184,6 +187,25 @@ void TraceBuilder::DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t d
   r.aux = aux;
   r.step = step;
   r.stage_str = stage_str;
+  Put(r);
+}
+
+void TraceBuilder::MemSnapshot(uint64_t ts, uint8_t cause, int32_t device, uint64_t requested,
+                               uint64_t free_bytes, uint64_t total_bytes, uint64_t step,
+                               uint64_t stage_str, uint8_t api, uint64_t error) {
+  format::MemSnapshotRecord r;
+  r.ts = ts;
+  r.seq = NextSeq();
+  r.tid = 1;
+  r.step = step;
+  r.stage_str = stage_str;
+  r.cause = cause;
+  r.device = device;
+  r.requested = requested;
+  r.free = free_bytes;
+  r.total = total_bytes;
+  r.api = api;
+  r.error = error;
   Put(r);
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/report/report.h"
+#include "src/report/text_internal.h"
 
 namespace memstep::report {
 namespace {
@@ -264,6 +265,7 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
     w.Field("explained_bytes", h.explained);
     w.Field("samples", h.samples);
     w.Field("stack_ns", h.stack_ns);
+    w.Field("memory", h.device ? "device" : "host");
     w.EndObject();
   }
   w.EndArray();
@@ -456,6 +458,44 @@ void WriteDeviceFailure(JsonWriter& w, const analysis::DeviceFailure& f, int max
   w.EndObject();
 }
 
+void WritePeakSites(JsonWriter& w, const std::vector<analysis::PeakSite>& sites) {
+  w.BeginArray();
+  for (const analysis::PeakSite& t : sites) {
+    w.BeginObject();
+    w.Field("site_id", t.site_id);
+    w.Field("stack_id", t.stack_id);
+    w.Field("live_bytes", t.live_bytes);
+    w.Field("live_count", t.live_count);
+    WriteCi(w, "live_bytes_ci", t.live_bytes, t.live_bytes_low, t.live_bytes_high);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WriteMemorySnapshot(JsonWriter& w, const analysis::MemorySnapshot& m) {
+  w.BeginObject();
+  w.Field("pid", m.pid);
+  w.Field("time_s", m.time_s);
+  w.Field("step", m.step);
+  w.Field("stage", m.stage);
+  w.Field("cause", m.cause);
+  w.Field("out_of_memory", m.out_of_memory);
+  OptionalInt(w, "device", m.device);
+  w.Field("requested_bytes", m.requested);
+  w.Field("api", m.api);
+  w.Field("free_bytes", m.free_bytes);
+  w.Field("total_bytes", m.total_bytes);
+  w.Field("free_source", m.free_source);
+  w.Field("device_resident_bytes", m.device_resident_bytes);
+  w.Field("host_live_bytes", m.host_live_bytes);
+  w.Field("summary", report::internal::SnapshotHeadline(m));
+  w.Key("device_sites");
+  WritePeakSites(w, m.device_sites);
+  w.Key("host_sites");
+  WritePeakSites(w, m.host_sites);
+  w.EndObject();
+}
+
 void WriteEpoch(JsonWriter& w, const analysis::EpochRow& e) {
   w.BeginObject();
   w.Field("pid", e.pid);
@@ -625,6 +665,10 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
   for (const analysis::DeviceFailure& f : report.device_failures) {
     WriteDeviceFailure(w, f, options.frames);
   }
+  w.EndArray();
+  w.Key("memory_snapshots");
+  w.BeginArray();
+  for (const analysis::MemorySnapshot& m : report.memory_snapshots) WriteMemorySnapshot(w, m);
   w.EndArray();
   w.Key("sites");
   w.BeginArray();

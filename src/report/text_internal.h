@@ -39,6 +39,10 @@ void AppendDeviceGrowth(const analysis::ProcessSummary& p, std::string& out);
 std::string DeviceSiteTag(const analysis::Site& s);
 // "  device 0 full in N steps (T)" for a device site's projection.
 std::string DeviceProjection(const analysis::Site& s);
+// Out-of-memory moments and snapshots on request (text_snapshot.cc): the
+// headline "out of memory at step N, stage S, requested X, free Y of Z".
+std::string SnapshotHeadline(const analysis::MemorySnapshot& m);
+void AppendMemorySnapshots(const analysis::Report& r, const ReportOptions& o, std::string& out);
 void AppendDeviceFailures(const analysis::Report& r, const ReportOptions& o, std::string& out);
 void AppendDeviceStagePeaks(const analysis::Report& r, std::string& out);
 void AppendDeviceMemory(const analysis::Report& r, std::string& out);

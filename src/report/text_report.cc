@@ -403,7 +403,8 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
   if (n > 3) absl::StrAppend(&out, "    leak hunts: ", n, " (the last 3:)\n");
   for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) {
     const ProcessSummary::Hunt& h = p.hunts[i];
-    absl::StrAppend(&out, "    leak hunt: steps ", h.begin_step, "-", h.end_step, ", growth ",
+    absl::StrAppend(&out, h.device ? "    device leak hunt: steps " : "    leak hunt: steps ",
+                    h.begin_step, "-", h.end_step, ", growth ",
                     HumanBytes(static_cast<double>(h.rate)), "/step, T down to ",
                     HumanBytes(static_cast<double>(h.min_interval)), ": ");
     switch (h.outcome) {
@@ -708,6 +709,7 @@ std::string FormatText(const Report& report, const ReportOptions& options) {
   std::string out;
   AppendProcesses(report, out);
   AppendRanks(report, out);
+  internal::AppendMemorySnapshots(report, options, out);
   AppendGrowth(report, options, out);
   AppendGates(report, out);
   AppendAlerts(report, out);

@@ -398,6 +398,10 @@ void CheckRecords(const Facts& f, const rd::Trace& t, bool stacks) {
     }
     CheckStepStage(*e, t, r);
     std::string seen;
+    if (e->tag == fmt::kTagDevAlloc && !e->sampled) {  // counted, never unwound
+      if (e->stack != 0) Error(r.type + " " + r.Get("api") + ": not sampled but has a stack");
+      continue;
+    }
     if (stacks && !sc.Contains(e->stack, e->ts, r.Get("func"), &seen)) {
       Error(r.type + " " + r.Get("api") + " size " + r.Get("size") + ": stack " +
             std::to_string(e->stack) + " lacks " + r.Get("func") + " (" + seen + ")");

@@ -36,6 +36,9 @@ unset LD_PRELOAD LD_LIBRARY_PATH MEMSTEP_OUT MEMSTEP_DIR MEMSTEP_LIB MEMSTEP_DIS
       MEMSTEP_SAMPLE_INTERVAL NVTX_INJECTION64_PATH FAKECUDA_MEM_LIMIT FAKECUDA_FAIL_CALL \
       FAKECUDA_FAIL_ERR FAKECUDA_DEVICES
 export FAKECUDA_LOG="$WORK/fake.log" FAKECUDA_RT_VIA_DRIVER="$VIA"
+# The planted-fact checks want every device allocation's stack: each one is
+# sampled (docs/gpu.md "Sampling"; sampling itself: cuda.sampling).
+export MEMSTEP_DEVICE_SAMPLE_INTERVAL="${CUDA_CASE_DEVICE_INTERVAL:-1}"
 [ "$DRV" != - ] && export LD_LIBRARY_PATH="$DRV"
 
 # run ARGS...: with a deadline and PRELOAD; output in $WORK/out, exit status

@@ -218,6 +218,7 @@ TEST(Stacks, DeviceStacksStartAtTheCaller) {
   env.push_back(std::string("LD_LIBRARY_PATH=") + MEMSTEP_E2E_CUDA_DRIVER_DIR);
   env.push_back("FAKECUDA_RT_VIA_DRIVER=1");
   env.push_back("FAKECUDA_LOG=" + facts.path() + "/fake.log");
+  env.push_back("MEMSTEP_DEVICE_SAMPLE_INTERVAL=1");  // every device allocation with its stack
   ChildResult r = RunChild({MEMSTEP_E2E_CUDA_APP, facts.path()}, env);
   ASSERT_FALSE(r.timed_out) << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -144,6 +144,18 @@ bool Take(const fmt::DevFailRecord& r, Stats*) {
 
 bool Take(const fmt::DevInfoRecord&, Stats*) { return true; }
 
+bool Take(const fmt::MemSnapshotRecord& r, Stats*) {
+  if (!StringDefined(r.stage_str)) return Fail("MEM_SNAPSHOT stage before its STRING");
+  if (r.cause < fmt::kMemSnapDeviceOom || r.cause > fmt::kMemSnapRequest) {
+    return Fail("MEM_SNAPSHOT cause out of range");
+  }
+  if (g_dump) {
+    std::printf("MEM_SNAPSHOT step=%llu cause=%llu device=%d requested=%llu free=%llu total=%llu\n",
+                (ull)r.step, (ull)r.cause, r.device, (ull)r.requested, (ull)r.free, (ull)r.total);
+  }
+  return true;
+}
+
 bool Take(const fmt::HuntRecord& r, Stats*) {
   if (r.phase > 1 || (r.phase == 1 && (r.outcome < 1 || r.outcome > 3))) {
     return Fail("HUNT phase/outcome out of range");
@@ -151,9 +163,9 @@ bool Take(const fmt::HuntRecord& r, Stats*) {
   if (g_dump) {
     std::printf(
         "HUNT step=%llu phase=%llu outcome=%llu interval=%llu rate=%llu growth=%llu "
-        "explained=%llu samples=%llu sites=%llu stack_ns=%llu\n",
+        "explained=%llu samples=%llu sites=%llu stack_ns=%llu memory=%llu\n",
         (ull)r.step, (ull)r.phase, (ull)r.outcome, (ull)r.interval, (ull)r.rate, (ull)r.growth,
-        (ull)r.explained, (ull)r.samples, (ull)r.sites, (ull)r.stack_ns);
+        (ull)r.explained, (ull)r.samples, (ull)r.sites, (ull)r.stack_ns, (ull)r.memory);
   }
   return true;
 }

@@ -45,6 +45,7 @@ reader::Event DevAlloc(uint8_t kind, int32_t device, uint64_t addr, uint64_t siz
   e.size = size;
   e.stack = stack;
   e.api = format::kApiCudaMalloc;
+  e.sampled = 1;  // p = 1: every allocation a sample, as the sites below expect
   return e;
 }
 

@@ -1,7 +1,7 @@
-// call_bench: the cost memstep adds to a CUDA allocation call. Every device
-// allocation is recorded with its stack (no sampling), so this is the cost
-// the cudaMallocAsync backend of PyTorch pays per tensor. Runs against the
-// fake runtime (tests/cuda/fake), whose calls cost well under a microsecond.
+// call_bench: the cost memstep adds to a CUDA allocation call, the cost the
+// cudaMallocAsync backend of PyTorch pays per tensor (call_bench.sh runs it
+// with every device allocation unwound and with the default device
+// sampling). Runs against the fake runtime (tests/cuda/fake).
 //
 //   cuda_call_bench N    N cudaMallocAsync/cudaFreeAsync pairs, then N
 //                        cudaMalloc/cudaFree pairs, from a 12-frame-deep
