@@ -169,6 +169,10 @@ enum Tag : uint8_t {
   // The leak hunt (docs/analysis.md "Leak hunt") began (phase 0) or ended
   // (phase 1, `outcome` a HuntOutcome) at the end of `step`.
   kTagHunt = 0x28,
+  // u ts, u seq, u tid, u n, n x (u system, u free, u top, u free_chunks):
+  // glibc's arenas at a step end (malloc_info), just before its STEP end
+  // record (docs/format.md "Step-end allocator statistics").
+  kTagArenaStats = 0x2C,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).

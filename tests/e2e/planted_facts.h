@@ -115,6 +115,10 @@ inline constexpr uint32_t kProgBoostSteps = 5;
 //     merges into the main arena's top chunk, which only grows.
 //   rss-leak: per step kRssLeakBlocks blocks of kRssLeakSize bytes, touched
 //     and kept (PlantedRssLeak).
+//   rss-file: a file of kRssSteps x kRssFileUnit bytes (unlinked, in $TMPDIR
+//     or /tmp) mapped MAP_SHARED; per step the next kRssFileUnit bytes of the
+//     mapping are written: file-backed (page cache or shmem) pages grow, the
+//     heap does not.
 inline constexpr long kRssSteps = 60;
 inline constexpr int kRssStepMs = 5;
 inline constexpr int kRssFragBlocks = 32;
@@ -123,6 +127,7 @@ inline constexpr size_t kRssFragGrow = 1024;
 inline constexpr size_t kRssPinSize = 1024;
 inline constexpr size_t kRssCacheUnit = 512 * 1024;
 inline constexpr int kRssLeakBlocks = 16;
+inline constexpr size_t kRssFileUnit = 512 * 1024;
 inline constexpr size_t kRssLeakSize = 32768;
 
 }  // namespace memstep::e2e::facts
