@@ -63,10 +63,12 @@ uint64_t ResidentBytes(uintptr_t start, size_t len, bool prefix) {
   uintptr_t a = start & ~(page - 1);
   const uintptr_t end = start + len;
   unsigned char vec[4096];
+  // Prefix scans go by 1 MiB and stop after 4 MiB without a resident page.
+  const uintptr_t piece_pages = prefix ? (uintptr_t{1} << 20) / page : sizeof(vec);
   uint64_t pages = 0;
   int empty = 0;  // pieces in a row without a resident page
-  while (a < end && !(prefix && empty >= 2)) {
-    const uintptr_t piece_end = end - a > sizeof(vec) * page ? a + sizeof(vec) * page : end;
+  while (a < end && !(prefix && empty >= 4)) {
+    const uintptr_t piece_end = end - a > piece_pages * page ? a + piece_pages * page : end;
     const size_t n = static_cast<size_t>((piece_end - a + page - 1) / page);
     if (syscall(SYS_mincore, a, piece_end - a, vec) != 0) return pages * page;
     const uint64_t before = pages;

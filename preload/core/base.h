@@ -43,9 +43,10 @@ void ForEachOwnMapping(F f);
 uint64_t OwnMappingsUnlisted();  // bytes of mappings the list had no room for
 // Resident bytes of [start, start + len) by mincore(2), in pieces of 16 MiB
 // (a 4 KiB vector on the stack); 0 for a range that is not mapped. With
-// `prefix`, stops after two pieces in a row without a resident page: for
-// reservations filled from their start (the dictionary's 1 GiB log and pool),
-// whose untouched rest would cost ~0.2 ns a page to scan.
+// `prefix`, in pieces of 1 MiB, stopping after 4 MiB without a resident page:
+// for reservations filled from their start (the dictionary's 1 GiB log and
+// pool), whose untouched rest would cost a few ns a page to scan; hash
+// tables that sparse are nearly empty (a page or two missed).
 uint64_t ResidentBytes(uintptr_t start, size_t len, bool prefix = false);
 // Fork child: the list's lock may have been held by another thread.
 void OwnMappingsForkChild();

@@ -25,7 +25,7 @@
 //     `mallctl` resolves): stats.allocated/active/resident/mapped/metadata
 //     after an `epoch` refresh, and the dirty and muzzy pages of all arenas.
 //   - memstep's own memory: mincore(2) over every mapping memstep made
-//     (RawMmap's list; each scanned from its start until 32 MiB without a
+//     (RawMmap's list; each scanned from its start until 4 MiB without a
 //     resident page) and over the used parts of the sampled-block region,
 //     reported apart (`memstep.region_bytes`) with the requested bytes of
 //     its live blocks (`memstep.sampled_bytes`: the program's data, counted in

@@ -8,12 +8,13 @@
 // that pin fragmented free space.
 //
 // Worked example (the PyTorch loop of docs/analysis.md, per step over the
-// window): RSS +1.3 MiB; exact live +14 KiB (rising, p < 0.01); glibc arena 0
-// free chunks but the top +1.2 MiB (rising), top +0; memstep's own +20 KiB.
-// The largest rising component is the free space inside the heap:
-// FRAGMENTATION, and the growing site (the kept tensor) is named as its pin
-// with the ratio 1.2 MiB / 14 KiB. Had the live bytes been flat, the same RSS
-// growth would never be LEAK.
+// 60-step window): RSS +766 KiB; exact live +17.1 KiB (rising, p < 0.01);
+// glibc arena 0's free chunks but its top +654 KiB (rising), its top +16 B;
+// memstep's own +71.9 KiB, taken off first. The largest rising component of
+// the rest is the free space inside the heap: FRAGMENTATION, and the growing
+// site (the kept tensors' storage) is named as its pin with the ratio
+// 654 / 17.1 = 38x. Had the live bytes been flat, the same RSS growth would
+// never be LEAK.
 //
 // Inputs come from the step-end COUNTER records written by
 // preload/steps/alloc_stats.cc (docs/format.md "Step-end allocator
