@@ -497,7 +497,6 @@ void AllocStatsForkChild() {
   g_next_ns.store(0, std::memory_order_relaxed);
   g_next_smaps_ns.store(0, std::memory_order_relaxed);
   g_collect_lock.Reset();
-  OwnMappingsForkChild();
 }
 
 }  // namespace memstep::preload
