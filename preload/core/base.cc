@@ -13,8 +13,7 @@ std::atomic<size_t> g_own_mappings_n{0};
 }  // namespace internal
 
 namespace {
-SpinLock g_own_lock;                     // serializes changes to the list
-std::atomic<uint64_t> g_own_unlisted{0};  // bytes not listed (list full)
+SpinLock g_own_lock;  // serializes changes to the list
 }  // namespace
 
 void* RawMmap(size_t len) {
@@ -28,8 +27,6 @@ void* RawMmap(size_t len) {
       internal::g_own_mappings[n].start.store(static_cast<uintptr_t>(r), std::memory_order_relaxed);
       internal::g_own_mappings[n].len.store(len, std::memory_order_relaxed);
       internal::g_own_mappings_n.store(n + 1, std::memory_order_release);
-    } else {
-      g_own_unlisted.fetch_add(len, std::memory_order_relaxed);
     }
   }
   return reinterpret_cast<void*>(r);
@@ -50,11 +47,7 @@ void RawMunmap(void* p, size_t len) {
     internal::g_own_mappings_n.store(n - 1, std::memory_order_release);
     return;
   }
-  const uint64_t u = g_own_unlisted.load(std::memory_order_relaxed);
-  g_own_unlisted.store(u > len ? u - len : 0, std::memory_order_relaxed);
 }
-
-uint64_t OwnMappingsUnlisted() { return g_own_unlisted.load(std::memory_order_relaxed); }
 
 void OwnMappingsForkChild() { g_own_lock.Reset(); }
 

@@ -27,8 +27,9 @@ namespace memstep::preload {
 // Anonymous private mapping made with the raw system call, so that memstep's
 // own memory never appears as an application mmap. MAP_NORESERVE: pages are
 // committed on first touch. Returns nullptr on failure.
-// Every such mapping is listed (up to kOwnMappingsMax; more are counted in
-// OwnMappingsUnlisted) so that memstep's own resident memory can be measured.
+// Every such mapping is listed (up to kOwnMappingsMax; more are not, and
+// their pages are missing from memstep's own memory) so that memstep's own
+// resident memory can be measured.
 void* RawMmap(size_t len);
 void RawMunmap(void* p, size_t len);
 
@@ -40,7 +41,6 @@ void RawMunmap(void* p, size_t len);
 inline constexpr size_t kOwnMappingsMax = 2048;
 template <typename F>
 void ForEachOwnMapping(F f);
-uint64_t OwnMappingsUnlisted();  // bytes of mappings the list had no room for
 // Resident bytes of [start, start + len) by mincore(2), in pieces of 16 MiB
 // (a 4 KiB vector on the stack); 0 for a range that is not mapped. With
 // `prefix`, in pieces of 1 MiB, stopping after 4 MiB without a resident page:

@@ -307,9 +307,11 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     if (best == nullptr || k.slope > best->slope) best = &k;
   }
   const Candidate memstep = {"MEMSTEP", "memstep's own memory (not the program's)", own.slope};
-  // memstep's own: when it is most of the growth (the rest under 25 %), or
-  // no program component explains the rest.
+  // memstep's own: when it rises more than any program component and is most
+  // of the growth (the rest under 25 %), or no program component explains
+  // the rest.
   if (own_rises && own.slope >= kMinShare * rg.slope &&
+      (best == nullptr || own.slope > best->slope) &&
       (net < kMinShare * rg.slope || best == nullptr || best->slope < kMinShare * net)) {
     best = &memstep;
   }
