@@ -254,7 +254,8 @@ void EndHeap(InfoParse& p) {
   const uint64_t chunks = p.fast_count + (p.rest_count > 0 ? p.rest_count - 1 : 0);
   const uint32_t row = p.heaps < kArenaStatsMax ? p.heaps : kArenaStatsMax - 1;
   const uint64_t v[4] = {p.system, free, top, chunks};
-  for (int i = 0; i < 4; ++i) s.arena[row][i] = (p.heaps < kArenaStatsMax ? 0 : s.arena[row][i]) + v[i];
+  const bool summed = p.heaps >= kArenaStatsMax;  // the last row sums the rest
+  for (int i = 0; i < 4; ++i) s.arena[row][i] = (summed ? s.arena[row][i] : 0) + v[i];
   ++p.heaps;
   s.arenas = p.heaps < kArenaStatsMax ? p.heaps : kArenaStatsMax;
 }

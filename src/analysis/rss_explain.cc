@@ -119,12 +119,16 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
           r.allocator = "glibc";
           r.frag_bytes = 0;
           r.cache_bytes = 0;
+          // (Clamped: the record's values are untrusted; 64 arenas of 2^56 sum
+          // without overflow.)
+          auto clamp = [](uint64_t v) {
+            return static_cast<int64_t>(std::min<uint64_t>(v, uint64_t{1} << 56));
+          };
           for (const reader::ArenaStats::Arena& a : arenas->arenas) {
-            const int64_t free = static_cast<int64_t>(std::min<uint64_t>(a.free, INT64_MAX));
-            const int64_t top = std::min<int64_t>(static_cast<int64_t>(std::min<uint64_t>(a.top, INT64_MAX)), free);
+            const int64_t free = clamp(a.free), top = std::min(clamp(a.top), free);
             r.frag_bytes += free - top;
             r.cache_bytes += top;
-            r.arenas.push_back({static_cast<int64_t>(std::min<uint64_t>(a.system, INT64_MAX)), free, top});
+            r.arenas.push_back({clamp(a.system), free, top});
           }
         } else if (fordblks >= 0 && keepcost >= 0) {
           r.allocator = "glibc";
