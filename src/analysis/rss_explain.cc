@@ -99,7 +99,8 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
         r.has = true;
         r.anon_bytes = get("rss.anon_bytes");
         r.file_bytes = get("rss.file_bytes");
-        r.rss_source = static_cast<int>(std::max<int64_t>(get("rss.source"), 0));
+        const int64_t source = get("rss.source");
+        r.rss_source = source == 1 || source == 2 ? static_cast<int>(source) : 0;
         if (r.rss_source == 0 && r.anon_bytes >= 0) r.rss_source = 2;  // older traces: statm
         r.cost_ns = get("memstep.stats_ns");
         r.smaps_ns = get("rss.smaps_ns");
