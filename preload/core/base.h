@@ -27,8 +27,48 @@ namespace memstep::preload {
 // Anonymous private mapping made with the raw system call, so that memstep's
 // own memory never appears as an application mmap. MAP_NORESERVE: pages are
 // committed on first touch. Returns nullptr on failure.
+// Every such mapping is listed (up to kOwnMappingsMax; more are not, and
+// their pages are missing from memstep's own memory) so that memstep's own
+// resident memory can be measured.
 void* RawMmap(size_t len);
 void RawMunmap(void* p, size_t len);
+
+// memstep's own memory (docs/analysis.md "RSS growth explained"): calls
+// f(start, len) for each listed RawMmap mapping. Lock-free reads of a list
+// that RawMmap/RawMunmap change under a spinlock: a mapping made or removed
+// meanwhile may be seen or missed (a statistic; mincore on a range that is
+// gone fails and counts nothing).
+inline constexpr size_t kOwnMappingsMax = 2048;
+template <typename F>
+void ForEachOwnMapping(F f);
+// Resident bytes of [start, start + len) by mincore(2), in pieces of 16 MiB
+// (a 4 KiB vector on the stack); 0 for a range that is not mapped. With
+// `prefix`, in pieces of 1 MiB, stopping after 4 MiB without a resident page:
+// for reservations filled from their start (the dictionary's 1 GiB log and
+// pool), whose untouched rest would cost a few ns a page to scan; hash
+// tables that sparse are nearly empty (a page or two missed).
+uint64_t ResidentBytes(uintptr_t start, size_t len, bool prefix = false);
+// Fork child: the list's lock may have been held by another thread.
+void OwnMappingsForkChild();
+
+namespace internal {
+struct OwnMapping {
+  std::atomic<uintptr_t> start{0};
+  std::atomic<size_t> len{0};
+};
+extern OwnMapping g_own_mappings[kOwnMappingsMax];
+extern std::atomic<size_t> g_own_mappings_n;
+}  // namespace internal
+
+template <typename F>
+void ForEachOwnMapping(F f) {
+  const size_t n = internal::g_own_mappings_n.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n && i < kOwnMappingsMax; ++i) {
+    const uintptr_t start = internal::g_own_mappings[i].start.load(std::memory_order_relaxed);
+    const size_t len = internal::g_own_mappings[i].len.load(std::memory_order_relaxed);
+    if (start != 0 && len != 0) f(start, len);
+  }
+}
 
 // CLOCK_MONOTONIC in nanoseconds.
 uint64_t MonoNs();

@@ -9,6 +9,7 @@ void Region::Init(char* base, size_t size) {
   size_ = size;
   boot_size_ = size < kBootstrapBytes ? size : kBootstrapBytes;
   boot_used_.store(0, std::memory_order_relaxed);
+  live_bytes_.store(0, std::memory_order_relaxed);
   span_ = 0;
   spans_begin_ = 0;
   spans_size_ = 0;
@@ -77,6 +78,7 @@ void* Region::Alloc(size_t size, size_t align) {
     size_t idx = static_cast<size_t>(static_cast<char*>(p) - k.begin) >> (kMinShift + c);
     k.meta[idx] = static_cast<uint32_t>(size) + 1;
   }
+  live_bytes_.fetch_add(size, std::memory_order_relaxed);
   return p;
 }
 
@@ -112,6 +114,7 @@ bool Region::Free(void* p, size_t* requested) {
   *static_cast<void**>(p) = k.free_list;
   k.free_list = p;
   *requested = m - 1;
+  live_bytes_.fetch_sub(m - 1, std::memory_order_relaxed);
   return true;
 }
 

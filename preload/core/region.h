@@ -66,6 +66,25 @@ class Region {
   // blocks that are not live (double free) are ignored (returns false).
   bool Free(void* p, size_t* requested);
 
+  // Requested bytes of the live blocks (bootstrap blocks excluded): the
+  // program's data the region holds. Relaxed: a statistic.
+  size_t LiveBytes() const { return live_bytes_.load(std::memory_order_relaxed); }
+
+  // Calls f(start, len) for each part of the region that may be resident: the
+  // bootstrap area used so far, each class's carved blocks and their
+  // metadata (reads `carved` without the class locks: a statistic).
+  template <typename F>
+  void ForEachUsedRange(F f) const {
+    f(reinterpret_cast<uintptr_t>(base_), boot_used_.load(std::memory_order_relaxed));
+    for (int c = 0; c < kNumClasses && span_ != 0; ++c) {
+      const Class& k = classes_[c];
+      const size_t carved = __atomic_load_n(&k.carved, __ATOMIC_RELAXED);
+      if (carved == 0) continue;
+      f(reinterpret_cast<uintptr_t>(k.begin), carved);
+      f(reinterpret_cast<uintptr_t>(k.meta), (carved >> (kMinShift + c)) * sizeof(uint32_t));
+    }
+  }
+
   // Class of a request, or -1 if it does not fit a class.
   static int ClassOf(size_t size, size_t align);
 
@@ -88,6 +107,7 @@ class Region {
   size_t size_ = 0;
   size_t boot_size_ = 0;
   std::atomic<size_t> boot_used_{0};
+  std::atomic<size_t> live_bytes_{0};  // requested bytes of live class blocks
   size_t span_ = 0;
   uintptr_t spans_begin_ = 0;
   size_t spans_size_ = 0;

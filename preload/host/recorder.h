@@ -88,14 +88,20 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps);
 void ProgressiveForkChild();
 
 // The allocator's statistics at step ends (steps/alloc_stats.cc).
-constexpr int kAllocStatsMax = 16;
+constexpr int kAllocStatsMax = 24;
+constexpr int kArenaStatsMax = 64;  // format::kMaxArenaStats
 struct AllocStats {
   int64_t values[kAllocStatsMax];  // -1: not collected
+  // glibc's arenas (malloc_info): n rows of (system, free, top, free_chunks);
+  // arenas beyond the last row are summed into it. 2 KiB on the stack.
+  uint32_t arenas;
+  uint64_t arena[kArenaStatsMax][4];
 };
 // Outside every lock, before a STEP end record: true when a collection was due
 // (rate-limited to 1 % of wall time by its own measured cost) and *s is filled.
 bool AllocStatsCollect(AllocStats* s);
-// g_api_lock held, just before the STEP end record: COUNTER records of *s.
+// g_api_lock held, just before the STEP end record: COUNTER records of *s and
+// an ARENA_STATS record when it has arenas.
 void AllocStatsEmit(ThreadState& t, const AllocStats& s);
 void AllocStatsForkChild();
 

@@ -118,6 +118,7 @@ void ForkParent() {
 }
 
 void ForkChild() {
+  OwnMappingsForkChild();  // first: any handler below may RawMmap
   g_mmaps.ResetLock();
   g_region.ResetLocks();
   g_big.ResetLocks();

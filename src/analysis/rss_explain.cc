@@ -66,16 +66,28 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
                                           size_t rows) {
   std::vector<RowAllocStats> out(rows);
   std::map<std::string, int64_t> pending;  // counters since the previous STEP record
+  const reader::ArenaStats* arenas = nullptr;  // ARENA_STATS since then
+  size_t next_arena = 0;
+  uint64_t prev_step_seq = 0;
   for (const reader::Event& e : t.events) {
     if (e.tag == format::kTagCounter) {
       const std::string& name = t.String(e.str);
       if (name.rfind("glibc.", 0) == 0 || name.rfind("jemalloc.", 0) == 0 ||
-          name.rfind("rss.", 0) == 0 || name == "memstep.stats_ns") {
+          name.rfind("rss.", 0) == 0 || name == "memstep.stats_ns" ||
+          name == "memstep.own_bytes" || name == "memstep.region_bytes" ||
+          name == "memstep.sampled_bytes" || name == "memstep.own_ns") {
         pending[name] = e.value;
       }
       continue;
     }
     if (e.tag != format::kTagStep) continue;
+    // The ARENA_STATS records between the previous STEP record and this one.
+    arenas = nullptr;
+    while (next_arena < t.arena_stats.size() && t.arena_stats[next_arena].seq < e.seq) {
+      if (t.arena_stats[next_arena].seq > prev_step_seq) arenas = &t.arena_stats[next_arena];
+      ++next_arena;
+    }
+    prev_step_seq = e.seq;
     if (e.phase == 1 && !pending.empty()) {
       auto row = row_of_step.find(e.step);
       if (row != row_of_step.end() && row->second < rows) {
@@ -87,11 +99,39 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
         r.has = true;
         r.anon_bytes = get("rss.anon_bytes");
         r.file_bytes = get("rss.file_bytes");
+        const int64_t source = get("rss.source");
+        r.rss_source = source == 1 || source == 2 ? static_cast<int>(source) : 0;
+        if (r.rss_source == 0 && r.anon_bytes >= 0) r.rss_source = 2;  // older traces: statm
         r.cost_ns = get("memstep.stats_ns");
+        r.smaps_ns = get("rss.smaps_ns");
+        r.own_ns = get("memstep.own_ns");
+        // memstep's own: its mappings, plus what its sampled-block region
+        // holds beyond the live blocks' requested bytes (the program's data).
+        const int64_t own = get("memstep.own_bytes"), region = get("memstep.region_bytes");
+        const int64_t sampled = get("memstep.sampled_bytes");
+        if (own >= 0) {
+          r.own_bytes = own + std::max<int64_t>(region - std::max<int64_t>(sampled, 0), 0);
+        }
         const int64_t fordblks = get("glibc.free_bytes"), keepcost = get("glibc.top_bytes");
         const int64_t allocated = get("jemalloc.allocated"), active = get("jemalloc.active");
         const int64_t dirty = get("jemalloc.dirty_bytes"), muzzy = get("jemalloc.muzzy_bytes");
-        if (fordblks >= 0 && keepcost >= 0) {
+        if (arenas != nullptr && !arenas->arenas.empty()) {
+          // Per arena: free chunks inside it (fragmentation) and its top (caching).
+          r.allocator = "glibc";
+          r.frag_bytes = 0;
+          r.cache_bytes = 0;
+          // (Clamped: the record's values are untrusted; 64 arenas of 2^56 sum
+          // without overflow.)
+          auto clamp = [](uint64_t v) {
+            return static_cast<int64_t>(std::min<uint64_t>(v, uint64_t{1} << 56));
+          };
+          for (const reader::ArenaStats::Arena& a : arenas->arenas) {
+            const int64_t free = clamp(a.free), top = std::min(clamp(a.top), free);
+            r.frag_bytes += free - top;
+            r.cache_bytes += top;
+            r.arenas.push_back({clamp(a.system), free, top});
+          }
+        } else if (fordblks >= 0 && keepcost >= 0) {
           r.allocator = "glibc";
           r.frag_bytes = std::max<int64_t>(fordblks - keepcost, 0);
           r.cache_bytes = keepcost;
@@ -122,14 +162,18 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     return k < in.stats.size() && in.stats[k].has ? &in.stats[k] : nullptr;
   };
   for (size_t k = b; k < e; ++k) x.stat_rows += stat(k) != nullptr;
-  std::vector<double> costs;
-  for (const RowAllocStats& s : in.stats) {
-    if (s.has && s.cost_ns >= 0) costs.push_back(static_cast<double>(s.cost_ns));
-  }
-  if (!costs.empty()) {
-    std::sort(costs.begin(), costs.end());
-    x.median_cost_ns = costs[costs.size() / 2];
-  }
+  auto median = [&](int64_t RowAllocStats::*field) {
+    std::vector<double> v;
+    for (const RowAllocStats& s : in.stats) {
+      if (s.has && s.*field >= 0) v.push_back(static_cast<double>(s.*field));
+    }
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  x.median_cost_ns = median(&RowAllocStats::cost_ns);
+  x.median_smaps_ns = median(&RowAllocStats::smaps_ns);
+  x.median_own_ns = median(&RowAllocStats::own_ns);
 
   // Exact series: every row.
   const Component live = Fit(b, e, [&](size_t k) { return at(in.live, k); });
@@ -142,10 +186,52 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     const RowAllocStats* s = stat(k);
     return s != nullptr && s->frag_bytes >= 0 ? static_cast<double>(s->cache_bytes) : -1.0;
   });
-  const Component file = Fit(b, e, [&](size_t k) {
+  // Anonymous vs file-backed: from smaps_rollup when enough rows read it (it
+  // is exact; statm's counters may lag by a few pages per CPU), else statm.
+  size_t smaps_rows = 0;
+  for (size_t k = b; k < e; ++k) {
     const RowAllocStats* s = stat(k);
-    return s != nullptr ? static_cast<double>(s->file_bytes) : -1.0;
+    smaps_rows += s != nullptr && s->rss_source == 1 && s->file_bytes >= 0;
+  }
+  const int source = smaps_rows >= kMinStatRows ? 1 : 0;
+  auto resident = [&](size_t k, bool file_part) -> double {
+    const RowAllocStats* s = stat(k);
+    if (s == nullptr || (source != 0 && s->rss_source != source)) return -1.0;
+    return static_cast<double>(file_part ? s->file_bytes : s->anon_bytes);
+  };
+  const Component file = Fit(b, e, [&](size_t k) { return resident(k, true); });
+  const Component anon = Fit(b, e, [&](size_t k) { return resident(k, false); });
+  x.file_source = !file.known ? "" : source == 1 ? "smaps_rollup" : "statm";
+  const Component own = Fit(b, e, [&](size_t k) {
+    const RowAllocStats* s = stat(k);
+    return s != nullptr ? static_cast<double>(s->own_bytes) : -1.0;
   });
+  // Which glibc arena's free space grows: per arena, over the rows that list it.
+  size_t arenas = 0;
+  for (size_t k = b; k < e; ++k) {
+    if (const RowAllocStats* s = stat(k)) arenas = std::max(arenas, s->arenas.size());
+  }
+  x.arenas = arenas;
+  double best_arena = 0;
+  for (size_t i = 0; i < arenas; ++i) {
+    auto arena = [&](size_t k, int what) -> double {
+      const RowAllocStats* s = stat(k);
+      if (s == nullptr || i >= s->arenas.size()) return -1.0;
+      const RowAllocStats::Arena& a = s->arenas[i];
+      return static_cast<double>(what == 0   ? a.free - a.top
+                                 : what == 1 ? a.top
+                                             : std::max<int64_t>(a.system - a.free, 0));
+    };
+    const Component af = Fit(b, e, [&](size_t k) { return arena(k, 0); });
+    const Component at = Fit(b, e, [&](size_t k) { return arena(k, 1); });
+    const Component au = Fit(b, e, [&](size_t k) { return arena(k, 2); });
+    if (!af.known || af.slope + at.slope <= best_arena) continue;
+    best_arena = af.slope + at.slope;
+    x.arena = static_cast<int>(i);
+    x.arena_frag_per_step = af.slope;
+    x.arena_top_per_step = at.slope;
+    x.arena_in_use_per_step = au.slope;
+  }
   for (size_t k = b; k < e && x.allocator.empty(); ++k) {
     if (const RowAllocStats* s = stat(k); s != nullptr) x.allocator = s->allocator;
   }
@@ -160,13 +246,19 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     x.cache_per_step = cache.slope;
     x.cache_p = cache.p;
   }
-  x.has_file = file.known;
-  if (file.known) {
+  x.has_file = file.known && anon.known;
+  if (x.has_file) {
     x.file_per_step = file.slope;
     x.file_p = file.p;
+    x.anon_per_step = anon.slope;
+  }
+  x.has_own = own.known;
+  if (own.known) {
+    x.own_per_step = own.slope;
+    x.own_p = own.p;
   }
   x.other_per_step = x.rss_per_step - x.live_per_step - x.frag_per_step - x.cache_per_step -
-                     x.mmap_per_step - x.file_per_step;
+                     x.mmap_per_step - x.file_per_step - x.own_per_step;
 
   // Does RSS grow at all (the call-site bounds, as before)?
   const double p = options.p_value;
@@ -205,20 +297,34 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
   if (mmap.p < p && mmap.slope > 0) c.push_back({"LEAK", "anonymous mappings", mmap.slope});
   if (frag_grows) c.push_back({"FRAGMENTATION", "free space inside the heap", frag.slope});
   if (x.has_allocator && cache.p < p && cache.slope > 0) {
-    c.push_back({"CACHING", x.allocator == "jemalloc" ? "dirty and muzzy pages" : "the top chunk",
+    c.push_back({"CACHING", x.allocator == "jemalloc" ? "dirty and muzzy pages" : "top chunks",
                  cache.slope});
   }
-  if (file.known && file.p < p && file.slope > 0) {
+  if (x.has_file && file.p < p && file.slope > 0) {
     c.push_back({"FILE", "file-backed pages", file.slope});
   }
+  // The program's components compete for the growth net of memstep's own
+  // memory.
+  const bool own_rises = own.known && own.p < p && own.slope > 0;
+  const double net = rg.slope - (own_rises ? std::min(own.slope, rg.slope) : 0.0);
   const Candidate* best = nullptr;
   for (const Candidate& k : c) {
     if (best == nullptr || k.slope > best->slope) best = &k;
   }
-  if (best == nullptr || best->slope < kMinShare * rg.slope) {
+  const Candidate memstep = {"MEMSTEP", "memstep's own memory (not the program's)", own.slope};
+  // memstep's own: when it rises more than any program component and is most
+  // of the growth (the rest under 25 %), or no program component explains
+  // the rest.
+  if (own_rises && own.slope >= kMinShare * rg.slope &&
+      (best == nullptr || own.slope > best->slope) &&
+      (net < kMinShare * rg.slope || best == nullptr || best->slope < kMinShare * net)) {
+    best = &memstep;
+  }
+  if (best == nullptr || (best != &memstep && best->slope < kMinShare * net)) {
     x.verdict = "UNEXPLAINED";
     x.reason = absl::StrFormat(
-        "no component grows by %.0f %% of the RSS growth%s", 100 * kMinShare,
+        "no component grows by %.0f %% of the RSS growth%s%s", 100 * kMinShare,
+        own_rises ? " net of memstep's own memory" : "",
         x.has_allocator ? "" : " (no allocator statistics in the trace)");
     return x;
   }
@@ -229,6 +335,12 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     x.reason += "; the exact live bytes do not grow";
   }
   return x;
+}
+
+std::string RssClassName(const Growth& rss_growth, const RssExplain& x) {
+  if (!x.verdict.empty()) return x.verdict;
+  if (rss_growth.cls == GrowthClass::kLeak) return "GROWS";
+  return GrowthClassName(rss_growth.cls);
 }
 
 }  // namespace memstep::analysis

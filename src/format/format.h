@@ -178,6 +178,10 @@ enum Tag : uint8_t {
   // out-of-memory error (or a snapshot on request); the analysis rebuilds
   // what was live by site at this `seq` from the trace.
   kTagMemSnapshot = 0x29,
+  // u ts, u seq, u tid, u n, n x (u system, u free, u top, u free_chunks):
+  // glibc's arenas at a step end (malloc_info), just before its STEP end
+  // record (docs/format.md "Step-end allocator statistics").
+  kTagArenaStats = 0x2C,
   // u ts, u records, u bytes, u cause: records dropped (buffer full, etc.).
   kTagLost = 0x30,
   // u ts, u code, u message_str: the profiler degraded (stopped recording etc.).

@@ -32,6 +32,8 @@ namespace memstep::format {
 
 inline constexpr uint64_t kMaxBuildIdBytes = 256;
 inline constexpr uint64_t kMaxSnapshotSites = kMaxChunkRawLen / 3;
+// ARENA_STATS: arenas listed (libmemstep.so sums any beyond 63 into the last).
+inline constexpr uint64_t kMaxArenaStats = 64;
 
 // clang-format off
 #define MEMSTEP_RECORDS(R)                                                                        \
@@ -82,6 +84,9 @@ inline constexpr uint64_t kMaxSnapshotSites = kMaxChunkRawLen / 3;
   R(Counter, kTagCounter, "COUNTER",                                                              \
     MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint32_t, tid) MS_U(uint64_t, name_str)           \
     MS_S(int64_t, value))                                                                         \
+  R(ArenaStats, kTagArenaStats, "ARENA_STATS",                                                    \
+    MS_U(uint64_t, ts) MS_U(uint64_t, seq) MS_U(uint32_t, tid)                                    \
+    MS_LIST(arenas, 4, kMaxArenaStats, "n", "(u system, u free, u top, u free_chunks)"))          \
   R(Rate, kTagRate, "RATE",                                                                       \
     MS_U(uint64_t, ts) MS_U(uint64_t, interval))                                                  \
   R(Epoch, kTagEpoch, "EPOCH",                                                                    \

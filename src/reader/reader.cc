@@ -52,6 +52,7 @@ struct ChunkRecords {
   std::vector<std::pair<SiteSnapshot, uint64_t>> snapshots;  // snapshot, stage string id
   std::vector<DeviceInfo> device_info;
   std::vector<Hunt> hunts;
+  std::vector<ArenaStats> arena_stats;
   bool has_trailer = false;
   Trailer trailer;
   uint64_t max_ts = 0;
@@ -252,6 +253,24 @@ bool Take(const format::HuntRecord& r, ChunkRecords& c) {
   return true;
 }
 
+bool Take(const format::ArenaStatsRecord& r, ChunkRecords& c) {
+  ArenaStats a;
+  a.ts = r.ts;
+  a.seq = r.seq;
+  a.tid = r.tid;
+  a.arenas.resize(static_cast<size_t>(r.arenas.count));
+  format::ListReader list(r.arenas, 4);
+  for (ArenaStats::Arena& x : a.arenas) {
+    list.Next(&x.system);
+    list.Next(&x.free);
+    list.Next(&x.top);
+    list.Next(&x.free_chunks);
+  }
+  c.max_ts = std::max(c.max_ts, a.ts);
+  c.arena_stats.push_back(std::move(a));
+  return true;
+}
+
 bool Take(const format::StepRecord& r, ChunkRecords& c) {
   if (r.phase > 1) return false;
   Event e = Common(format::kTagStep, r);
@@ -433,6 +452,7 @@ void Merge(ChunkRecords& c, Trace& t) {
   }
   for (const DeviceInfo& i : c.device_info) t.device_info.push_back(i);
   t.hunts.insert(t.hunts.end(), c.hunts.begin(), c.hunts.end());
+  for (ArenaStats& a : c.arena_stats) t.arena_stats.push_back(std::move(a));
   if (c.has_trailer) {
     t.has_trailer = true;
     t.trailer = c.trailer;
@@ -646,6 +666,8 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
                    [](const DeviceInfo& a, const DeviceInfo& b) { return a.seq < b.seq; });
   std::stable_sort(t.hunts.begin(), t.hunts.end(),
                    [](const Hunt& a, const Hunt& b) { return a.seq < b.seq; });
+  std::stable_sort(t.arena_stats.begin(), t.arena_stats.end(),
+                   [](const ArenaStats& a, const ArenaStats& b) { return a.seq < b.seq; });
   CountUnknownRefs(t);
   if (t.unknown_refs > 0) {
     t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));

@@ -14,8 +14,9 @@
 //    `truncated_at_offset` name the first unreadable byte.
 //  - Sequenced records (ALLOC, FREE, MMAP, MUNMAP, MREMAP, STEP, STAGE,
 //    COUNTER, EPOCH, DEV_ALLOC, DEV_FREE, DEV_FAIL) are delivered in `events`, sorted by their global `seq`
-//    (stable for equal seq). ALERT, SITE_SNAPSHOT and DEV_INFO records go to
-//    `alerts`, `snapshots` and `device_info`, each sorted by seq. v1 loads and sorts per file: memory is about 100 bytes
+//    (stable for equal seq). ALERT, SITE_SNAPSHOT, DEV_INFO and ARENA_STATS records go
+//    to `alerts`, `snapshots`, `device_info` and `arena_stats`, each sorted
+//    by seq. v1 loads and sorts per file: memory is about 100 bytes
 //    per sequenced record plus the dictionaries, bounded by
 //    ReaderOptions::max_events.
 //  - References to undefined stack, string or mapping ids are tolerated and
@@ -87,6 +88,21 @@ struct DeviceInfo {
   uint64_t total_bytes = 0;
   uint64_t pool_reserved = 0;
   uint64_t pool_used = 0;
+};
+
+// glibc's arenas at a step end (kTagArenaStats; docs/format.md "Step-end
+// allocator statistics"), just before that step's STEP end record.
+struct ArenaStats {
+  struct Arena {
+    uint64_t system = 0;       // bytes the arena got from the system
+    uint64_t free = 0;         // free chunks, its top chunk included
+    uint64_t top = 0;          // its top chunk
+    uint64_t free_chunks = 0;  // free chunks other than the top
+  };
+  uint64_t ts = 0;
+  uint64_t seq = 0;
+  uint32_t tid = 0;
+  std::vector<Arena> arenas;  // arena 0 is the main arena
 };
 
 // A leak hunt began or ended (kTagHunt; docs/analysis.md "Leak hunt"): the
@@ -182,6 +198,7 @@ struct Trace {
   std::vector<SiteSnapshot> snapshots;  // sorted by seq
   std::vector<DeviceInfo> device_info;  // sorted by seq
   std::vector<Hunt> hunts;              // sorted by seq
+  std::vector<ArenaStats> arena_stats;  // sorted by seq
   bool has_trailer = false;
   Trailer trailer;
 

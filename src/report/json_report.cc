@@ -89,9 +89,10 @@ void OptionalDouble(JsonWriter& w, const std::string& key, double v) {
   }
 }
 
-void WriteGrowth(JsonWriter& w, const analysis::Growth& g) {
+// `cls`: the class to write ("" = the growth's own).
+void WriteGrowth(JsonWriter& w, const analysis::Growth& g, const std::string& cls = "") {
   w.BeginObject();
-  w.Field("class", std::string(analysis::GrowthClassName(g.cls)));
+  w.Field("class", cls.empty() ? std::string(analysis::GrowthClassName(g.cls)) : cls);
   w.Field("reason", g.reason);
   w.Field("warmup_steps", static_cast<uint64_t>(g.warmup));
   w.Field("window_begin", static_cast<uint64_t>(g.window_begin));
@@ -207,7 +208,8 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Key("live_growth");
   WriteGrowth(w, p.live_growth);
   w.Key("rss_growth");
-  WriteGrowth(w, p.rss_growth);
+  // The same class as the text report: never LEAK unless the split says so.
+  WriteGrowth(w, p.rss_growth, analysis::RssClassName(p.rss_growth, p.rss_explain));
   w.Field("fragmentation", p.fragmentation);
   {
     const analysis::RssExplain& x = p.rss_explain;
@@ -227,13 +229,25 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
     w.Field("mmap_per_step", x.mmap_per_step);
     w.Field("has_file", x.has_file);
     w.Field("file_per_step", x.file_per_step);
+    w.Field("anon_per_step", x.anon_per_step);
+    w.Field("file_source", x.file_source);
+    w.Field("has_own", x.has_own);
+    w.Field("own_per_step", x.own_per_step);
     w.Field("other_per_step", x.other_per_step);
+    w.Field("arena", x.arena);
+    w.Field("arenas", static_cast<uint64_t>(x.arenas));
+    w.Field("arena_frag_per_step", x.arena_frag_per_step);
+    w.Field("arena_top_per_step", x.arena_top_per_step);
+    w.Field("arena_in_use_per_step", x.arena_in_use_per_step);
     w.Field("live_p", x.live_p);
     w.Field("frag_p", x.frag_p);
     w.Field("cache_p", x.cache_p);
     w.Field("mmap_p", x.mmap_p);
     w.Field("file_p", x.file_p);
+    w.Field("own_p", x.own_p);
     w.Field("median_cost_ns", x.median_cost_ns);
+    w.Field("median_smaps_ns", x.median_smaps_ns);
+    w.Field("median_own_ns", x.median_own_ns);
     w.Key("pins");
     w.BeginArray();
     for (const analysis::RssPin& pin : x.pins) {

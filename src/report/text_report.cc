@@ -464,12 +464,20 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
   }
   absl::StrAppend(&out, ", mappings ", SignedBytes(x.mmap_per_step), " anonymous");
   if (x.has_file) absl::StrAppend(&out, " ", SignedBytes(x.file_per_step), " file-backed");
+  if (x.has_own) absl::StrAppend(&out, ", memstep's own ", SignedBytes(x.own_per_step));
   absl::StrAppend(&out, ", other ", SignedBytes(x.other_per_step), "\n");
+  if (x.arena >= 0) {
+    absl::StrAppend(&out, "      glibc arena ", x.arena, x.arena == 0 ? " (main)" : "", " of ",
+                    x.arenas, " grows most: free ", SignedBytes(x.arena_frag_per_step),
+                    " inside, top ", SignedBytes(x.arena_top_per_step), ", in use ",
+                    SignedBytes(x.arena_in_use_per_step), "\n");
+  }
   if (x.stat_rows == 0) {
     absl::StrAppend(&out, "      (no allocator statistics recorded");
   } else {
     absl::StrAppend(&out, "      (", x.allocator.empty() ? "no allocator" : x.allocator,
                     " statistics at ", x.stat_rows, " of ", x.window, " steps");
+    if (!x.file_source.empty()) absl::StrAppend(&out, ", resident split from ", x.file_source);
   }
   if (x.median_cost_ns > 0) {
     absl::StrAppend(&out, absl::StrFormat(", %.0f us each", x.median_cost_ns / 1000));
@@ -518,11 +526,7 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
     absl::StrAppend(&out, Projection(p.steps_to_limit, p.seconds_to_limit), "  (", g.reason, ")\n");
     if (p.rss_growth.window > 0) {
       // RSS is called LEAK only when the exact live bytes grow with it.
-      const std::string& v = p.rss_explain.verdict;
-      const char* cls = !v.empty() ? v.c_str()
-                        : p.rss_growth.cls == GrowthClass::kLeak ? "GROWS"
-                                                                  : analysis::GrowthClassName(
-                                                                        p.rss_growth.cls);
+      const std::string cls = analysis::RssClassName(p.rss_growth, p.rss_explain);
       absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
       AppendRssExplain(r, p, out);
     }

@@ -27,7 +27,7 @@
 //                    step kProgBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
-//   rss-frag, rss-cache, rss-leak
+//   rss-frag, rss-cache, rss-leak, rss-file
 //                    kRssSteps steps whose RSS grows by heap fragmentation
 //                    pinned by PlantedRssPin, by the top chunk (caching), or
 //                    by a true leak (PlantedRssLeak)
@@ -371,7 +371,33 @@ NOINLINE void* PlantedRssLeak() {
   return p;
 }
 
+// Mode rss-file: the next kRssFileUnit bytes of a shared file mapping
+// written per step.
+int ModeRssFile() {
+  const char* dir = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof(path), "%s/memstep-rss-file-XXXXXX", dir != nullptr ? dir : "/tmp");
+  const int fd = mkstemp(path);
+  if (fd < 0) return 41;
+  unlink(path);
+  const size_t len = static_cast<size_t>(kRssSteps) * kRssFileUnit;
+  if (ftruncate(fd, static_cast<off_t>(len)) != 0) return 42;
+  char* map = static_cast<char*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  if (map == MAP_FAILED) return 43;
+  for (long step = 0; step < kRssSteps; ++step) {
+    StepBegin(step);
+    memset(map + static_cast<size_t>(step) * kRssFileUnit, 1, kRssFileUnit);
+    usleep(kRssStepMs * 1000);
+    StepEnd(step);
+  }
+  munmap(map, len);
+  close(fd);
+  Say("rss done %ld\n", kRssSteps);
+  return 0;
+}
+
 int ModeRss(const char* kind) {
+  if (strcmp(kind, "file") == 0) return ModeRssFile();
   const bool frag = strcmp(kind, "frag") == 0, cache = strcmp(kind, "cache") == 0;
   if (!frag && !cache && strcmp(kind, "leak") != 0) return 40;
   if (cache) {

@@ -102,8 +102,10 @@ inline constexpr int kHuntStepMs = 10;
 inline constexpr int kHuntChurnBlocks = 1100;
 inline constexpr uint32_t kProgBoostSteps = 5;
 
-// Modes "rss-frag", "rss-cache", "rss-leak": RSS growth explained
-// (docs/analysis.md). kRssSteps steps of about kRssStepMs each.
+// Modes "rss-frag", "rss-cache", "rss-leak", "rss-file": RSS growth explained
+// (docs/analysis.md). kRssSteps steps of about kRssStepMs each: long enough
+// that the step-end statistics, rate-limited to 1 % of wall time by their
+// own cost (0.1-0.5 ms on a loaded 2-core machine), are at 10 or more.
 //   rss-frag: per step kRssFragBlocks medium blocks of kRssFragBase + step *
 //     kRssFragGrow bytes (each step's larger than any hole left before),
 //     allocated one after the other and touched, then each shrunk in place
@@ -115,14 +117,19 @@ inline constexpr uint32_t kProgBoostSteps = 5;
 //     merges into the main arena's top chunk, which only grows.
 //   rss-leak: per step kRssLeakBlocks blocks of kRssLeakSize bytes, touched
 //     and kept (PlantedRssLeak).
+//   rss-file: a file of kRssSteps x kRssFileUnit bytes (unlinked, in $TMPDIR
+//     or /tmp) mapped MAP_SHARED; per step the next kRssFileUnit bytes of the
+//     mapping are written: file-backed (page cache or shmem) pages grow, the
+//     heap does not.
 inline constexpr long kRssSteps = 60;
-inline constexpr int kRssStepMs = 5;
+inline constexpr int kRssStepMs = 20;
 inline constexpr int kRssFragBlocks = 32;
 inline constexpr size_t kRssFragBase = 32768;
 inline constexpr size_t kRssFragGrow = 1024;
 inline constexpr size_t kRssPinSize = 1024;
 inline constexpr size_t kRssCacheUnit = 512 * 1024;
 inline constexpr int kRssLeakBlocks = 16;
+inline constexpr size_t kRssFileUnit = 512 * 1024;
 inline constexpr size_t kRssLeakSize = 32768;
 
 }  // namespace memstep::e2e::facts

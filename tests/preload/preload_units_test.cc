@@ -169,6 +169,8 @@ class RegionTest : public ::testing::Test {
     mem_ = static_cast<char*>(mmap(nullptr, want + Region::kAlign, PROT_READ | PROT_WRITE,
                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     ASSERT_NE(mem_, MAP_FAILED);
+    // Page-sized residency (LiveBytesAndUsedRanges counts resident pages).
+    madvise(mem_, want + Region::kAlign, MADV_NOHUGEPAGE);
     uintptr_t a = (reinterpret_cast<uintptr_t>(mem_) + Region::kAlign - 1) & ~(Region::kAlign - 1);
     region_.Init(reinterpret_cast<char*>(a), want);
     ASSERT_GE(region_.span(), Region::kMaxBlock);
@@ -240,6 +242,60 @@ TEST_F(RegionTest, ExhaustionReturnsNull) {
   size_t req;
   EXPECT_TRUE(region_.Free(v.back(), &req));
   EXPECT_EQ(region_.Alloc(Region::kMaxBlock, 16), v.back());
+}
+
+// What the step-end statistics read (preload/steps/alloc_stats.cc): the
+// live blocks' requested bytes, and the used ranges, whose resident pages
+// mincore counts.
+TEST_F(RegionTest, LiveBytesAndUsedRanges) {
+  EXPECT_EQ(region_.LiveBytes(), 0u);
+  void* a = region_.Alloc(100, 16);     // class 128 B
+  void* b = region_.Alloc(70000, 16);   // class 128 KiB
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(region_.LiveBytes(), 70100u);
+  memset(b, 1, 70000);  // 18 pages touched (17.1 of them with data)
+  uint64_t used = 0, resident = 0;
+  region_.ForEachUsedRange([&](uintptr_t start, size_t len) {
+    used += len;
+    if (len > 0) resident += ResidentBytes(start, len);
+  });
+  EXPECT_GE(used, 128u + (128u << 10));
+  EXPECT_GE(resident, 70000u);
+  EXPECT_LE(resident, (128u << 10) + 4 * 4096u);  // blocks + metadata pages
+  size_t req;
+  EXPECT_TRUE(region_.Free(b, &req));
+  EXPECT_EQ(region_.LiveBytes(), 100u);
+  EXPECT_TRUE(region_.Free(a, &req));
+  EXPECT_EQ(region_.LiveBytes(), 0u);
+}
+
+// memstep's own mappings: RawMmap lists them, RawMunmap forgets them, and
+// ResidentBytes counts the touched pages (a prefix scan stops after 4 MiB
+// without one).
+TEST(OwnMappingsTest, ListedAndMeasured) {
+  const size_t len = size_t{64} << 20;
+  char* p = static_cast<char*>(RawMmap(len));
+  ASSERT_NE(p, nullptr);
+  madvise(p, len, MADV_NOHUGEPAGE);  // page-sized residency
+  bool listed = false;
+  ForEachOwnMapping([&](uintptr_t start, size_t l) {
+    listed |= start == reinterpret_cast<uintptr_t>(p) && l == len;
+  });
+  EXPECT_TRUE(listed);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  EXPECT_EQ(ResidentBytes(a, len), 0u);
+  memset(p, 1, 3 * 4096);            // the first 3 pages
+  memset(p + (2 << 20), 1, 4096);    // one at 2 MiB
+  memset(p + (40 << 20), 1, 4096);   // one past a 38 MiB gap
+  EXPECT_EQ(ResidentBytes(a, len), 5 * 4096u);
+  EXPECT_EQ(ResidentBytes(a, len, /*prefix=*/true), 4 * 4096u);  // stops in the gap
+  RawMunmap(p, len);
+  listed = false;
+  ForEachOwnMapping([&](uintptr_t start, size_t) {
+    listed |= start == reinterpret_cast<uintptr_t>(p);
+  });
+  EXPECT_FALSE(listed);
 }
 
 TEST_F(RegionTest, Bootstrap) {

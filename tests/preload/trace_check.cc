@@ -156,6 +156,20 @@ bool Take(const fmt::MemSnapshotRecord& r, Stats*) {
   return true;
 }
 
+bool Take(const fmt::ArenaStatsRecord& r, Stats*) {
+  if (r.arenas.count == 0) return Fail("ARENA_STATS without arenas");
+  if (g_dump) {
+    fmt::ListReader list(r.arenas, 4);
+    uint64_t v[4];
+    for (uint64_t i = 0; i < r.arenas.count; ++i) {
+      for (uint64_t& x : v) list.Next(&x);
+      std::printf("ARENA_STATS arena=%llu system=%llu free=%llu top=%llu free_chunks=%llu\n",
+                  (ull)i, (ull)v[0], (ull)v[1], (ull)v[2], (ull)v[3]);
+    }
+  }
+  return true;
+}
+
 bool Take(const fmt::HuntRecord& r, Stats*) {
   if (r.phase > 1 || (r.phase == 1 && (r.outcome < 1 || r.outcome > 3))) {
     return Fail("HUNT phase/outcome out of range");
