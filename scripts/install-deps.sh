@@ -4,7 +4,8 @@
 # .gnu_debugdata section; python3-dev: the CPython 3.11 headers the Python-frames layout test checks;
 # libpython3.11-testsuite, python3-numpy, python3-pytest, python3-hypothesis:
 # the outside test suites of tests/suites/; clang-14, libclang-rt-14-dev: the
-# libFuzzer targets scripts/fuzz.sh builds and runs; golang-go: `go tool pprof`
+# libFuzzer targets scripts/fuzz.sh builds and runs; clang-format-14:
+# scripts/check_format.sh; golang-go: `go tool pprof`
 # reads the pprof export in tests/unit/export_cli_test.py).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
@@ -14,7 +15,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev
   libpython3.11-testsuite python3-numpy python3-pytest python3-hypothesis
-  clang-14 libclang-rt-14-dev golang-go
+  clang-14 libclang-rt-14-dev clang-format-14 golang-go
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -38,6 +39,7 @@ pip_python=$(command -v python3)
 if [ "$pip_python" != /usr/bin/python3 ] &&
    ! "$pip_python" -c 'import torch, sys; sys.exit(not hasattr(torch, "compile"))' 2>/dev/null; then
   echo "memstep: installing the pip torch (CPU) for $pip_python" >&2
-  "$pip_python" -m pip install --quiet "torch==2.13.*" \
-    --extra-index-url https://download.pytorch.org/whl/cpu
+  # Exactly 2.13.0: these machines keep that CPU wheel locally; a range
+  # could pull a newer release with gigabytes of CUDA packages.
+  "$pip_python" -m pip install --quiet "torch==2.13.0"
 fi

@@ -1,4 +1,4 @@
-// memstep trace format, version 1: the contract between the hot path (preload/)
+// memstep trace format, version 2: the contract between the hot path (preload/)
 // and the offline side (src/reader and above). docs/format.md specifies it byte
 // by byte; keep the two in step.
 //
@@ -29,7 +29,7 @@
 namespace memstep::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'E', 'M', 'S', 'T', 'E', 'P', '1'};
-inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMajor = 2;
 inline constexpr uint16_t kVersionMinor = 0;
 inline constexpr uint32_t kChunkMagic = 0x4B4E4843;  // "CHNK" little-endian.
 inline constexpr uint32_t kMaxChunkRawLen = 1u << 20;  // 1 MiB decompressed.

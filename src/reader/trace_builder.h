@@ -3,7 +3,7 @@
 // the worked example of docs/format.md. Not used by the profiler itself
 // (preload/ has its own writer).
 //
-// Contract: produces byte-exact version 1 traces (header, TLVs, header CRC,
+// Contract: produces byte-exact traces of the current version (header, TLVs, header CRC,
 // chunks with CRC-32C, raw or zstd payloads). Sequenced records get
 // consecutive `seq` numbers from 0 unless set_next_seq() says otherwise.
 // Records accumulate in the current chunk until Flush(); a chunk holds at most
