@@ -278,14 +278,51 @@ uint64_t ScheduleStep(State& s, uint64_t peak, bool user_steps, uint64_t steady,
   return T;
 }
 
-// The hunt's part of a step end. Returns the T the hunt asks for (0: none)
-// and fills `rec` (phase 0 or 1) when a hunt begins or ends.
-uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
+// What differs between the host hunt and the device hunt: where the tally of
+// hunt-born samples lives (sites.cc for the host, cuda_account.cc for the
+// device), the smallest growth and T, and how many samples an explanation
+// needs.
+struct HuntKind {
+  uint64_t (*allocated)();  // cumulative bytes allocated (the first T's cost bound)
+  bool (*enabled)();        // the hunt may run at all
+  uint64_t min_rate;        // bytes/step below which growth is ignored
+  uint64_t min_T;
+  int64_t min_samples;      // new long-lived samples an explanation needs
+  void (*checkpoint)();
+  void (*on)(bool);
+  HuntTally (*tally)(int64_t growth);
+};
+
+uint64_t HostAllocated() { return g_counters.alloc_bytes.load(std::memory_order_relaxed); }
+bool HostHuntEnabled() { return g_features.sites; }
+bool Always() { return true; }
+HuntTally DeviceTally(int64_t) {
+  uint64_t explained = 0, samples = 0;
+  CudaHuntTally(&explained, &samples);
+  HuntTally t;
+  t.explained = static_cast<int64_t>(explained);
+  t.samples = static_cast<int64_t>(samples);
+  return t;
+}
+
+constexpr HuntKind kHostHunt = {HostAllocated, HostHuntEnabled, kHuntMinRate,
+                                kHuntMinT,     kHuntMinSamples,  SitesHuntCheckpoint,
+                                SitesHuntOn,   SitesHuntExplain};
+constexpr HuntKind kDeviceHunt = {CudaResidentAllocated, Always,
+                                  kDevHuntMinRate,       kDevHuntMinT,
+                                  kDevHuntMinSamples,    CudaHuntCheckpoint,
+                                  CudaHuntOn,            DeviceTally};
+
+// A hunt's part of a step end (host or device: `k`). Returns the T the hunt
+// asks for (0: none) and fills `rec` (phase 0 or 1) when a hunt begins or
+// ends. `spent`, the share of the last step's wall time spent capturing
+// stacks, counts host and device stacks together.
+uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::HuntRecord* rec) {
   Hunt& h = s.hunt;
   h.hist[(s.steps - 1) % kHuntHist] = live;
   if (h.n < kHuntHist) ++h.n;
   const uint64_t now = NowRel();
-  const uint64_t alloc = g_counters.alloc_bytes.load(std::memory_order_relaxed);
+  const uint64_t alloc = k.allocated();
   const uint64_t cap_ns = g_capture_ns.load(std::memory_order_relaxed);
   const uint64_t cap_n = g_capture_count.load(std::memory_order_relaxed);
   const uint64_t dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
@@ -298,18 +335,18 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
   h.cap_ns_avg = h.cap_ns_avg / 2 + static_cast<double>(dcap_ns);
   h.cap_n_avg = h.cap_n_avg / 2 + static_cast<double>(dcap_n);
   const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
-  if (!(g_config.hunt_budget > 0) || !g_features.sites) return 0;
+  if (!(g_config.hunt_budget > 0) || !k.enabled()) return 0;
   switch (h.phase) {
     case Hunt::kIdle: {
       if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
       Trend tr = TrendOf(h, s.steps, h.n);
-      if (tr.z < kHuntZ || tr.slope < kHuntMinRate) return 0;
+      if (tr.z < kHuntZ || tr.slope < k.min_rate) return 0;
       h.phase = Hunt::kHunting;
       h.began = s.steps;
       h.rate = static_cast<uint64_t>(tr.slope);
-      h.T = HuntFirstInterval(h, s.sched, dt, da);
-      SitesHuntCheckpoint();
-      SitesHuntOn(true);
+      h.T = HuntFirstInterval(h, s.sched, dt, da, k.min_T);
+      k.checkpoint();
+      k.on(true);
       *emit = true;
       rec->phase = 0;
       rec->outcome = 0;
@@ -318,21 +355,21 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
       return h.T;
     }
     case Hunt::kHunting: {
-      h.T = HuntNextInterval(h, s.sched, spent);
+      h.T = HuntNextInterval(h, s.sched, spent, k.min_T);
       const uint64_t in_hunt = s.steps - h.began;
       if (in_hunt == kHuntSettle) {
         // Objects that live a few steps (hunt-born, long-lived at a step end
         // or two) have reached their level: growth counts from here.
-        SitesHuntCheckpoint();
+        k.checkpoint();
         h.chk_live = live;
       }
       if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
       // Since the checkpoint: the exact growth against the growth of the
-      // sites' long-lived hunt-born samples.
+      // long-lived hunt-born samples.
       const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
-      HuntTally tally = SitesHuntExplain(growth > 0 ? growth : 0);
+      const HuntTally tally = k.tally(growth > 0 ? growth : 0);
       uint8_t outcome = 0;
-      if (growth > 0 && tally.samples >= kHuntMinSamples &&
+      if (growth > 0 && tally.samples >= k.min_samples &&
           static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth)) {
         outcome = fmt::kHuntExplained;
       } else if (growth <= 0 ||
@@ -342,7 +379,7 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
         outcome = fmt::kHuntGaveUp;
       }
       if (outcome == 0) return h.T;
-      SitesHuntOn(false);
+      k.on(false);
       h.phase = Hunt::kDecaying;
       h.next_ok = s.steps + kHuntCooldown;
       *emit = true;
@@ -365,86 +402,6 @@ uint64_t HuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
   return 0;
 }
 
-// The device hunt's part of a step end (HuntStep's rules on the device
-// series; the tally is cuda_account.cc's). `spent`: the share of the last
-// step's wall time spent capturing stacks (host and device together).
-uint64_t DevHuntStep(State& s, uint64_t live, bool* emit, fmt::HuntRecord* rec) {
-  Hunt& h = s.hunt;
-  h.hist[(s.steps - 1) % kHuntHist] = live;
-  if (h.n < kHuntHist) ++h.n;
-  const uint64_t now = NowRel();
-  const uint64_t alloc = CudaResidentAllocated();
-  const uint64_t cap_ns = g_capture_ns.load(std::memory_order_relaxed);
-  const uint64_t dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
-  const uint64_t da = alloc - h.prev_alloc;
-  const uint64_t dcap_ns = cap_ns - h.prev_cap_ns;
-  h.prev_ns = now;
-  h.prev_alloc = alloc;
-  h.prev_cap_ns = cap_ns;
-  const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
-  if (!(g_config.hunt_budget > 0)) return 0;
-  switch (h.phase) {
-    case Hunt::kIdle: {
-      if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
-      Trend tr = TrendOf(h, s.steps, h.n);
-      if (tr.z < kHuntZ || tr.slope < kDevHuntMinRate) return 0;
-      h.phase = Hunt::kHunting;
-      h.began = s.steps;
-      h.rate = static_cast<uint64_t>(tr.slope);
-      h.T = HuntFirstInterval(h, s.sched, dt, da, kDevHuntMinT);
-      CudaHuntCheckpoint();
-      CudaHuntOn(true);
-      *emit = true;
-      rec->phase = 0;
-      rec->interval = h.T;
-      rec->rate = h.rate;
-      return h.T;
-    }
-    case Hunt::kHunting: {
-      h.T = HuntNextInterval(h, s.sched, spent, kDevHuntMinT);
-      const uint64_t in_hunt = s.steps - h.began;
-      if (in_hunt == kHuntSettle) {
-        CudaHuntCheckpoint();
-        h.chk_live = live;
-      }
-      if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
-      const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
-      uint64_t explained = 0, samples = 0;
-      CudaHuntTally(&explained, &samples);
-      uint8_t outcome = 0;
-      if (growth > 0 && samples >= kDevHuntMinSamples &&
-          static_cast<double>(explained) >= kHuntCover * static_cast<double>(growth)) {
-        outcome = fmt::kHuntExplained;
-      } else if (growth <= 0 ||
-                 TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
-        outcome = fmt::kHuntStopped;
-      } else if (in_hunt >= kHuntMaxSteps) {
-        outcome = fmt::kHuntGaveUp;
-      }
-      if (outcome == 0) return h.T;
-      CudaHuntOn(false);
-      h.phase = Hunt::kDecaying;
-      h.next_ok = s.steps + kHuntCooldown;
-      *emit = true;
-      rec->phase = 1;
-      rec->outcome = outcome;
-      rec->interval = h.T;
-      rec->rate = h.rate;
-      rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
-      rec->explained = explained;
-      rec->samples = samples;
-      rec->sites = 0;
-      return h.T;
-    }
-    case Hunt::kDecaying:
-      h.T *= 2;
-      if (h.T < s.sched) return h.T;
-      h.phase = Hunt::kIdle;
-      return 0;
-  }
-  return 0;
-}
-
 // The device schedule's step end (g_prog_lock held): T_dev to set, and a
 // HUNT record to write when the device hunt began or ended.
 uint64_t DevStepEnd(bool user_steps, bool* emit, fmt::HuntRecord* rec) {
@@ -456,7 +413,7 @@ uint64_t DevStepEnd(bool user_steps, bool* emit, fmt::HuntRecord* rec) {
   ++s.since_change;
   uint64_t T = ScheduleStep(s, CudaLastStepPeak(), user_steps, g_features.device_interval,
                             g_features.device_warm_interval);
-  uint64_t hunt_T = DevHuntStep(s, live, emit, rec);
+  uint64_t hunt_T = HuntStep(s, live, kDeviceHunt, emit, rec);
   if (hunt_T != 0 && hunt_T < T) T = hunt_T;
   rec->memory = fmt::kHuntDevice;
   rec->stack_ns = static_cast<uint64_t>(CaptureCost(g_prog.hunt));
@@ -519,7 +476,7 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     if (s.nlive < kHist) ++s.nlive;
     ++s.since_change;
     uint64_t T = ScheduleStep(s, peak, user_steps, g_config.sample_interval, g_config.warm_interval);
-    uint64_t hunt_T = HuntStep(s, live, &hunt_emit, &hunt_rec);
+    uint64_t hunt_T = HuntStep(s, live, kHostHunt, &hunt_emit, &hunt_rec);
     if (hunt_T != 0 && hunt_T < T) T = hunt_T;
     hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
     hunt_rec.stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
