@@ -22,6 +22,22 @@
 #define MEMSTEP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define MEMSTEP_EXPORT extern "C" __attribute__((visibility("default")))
 
+// Supported: x86-64 and aarch64 Linux, both little-endian LP64. The few
+// instruction-set-specific pieces (the dlopen/dlsym/dlvsym trampolines, the
+// frame walk of InLoader, the libunwind symbol names, glibc's base symbol
+// version, this spin hint) have one branch per architecture; the trace format
+// is little-endian and written with memcpy of native integers.
+#if defined(__x86_64__)
+#define MEMSTEP_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+// isb rather than yield: yield is a no-op on Neoverse cores, isb waits a few
+// tens of cycles, like x86's pause.
+#define MEMSTEP_CPU_RELAX() __asm__ __volatile__("isb" ::: "memory")
+#else
+#error "libmemstep.so supports x86-64 and aarch64 Linux only"
+#endif
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the trace format is little-endian");
+
 namespace memstep::preload {
 
 // Anonymous private mapping made with the raw system call, so that memstep's
@@ -82,7 +98,7 @@ class SpinLock {
  public:
   void Lock() {
     while (v_.exchange(1, std::memory_order_acquire) != 0) {
-      while (v_.load(std::memory_order_relaxed) != 0) __builtin_ia32_pause();
+      while (v_.load(std::memory_order_relaxed) != 0) MEMSTEP_CPU_RELAX();
     }
   }
   // Takes the lock only if it is free right now (never spins).

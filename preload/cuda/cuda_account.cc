@@ -63,7 +63,7 @@ bool EnsureTables() {
     if (!ok) Notice("cannot reserve memory for device tables: device allocations are not recorded");
     return ok;
   }
-  while ((s = g_tables.load(std::memory_order_acquire)) == 1) __builtin_ia32_pause();
+  while ((s = g_tables.load(std::memory_order_acquire)) == 1) MEMSTEP_CPU_RELAX();
   return s == 2;
 }
 

@@ -37,7 +37,7 @@
 using DlsymFn = void* (*)(void*, const char*);
 using DlvsymFn = void* (*)(void*, const char*, const char*);
 
-// Read by the trampolines (hidden: RIP-relative, no GOT).
+// Read by the trampolines (hidden: PC-relative, no GOT).
 extern "C" {
 __attribute__((visibility("hidden"))) DlsymFn ms_next_dlsym = nullptr;
 __attribute__((visibility("hidden"))) DlvsymFn ms_next_dlvsym = nullptr;
@@ -104,8 +104,84 @@ __asm__(
     "  jmp *ms_next_dlvsym(%rip)\n"
     ".cfi_endproc\n"
     ".size dlvsym, .-dlvsym\n");
+#elif defined(__aarch64__)
+// The same on aarch64, where the return address is in x30 rather than on the
+// stack: each saves x29/x30 and the arguments in a 32- or 48-byte frame
+// (sp stays 16-aligned), calls the decision function, restores them, and
+// either returns its result or branches to the next definition with x30 the
+// caller's again (x16: the register a BTI "c" landing pad accepts for br).
+// "hint #34" is bti c, a no-op on cores without BTI.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl dlsym\n"
+    ".type dlsym, %function\n"
+    "dlsym:\n"
+    ".cfi_startproc\n"
+    "  hint #34\n"
+    "  stp x29, x30, [sp, #-32]!\n"
+    ".cfi_def_cfa_offset 32\n"
+    ".cfi_offset 29, -32\n"
+    ".cfi_offset 30, -24\n"
+    "  mov x29, sp\n"
+    "  stp x0, x1, [sp, #16]\n"
+    "  bl ms_dlsym_decide\n"
+    "  cbz x0, 1f\n"
+    "  ldp x29, x30, [sp], #32\n"
+    ".cfi_remember_state\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  ret\n"
+    "1:\n"
+    ".cfi_restore_state\n"
+    "  ldp x0, x1, [sp, #16]\n"
+    "  ldp x29, x30, [sp], #32\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  adrp x16, ms_next_dlsym\n"
+    "  ldr x16, [x16, #:lo12:ms_next_dlsym]\n"
+    "  br x16\n"
+    ".cfi_endproc\n"
+    ".size dlsym, .-dlsym\n"
+    "\n"
+    ".p2align 4\n"
+    ".globl dlvsym\n"
+    ".type dlvsym, %function\n"
+    "dlvsym:\n"
+    ".cfi_startproc\n"
+    "  hint #34\n"
+    "  stp x29, x30, [sp, #-48]!\n"
+    ".cfi_def_cfa_offset 48\n"
+    ".cfi_offset 29, -48\n"
+    ".cfi_offset 30, -40\n"
+    "  mov x29, sp\n"
+    "  stp x0, x1, [sp, #16]\n"
+    "  str x2, [sp, #32]\n"
+    "  bl ms_dlvsym_decide\n"
+    "  cbz x0, 1f\n"
+    "  ldp x29, x30, [sp], #48\n"
+    ".cfi_remember_state\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  ret\n"
+    "1:\n"
+    ".cfi_restore_state\n"
+    "  ldp x0, x1, [sp, #16]\n"
+    "  ldr x2, [sp, #32]\n"
+    "  ldp x29, x30, [sp], #48\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  adrp x16, ms_next_dlvsym\n"
+    "  ldr x16, [x16, #:lo12:ms_next_dlvsym]\n"
+    "  br x16\n"
+    ".cfi_endproc\n"
+    ".size dlvsym, .-dlvsym\n");
 #else
-#error "the dlsym/dlvsym trampolines are written for x86-64 only"
+#error "the dlsym/dlvsym trampolines are written for x86-64 and aarch64 only"
 #endif
 
 namespace memstep::preload::cuda {
@@ -160,7 +236,7 @@ bool ReadDyn(const dl_phdr_info* info, DynInfo* d) {
     }
   }
   if (dyn == nullptr) return false;
-  // ld.so relocates these entries in place on x86-64; the vDSO's are not.
+  // ld.so relocates these entries in place (x86-64, aarch64); the vDSO's are not.
   auto fix = [base](uintptr_t p) { return p < base ? p + base : p; };
   uintptr_t soname = 0;
   bool has_soname = false;
@@ -276,12 +352,18 @@ void Fatal(const char* msg) {
 
 // The next definition of dlsym or dlvsym after libmemstep (g_libc_dlsym is
 // called from here), never memstep's own: an interposer's, else glibc's
-// default version (@@GLIBC_2.34, or libdl.so.2's @@GLIBC_2.2.5 before 2.34).
+// default version (@@GLIBC_2.34, or libdl.so.2's base version before 2.34:
+// GLIBC_2.2.5 on x86-64, GLIBC_2.17 on aarch64, the first glibc of each port).
 // Unversioned first, see the top of this file.
+#if defined(__aarch64__)
+constexpr char kGlibcBaseVersion[] = "GLIBC_2.17";
+#else
+constexpr char kGlibcBaseVersion[] = "GLIBC_2.2.5";
+#endif
 void* NextDefinition(const char* name) {
   void* p = g_libc_dlsym(RTLD_NEXT, name);
   if (p == nullptr || IsOurs(p)) p = g_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
-  if (p == nullptr || IsOurs(p)) p = g_libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
+  if (p == nullptr || IsOurs(p)) p = g_libc_dlvsym(RTLD_NEXT, name, kGlibcBaseVersion);
   return p != nullptr && !IsOurs(p) ? p : nullptr;
 }
 

@@ -35,7 +35,8 @@ namespace memstep::preload::cuda {
 // ---- ABI (cuda.h, driver_types.h, cuda_runtime_api.h) ----
 using CUresult = int;
 using cudaError_t = int;
-// unsigned long long in the headers: the same 64-bit integer in the x86-64 ABI.
+// unsigned long long in the headers: the same 64-bit integer in the LP64 ABIs
+// (x86-64, aarch64).
 using CUdeviceptr = uint64_t;
 using CUmemHandle = uint64_t;  // CUmemGenericAllocationHandle
 using cuuint64_t = uint64_t;

@@ -461,7 +461,8 @@ MEMSTEP_EXPORT void* mremap(void* o, size_t ol, size_t nl, int fl, ...) noexcept
 // (cuDNN 9, the pip-installed NVIDIA libraries) fail to load. So dlopen is an
 // assembly trampoline, like dlsym (cuda_dl.cc; gcc 12 has no musttail): it
 // saves the arguments, calls ms_dlopen_enter (stack aligned to 16), restores
-// them and JUMPS to the real dlopen, which returns straight to the caller.
+// them and JUMPS to the real dlopen, which returns straight to the caller
+// (one version for x86-64, one for aarch64).
 // Nothing of memstep runs after the load: ms_dlopen_enter marks the thread as
 // inside the loader (InLoader, runtime.h) and the maps as dirty; the writer
 // thread and the next dlclose record the new mappings.
@@ -470,12 +471,18 @@ MEMSTEP_EXPORT void* mremap(void* o, size_t ol, size_t nl, int fl, ...) noexcept
 
 extern "C" {
 // Called by the trampoline; returns the real dlopen, which it jumps to.
+#if defined(__aarch64__)
+__attribute__((visibility("hidden"))) void* ms_dlopen_enter(const char* file, int mode,
+                                                            uintptr_t entry_sp, uintptr_t ret) {
+#else
 __attribute__((visibility("hidden"))) void* ms_dlopen_enter(const char* file, int mode,
                                                             uintptr_t entry_sp) {
+  const uintptr_t ret = *reinterpret_cast<const uintptr_t*>(entry_sp);
+#endif
   // Resolved first: the target must be the real dlopen, never StubDlopen
   // (which would call it from here).
   ResolveReal();
-  EnterDlopen(entry_sp);
+  EnterDlopen(entry_sp, ret);
   return reinterpret_cast<void*>(g_real.dlopen);
 }
 }
@@ -507,8 +514,39 @@ __asm__(
     "  jmp *%rax\n"
     ".cfi_endproc\n"
     ".size dlopen, .-dlopen\n");
+#elif defined(__aarch64__)
+// x2 = sp at entry (the caller's), x3 = x30 at entry (the caller's return
+// address, which the real dlopen must find in x30 again: glibc reads it
+// there). The frame (x29/x30, then x0/x1) is popped before the branch, so
+// the real dlopen starts with the caller's sp and x30.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl dlopen\n"
+    ".type dlopen, %function\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  hint #34\n"  // bti c
+    "  stp x29, x30, [sp, #-32]!\n"
+    ".cfi_def_cfa_offset 32\n"
+    ".cfi_offset 29, -32\n"
+    ".cfi_offset 30, -24\n"
+    "  mov x29, sp\n"
+    "  stp x0, x1, [sp, #16]\n"
+    "  add x2, sp, #32\n"
+    "  mov x3, x30\n"
+    "  bl ms_dlopen_enter\n"
+    "  mov x16, x0\n"
+    "  ldp x0, x1, [sp, #16]\n"
+    "  ldp x29, x30, [sp], #32\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "  br x16\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
 #else
-#error "the dlopen trampoline is written for x86-64 only"
+#error "the dlopen trampoline is written for x86-64 and aarch64 only"
 #endif
 
 MEMSTEP_EXPORT int dlclose(void* h) noexcept {

@@ -613,16 +613,54 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
   return q;
 }
 
-void EnterDlopen(uintptr_t entry_sp) {
+void EnterDlopen(uintptr_t entry_sp, uintptr_t ret) {
   g_maps_dirty.store(1, std::memory_order_release);
   PyFramesRecheck();
   ThreadState& t = t_state;
   // A dlopen from a library constructor runs inside the outer one, which
   // spans it: keep the outer record.
   if (InLoader(t)) return;
-  t.dl_ret = *reinterpret_cast<const uintptr_t*>(entry_sp);
+  t.dl_ret = ret;
   t.dl_sp = entry_sp;
 }
+
+#if defined(__aarch64__)
+namespace {
+// A saved return address without its pointer-authentication code, if any
+// (a glibc built with -mbranch-protection signs x30 before saving it).
+// xpaclri is in the hint space: a no-op on cores without PAC.
+uintptr_t StripPac(uintptr_t a) {
+  register uintptr_t lr __asm__("x30") = a;
+  __asm__("hint #7" : "+r"(lr));  // xpaclri
+  return lr;
+}
+}  // namespace
+
+// aarch64's InLoader. The caller's return address arrives in x30, so no stack
+// slot keeps it the way x86-64's call does. But glibc's dlopen, as every
+// non-leaf function GCC and clang build for aarch64 Linux (frame pointers are
+// their default there), saves x29 and x30 as a frame record below its
+// caller's sp, and the records chain through x29. So walk the chain from this
+// frame towards dl_sp: a record whose saved x30 is dl_ret is that dlopen,
+// still running (the x86-64 caveat holds: a call from the same site looks the
+// same); reaching dl_sp without one means it has returned. A chain that does
+// not rise within [this frame, dl_sp) (a frame that uses x29 as a general
+// register) proves nothing and counts as inside, the harmless side. Only
+// addresses in that range are read: this thread's live stack.
+MEMSTEP_NOINLINE bool InDlopenFrames(uintptr_t dl_sp, uintptr_t dl_ret) {
+  uintptr_t fp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (fp >= dl_sp) return false;
+  for (int i = 0; i < 4096; ++i) {
+    const uintptr_t* rec = reinterpret_cast<const uintptr_t*>(fp);
+    if (StripPac(rec[1]) == dl_ret) return true;
+    const uintptr_t next = rec[0];
+    if (next >= dl_sp) return false;
+    if (next <= fp || (next & 7) != 0) return true;
+    fp = next;
+  }
+  return true;
+}
+#endif
 
 // So that a library loaded and unloaded between two writer cycles still gets
 // its MAPPING record (the dlopen has nothing after it to record it). Outermost

@@ -88,8 +88,8 @@ struct ThreadState {
   Ring* ring;
   Sampler sampler;
   uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
-  uintptr_t dl_sp;        // %rsp at the entry of the outermost dlopen running (0: none)
-  uintptr_t dl_ret;       // the return address its caller left at dl_sp
+  uintptr_t dl_sp;        // sp at the entry of the outermost dlopen running (0: none)
+  uintptr_t dl_ret;       // its caller's return address (x86-64: left at dl_sp)
   uintptr_t guarded_mmap; // the last anonymous mmap made with the guard set (pymem.cc: arenas)
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
@@ -106,11 +106,20 @@ extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 // is cleared. A wrong "inside" needs the caller to call from the same site
 // again (a call through one function pointer); it only drops a record in
 // lossless mode or leaves a module refresh to the writer thread.
+// aarch64 has no such slot (the return address arrives in x30): there the
+// frame-record chain is walked instead (InDlopenFrames, recorder.cc).
+#if defined(__aarch64__)
+bool InDlopenFrames(uintptr_t dl_sp, uintptr_t dl_ret);
+#endif
 MEMSTEP_ALWAYS_INLINE bool InLoader(ThreadState& t) {
   if (t.in_dl > 0) return true;
   if (t.dl_sp == 0) return false;
+#if defined(__aarch64__)
+  if (InDlopenFrames(t.dl_sp, t.dl_ret)) return true;
+#else
   const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (sp < t.dl_sp && *reinterpret_cast<const uintptr_t*>(t.dl_sp) == t.dl_ret) return true;
+#endif
   t.dl_sp = 0;
   return false;
 }
@@ -192,8 +201,9 @@ int MunmapSlow(void* p, size_t len);
 void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr);
 // dlopen's entry (hooks.cc: nothing runs after the real one): marks the
 // module maps dirty and the thread inside the loader (InLoader). entry_sp is
-// %rsp at dlopen's entry, the slot holding the caller's return address.
-void EnterDlopen(uintptr_t entry_sp);
+// the stack pointer at dlopen's entry (x86-64: the slot holding the caller's
+// return address), ret that return address.
+void EnterDlopen(uintptr_t entry_sp, uintptr_t ret);
 // Around the real dlclose: the library's mappings are recorded before it is
 // unmapped; afterwards the unwinder's cache is flushed.
 void BeforeDlclose();

@@ -177,8 +177,14 @@ void LoadUnwinder() {
   if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return;
   void* h = g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return;
+  // libunwind prefixes its per-architecture symbols with the target's name.
+#if defined(__aarch64__)
+  g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Uaarch64_flush_cache"));
+  g_unw_local_as = static_cast<void**>(dlsym(h, "_ULaarch64_local_addr_space"));
+#else
   g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Ux86_64_flush_cache"));
   g_unw_local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
+#endif
   auto bt = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
   if (bt == nullptr) return;
   // The first call initialises libunwind (its pipe) and is slow: pay it now,

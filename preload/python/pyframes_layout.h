@@ -1,5 +1,8 @@
 // Where preload/python/pyframes.cc finds a thread's Python frames, per CPython
-// version (x86-64, release builds: no Py_TRACE_REFS).
+// version (release builds: no Py_TRACE_REFS). The offsets are LP64 ones and
+// hold on x86-64 and aarch64 Linux alike: both lay out C structs the same way
+// (same sizes and alignments of pointers, longs and ints, little-endian
+// bit-fields), and nothing here depends on registers or the stack.
 //
 //   3.10  PyThreadState.frame -> PyFrameObject, ->f_back; f_code; f_lasti
 //         (an instruction index, -1 before the first); co_name; line table

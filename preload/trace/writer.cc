@@ -293,7 +293,7 @@ bool WriteHeader(int fd, bool fork_child, const char* parent_path, const char* h
   PutTlv(buf, &len, cap, fmt::kTlvAllocator, alloc, StrLen(alloc));
   if (g_self_hi > g_self_lo) {
     uint8_t self[16 + sizeof(g_self_build_id)];
-    uint64_t range[2] = {g_self_lo, g_self_hi};  // x86-64: little-endian
+    uint64_t range[2] = {g_self_lo, g_self_hi};  // little-endian (base.h)
     memcpy(self, range, 16);
     uint32_t id_len = g_self_build_id_len <= sizeof(g_self_build_id) ? g_self_build_id_len : 0;
     memcpy(self + 16, g_self_build_id, id_len);

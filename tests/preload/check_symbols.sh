@@ -38,7 +38,7 @@ done
 needed=$(readelf -d "$LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 for n in $needed; do
   case "$n" in
-    libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|ld-linux-x86-64.so.2) ;;
+    libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|ld-linux-x86-64.so.2|ld-linux-aarch64.so.1) ;;
     *) echo "unexpected DT_NEEDED: $n"; status=1 ;;
   esac
 done

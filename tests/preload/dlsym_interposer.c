@@ -12,8 +12,8 @@
  * or a missing count.
  *
  * The dlsym interposer finds the next dlsym with a versioned lookup
- * (GLIBC_2.34, then GLIBC_2.2.5); the dlvsym one finds the next dlvsym with
- * dlsym(RTLD_NEXT), since its own dlvsym reference may bind to itself. */
+ * (GLIBC_2.34, then the base version: GLIBC_2.2.5, aarch64's GLIBC_2.17);
+ * the dlvsym one finds the next dlvsym with dlsym(RTLD_NEXT), since its own dlvsym reference may bind to itself. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -43,7 +43,11 @@ static DlsymFn NextDlsym(void) {
   DlsymFn next = atomic_load(&g_next);
   if (next == NULL) {
     next = (DlsymFn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+#if defined(__aarch64__)
+    if (next == NULL) next = (DlsymFn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+#else
     if (next == NULL) next = (DlsymFn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+#endif
     atomic_store(&g_next, next);
   }
   return next;
