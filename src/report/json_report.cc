@@ -542,17 +542,7 @@ void WriteStagePeak(JsonWriter& w, const analysis::StagePeak& sp) {
   w.Field("top_source", sp.top_source);
   OptionalInt(w, "device", sp.kind == analysis::SiteKind::kDevice ? sp.device : -1);
   w.Key("top_sites");
-  w.BeginArray();
-  for (const analysis::PeakSite& t : sp.top_sites) {
-    w.BeginObject();
-    w.Field("site_id", t.site_id);
-    w.Field("stack_id", t.stack_id);
-    w.Field("live_bytes", t.live_bytes);
-    w.Field("live_count", t.live_count);
-    WriteCi(w, "live_bytes_ci", t.live_bytes, t.live_bytes_low, t.live_bytes_high);
-    w.EndObject();
-  }
-  w.EndArray();
+  WritePeakSites(w, sp.top_sites);
   w.EndObject();
 }
 
