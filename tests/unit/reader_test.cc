@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
 #include "tests/unit/test_util.h"
@@ -367,13 +368,17 @@ TEST(ReaderTest, BadMagicIsAnError) {
 }
 
 TEST(ReaderTest, UnsupportedMajorVersionIsAnError) {
-  TraceHeaderInfo info;
-  info.version_major = 2;
-  TraceBuilder b(info);
-  const std::vector<uint8_t>& bytes = b.Finish();
-  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
-  ASSERT_FALSE(t.ok());
-  EXPECT_THAT(std::string(t.status().message()), HasSubstr("unsupported memstep trace version 2"));
+  // An older trace (1.x: DEV_ALLOC had fewer fields) and a newer one.
+  for (uint16_t major : {uint16_t{1}, uint16_t(format::kVersionMajor + 1)}) {
+    TraceHeaderInfo info;
+    info.version_major = major;
+    TraceBuilder b(info);
+    const std::vector<uint8_t>& bytes = b.Finish();
+    absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+    ASSERT_FALSE(t.ok()) << major;
+    EXPECT_THAT(std::string(t.status().message()),
+                HasSubstr(absl::StrCat("unsupported memstep trace version ", major, ".")));
+  }
 }
 
 TEST(ReaderTest, HeaderCrcMismatchIsAnError) {
