@@ -167,8 +167,10 @@ TEST(PlantedHostile, AllocatingSignalHandlers) {
 
 // kill -9 mid-run: what was flushed before the kill reads back. The program
 // prints "step N" after each step end; once it has printed step kKill we wait
-// for the trace to grow twice (a flush cycle that started after we saw the
-// line has completed), then SIGKILL it.
+// until the trace on disk holds that step's STEP record (a file that merely
+// grew twice could hold two chunks of one flush cycle that began before the
+// step: under load in CI's sanitizer pass the steps were not yet in it), then
+// SIGKILL the program and analyse what it left.
 TEST(PlantedHostile, KillNineKeepsFlushedSteps) {
   constexpr int64_t kKill = 30;
   TempDir dir;
@@ -185,9 +187,18 @@ TEST(PlantedHostile, KillNineKeepsFlushedSteps) {
   }
   std::vector<std::string> traces = dir.Files();
   ASSERT_EQ(traces.size(), 1u);
-  for (int i = 0; i < 2; ++i) {
-    int64_t size = FileSize(traces[0]);
-    ASSERT_TRUE(WaitForGrowth(traces[0], size, 30, child.out_fd)) << "trace never grew";
+  const auto flushed = [&] {
+    absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(traces[0]);
+    if (!t.ok()) return false;
+    for (const reader::Event& e : t->events) {
+      if (e.tag == format::kTagStep && e.step >= static_cast<uint64_t>(kKill)) return true;
+    }
+    return false;
+  };
+  while (!flushed()) {
+    // The next write (the program keeps stepping), draining its output.
+    ASSERT_TRUE(WaitForGrowth(traces[0], FileSize(traces[0]), 30, child.out_fd))
+        << "step " << kKill << " never reached the trace";
   }
   kill(child.pid, SIGKILL);
   ChildResult r = Wait(&child, 30);
