@@ -591,9 +591,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   ps.warmup_steps = std::max(detected, configured);
   ps.warmup_detected = detected > configured;
   // The exact live series has no sampling noise, so its effect-size bounds
-  // are 16x smaller than a call site's: a small leak that survives the trend,
-  // persistence and window-growth tests is still a leak (PyTorch's "keep the
-  // loss with its graph" leaks a few KiB per step).
+  // are 32x smaller than a call site's (512 B/step, 32 KiB): a small leak
+  // that survives the trend, persistence and window-growth tests is still a
+  // leak (PyTorch's "keep the loss with its graph" leaks a few KiB per step).
   // A bound the user set (--leak-min-rate, --leak-min-growth) applies as given.
   GrowthOptions exact = options.growth;
   const GrowthOptions defaults;
