@@ -14,21 +14,11 @@
 
 namespace memstep::example {
 
-inline void StepBegin(uint64_t step) {
-  MEMSTEP_STEP_BEGIN(step);
-}
-inline void StepEnd(uint64_t step) {
-  MEMSTEP_STEP_END(step);
-}
-inline void StageBegin(const char* name) {
-  MEMSTEP_STAGE_BEGIN(name);
-}
-inline void StageEnd(const char* name) {
-  MEMSTEP_STAGE_END(name);
-}
-inline void Counter(const char* name, int64_t value) {
-  MEMSTEP_COUNTER(name, value);
-}
+inline void StepBegin(uint64_t step) { MEMSTEP_STEP_BEGIN(step); }
+inline void StepEnd(uint64_t step) { MEMSTEP_STEP_END(step); }
+inline void StageBegin(const char* name) { MEMSTEP_STAGE_BEGIN(name); }
+inline void StageEnd(const char* name) { MEMSTEP_STAGE_END(name); }
+inline void Counter(const char* name, int64_t value) { MEMSTEP_COUNTER(name, value); }
 
 // Marks a stage for the lifetime of the object (the public header's).
 using ScopedStage = ::memstep::ScopedStage;

@@ -15,8 +15,7 @@
 namespace {
 
 void Usage(const char* argv0) {
-  fprintf(stderr,
-          "usage: %s [--steps N] [--steps-per-epoch N] [--leak-kib K] [--compute N]\n",
+  fprintf(stderr, "usage: %s [--steps N] [--steps-per-epoch N] [--leak-kib K] [--compute N]\n",
           argv0);
 }
 

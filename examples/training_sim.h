@@ -50,12 +50,12 @@ namespace memstep::example {
 struct Config {
   int steps = 200;
   int steps_per_epoch = 50;
-  int print_every = 50;           // 0: silent
+  int print_every = 50;  // 0: silent
   size_t leak_bytes_per_step = 64 << 10;
-  int compute_passes = 1;         // float passes over each activation buffer
+  int compute_passes = 1;  // float passes over each activation buffer
   size_t cache_capacity = 9 << 20;
   int cache_inserts_per_step = 96;  // 1 KiB entries
-  int warmup_steps = 10;          // steps that each add a warm-up workspace buffer
+  int warmup_steps = 10;            // steps that each add a warm-up workspace buffer
   size_t warmup_bytes_per_step = 2 << 20;
 };
 
@@ -234,8 +234,7 @@ inline double RunTraining(const Config& config) {
     int epoch = step / config.steps_per_epoch;
     if (config.print_every > 0 && (step + 1) % config.print_every == 0) {
       printf("epoch %d step %d/%d loss %.4f leaked %zu KiB\n", epoch, step + 1, config.steps,
-             checksum / (step + 1),
-             MetricsHistory().size() * config.leak_bytes_per_step / 1024);
+             checksum / (step + 1), MetricsHistory().size() * config.leak_bytes_per_step / 1024);
       fflush(stdout);
     }
   }

@@ -16,9 +16,8 @@ inline int MinCovered(int k, double coverage = 0.95, double false_failure = 0.00
   double cdf = 0;  // P(X <= c - 1)
   int c = 0;
   for (int x = 0; x <= k; ++x) {
-    const double log_pmf = std::lgamma(k + 1.0) - std::lgamma(x + 1.0) -
-                           std::lgamma(k - x + 1.0) + x * std::log(coverage) +
-                           (k - x) * std::log1p(-coverage);
+    const double log_pmf = std::lgamma(k + 1.0) - std::lgamma(x + 1.0) - std::lgamma(k - x + 1.0) +
+                           x * std::log(coverage) + (k - x) * std::log1p(-coverage);
     if (cdf + std::exp(log_pmf) > false_failure) break;
     cdf += std::exp(log_pmf);
     c = x + 1;

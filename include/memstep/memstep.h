@@ -78,8 +78,8 @@ MEMSTEP_API_ATTR int memstep_nvtx_steps_seen(void);
  * `requested` bytes, with `free_bytes`/`total_bytes` of the device free and
  * in total (0: unknown). memstep_snapshot: a snapshot on request (the same as
  * the snapshot signal, MEMSTEP_SNAPSHOT_SIGNAL). */
-MEMSTEP_API_ATTR void memstep_out_of_memory(int32_t device, uint64_t requested,
-                                            uint64_t free_bytes, uint64_t total_bytes);
+MEMSTEP_API_ATTR void memstep_out_of_memory(int32_t device, uint64_t requested, uint64_t free_bytes,
+                                            uint64_t total_bytes);
 MEMSTEP_API_ATTR void memstep_snapshot(void);
 
 #ifdef __cplusplus
@@ -111,9 +111,9 @@ MEMSTEP_API_ATTR void memstep_snapshot(void);
   do {                                                                    \
     if (&memstep_counter != 0) memstep_counter((name), (int64_t)(value)); \
   } while (0)
-#define MEMSTEP_BOOST(n)                                        \
-  do {                                                          \
-    if (&memstep_boost != 0) memstep_boost((uint32_t)(n));      \
+#define MEMSTEP_BOOST(n)                                   \
+  do {                                                     \
+    if (&memstep_boost != 0) memstep_boost((uint32_t)(n)); \
   } while (0)
 
 #ifdef __cplusplus
@@ -157,7 +157,7 @@ class ScopedStep {
   uint64_t step_;
 };
 
-}  /* namespace memstep */
+} /* namespace memstep */
 #endif /* __cplusplus */
 
 #endif /* MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_ */

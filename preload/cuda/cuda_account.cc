@@ -34,8 +34,8 @@
 #include "preload/core/addr_map.h"
 #include "preload/cuda/cuda.h"
 #include "preload/cuda/cuda_internal.h"
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -85,7 +85,7 @@ std::atomic<uint64_t> g_resident_alloc{0};  // resident bytes allocated since th
 // ---- sampling ----
 // The mean interval T for new gaps (progressive.cc sets it at step ends).
 std::atomic<uint64_t> g_dev_interval{kDefaultDeviceInterval};
-__thread int64_t t_dev_until __attribute__((tls_model("initial-exec")));  // < 0: sample
+__thread int64_t t_dev_until __attribute__((tls_model("initial-exec")));   // < 0: sample
 __thread uint64_t t_dev_gap_T __attribute__((tls_model("initial-exec")));  // T of the gap
 __thread bool t_dev_seeded __attribute__((tls_model("initial-exec")));
 __thread Sampler t_dev_sampler __attribute__((tls_model("initial-exec")));
@@ -334,8 +334,8 @@ void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error)
   int info_device = device;
   uint64_t free = 0, total = 0;
   if (!CudaMemInfo(t, &info_device, &free, &total)) free = total = 0;
-  WriteMemSnapshot(t, fmt::kMemSnapDeviceOom, device >= 0 ? device : info_device, size, free,
-                   total, api, static_cast<uint64_t>(error));
+  WriteMemSnapshot(t, fmt::kMemSnapDeviceOom, device >= 0 ? device : info_device, size, free, total,
+                   api, static_cast<uint64_t>(error));
 }
 
 // ---- frees ----
@@ -591,9 +591,7 @@ uint64_t CudaResidentBytes() {
   }
   return sum;
 }
-uint64_t CudaResidentAllocated() {
-  return cuda::g_resident_alloc.load(std::memory_order_relaxed);
-}
+uint64_t CudaResidentAllocated() { return cuda::g_resident_alloc.load(std::memory_order_relaxed); }
 
 void CudaHuntOn(bool on) { cuda::g_hunting.store(on, std::memory_order_relaxed); }
 

@@ -386,21 +386,27 @@ bool SameName(const char* a, const char* b) {
 
 // ---- slot wrappers: X(abi, impl, params, args) ----
 // Issue 10 coverage (their exports are listed at the end).
-#define MEMSTEP_DR_COVERAGE_ABIS(X) \
-  X(kDrMemHostRegister, MemHostRegister, (void* p, size_t n, unsigned f), (p, n, f)) \
-  X(kDrMemHostUnregister, MemHostUnregister, (void* p), (p)) \
-  X(kDrArrayCreate, CuArrayCreate, (void** a, const CuArrayDesc* d), (a, d)) \
-  X(kDrArray3DCreate, CuArray3DCreate, (void** a, const CuArray3DDesc* d), (a, d)) \
-  X(kDrMipmappedArrayCreate, CuMipmappedArrayCreate, (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l)) \
-  X(kDrArrayDestroy, CuArrayDestroy, (void* a), (a)) \
-  X(kDrMipmappedArrayDestroy, CuMipmappedArrayDestroy, (void* a), (a)) \
-  X(kDrIpcOpenMemHandle, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f)) \
-  X(kDrIpcCloseMemHandle, IpcCloseMemHandle, (CUdeviceptr d), (d)) \
+#define MEMSTEP_DR_COVERAGE_ABIS(X)                                                           \
+  X(kDrMemHostRegister, MemHostRegister, (void* p, size_t n, unsigned f), (p, n, f))          \
+  X(kDrMemHostUnregister, MemHostUnregister, (void* p), (p))                                  \
+  X(kDrArrayCreate, CuArrayCreate, (void** a, const CuArrayDesc* d), (a, d))                  \
+  X(kDrArray3DCreate, CuArray3DCreate, (void** a, const CuArray3DDesc* d), (a, d))            \
+  X(kDrMipmappedArrayCreate, CuMipmappedArrayCreate,                                          \
+    (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l))                                \
+  X(kDrArrayDestroy, CuArrayDestroy, (void* a), (a))                                          \
+  X(kDrMipmappedArrayDestroy, CuMipmappedArrayDestroy, (void* a), (a))                        \
+  X(kDrIpcOpenMemHandle, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f),     \
+    (d, h, f))                                                                                \
+  X(kDrIpcCloseMemHandle, IpcCloseMemHandle, (CUdeviceptr d), (d))                            \
   X(kDrMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props)) \
-  X(kDrMemPoolDestroy, MemPoolDestroy, (void* pool), (pool)) \
-  X(kDrMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep)) \
-  X(kDrGraphAddMemAllocNode, GraphAddMemAllocNode, (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params), (node, g, deps, n, params)) \
-  X(kDrGraphAddMemFreeNode, GraphAddMemFreeNode, (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr), (node, g, deps, n, dptr)) \
+  X(kDrMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))                                  \
+  X(kDrMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))                 \
+  X(kDrGraphAddMemAllocNode, GraphAddMemAllocNode,                                            \
+    (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params),          \
+    (node, g, deps, n, params))                                                               \
+  X(kDrGraphAddMemFreeNode, GraphAddMemFreeNode,                                              \
+    (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr),                    \
+    (node, g, deps, n, dptr))                                                                 \
   X(kDrDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
 #define MEMSTEP_DR_ABIS(X)                                                                       \
   X(kDrMemAlloc, MemAlloc, (CUdeviceptr * d, size_t n), (d, n))                                  \
@@ -518,15 +524,23 @@ MEMSTEP_DR_EXPORT(cuMemHostRegister_v2, MemHostRegister, (void* p, size_t n, uns
 MEMSTEP_DR_EXPORT(cuMemHostUnregister, MemHostUnregister, (void* p), (p))
 MEMSTEP_DR_EXPORT(cuArrayCreate_v2, CuArrayCreate, (void** a, const CuArrayDesc* d), (a, d))
 MEMSTEP_DR_EXPORT(cuArray3DCreate_v2, CuArray3DCreate, (void** a, const CuArray3DDesc* d), (a, d))
-MEMSTEP_DR_EXPORT(cuMipmappedArrayCreate, CuMipmappedArrayCreate, (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l))
+MEMSTEP_DR_EXPORT(cuMipmappedArrayCreate, CuMipmappedArrayCreate,
+                  (void** a, const CuArray3DDesc* d, unsigned l), (a, d, l))
 MEMSTEP_DR_EXPORT(cuArrayDestroy, CuArrayDestroy, (void* a), (a))
 MEMSTEP_DR_EXPORT(cuMipmappedArrayDestroy, CuMipmappedArrayDestroy, (void* a), (a))
-MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle_v2, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
-MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle, IpcOpenMemHandle, (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
+MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle_v2, IpcOpenMemHandle,
+                  (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
+MEMSTEP_DR_EXPORT(cuIpcOpenMemHandle, IpcOpenMemHandle,
+                  (CUdeviceptr * d, IpcMemHandle h, unsigned f), (d, h, f))
 MEMSTEP_DR_EXPORT(cuIpcCloseMemHandle, IpcCloseMemHandle, (CUdeviceptr d), (d))
-MEMSTEP_DR_EXPORT(cuMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props))
+MEMSTEP_DR_EXPORT(cuMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props),
+                  (pool, props))
 MEMSTEP_DR_EXPORT(cuMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))
 MEMSTEP_DR_EXPORT(cuMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))
-MEMSTEP_DR_EXPORT(cuGraphAddMemAllocNode, GraphAddMemAllocNode, (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params), (node, g, deps, n, params))
-MEMSTEP_DR_EXPORT(cuGraphAddMemFreeNode, GraphAddMemFreeNode, (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr), (node, g, deps, n, dptr))
+MEMSTEP_DR_EXPORT(cuGraphAddMemAllocNode, GraphAddMemAllocNode,
+                  (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params),
+                  (node, g, deps, n, params))
+MEMSTEP_DR_EXPORT(cuGraphAddMemFreeNode, GraphAddMemFreeNode,
+                  (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr),
+                  (node, g, deps, n, dptr))
 MEMSTEP_DR_EXPORT(cuDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))

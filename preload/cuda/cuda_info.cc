@@ -119,7 +119,7 @@ void CudaStepEnd(ThreadState& t, uint64_t step) {
 uint64_t CudaLastStepPeak() { return g_last_step_peak.load(std::memory_order_relaxed); }
 
 bool CudaMemInfo(ThreadState& t, int* device, uint64_t* free, uint64_t* total) {
-  using namespace cuda;  // NOLINT
+  using namespace cuda;                      // NOLINT
   if (!DeviceSeen() || t.own) return false;  // never initialise CUDA; not the writer thread
   GuardScope guard(t);
   ErrnoSaver errno_saver;

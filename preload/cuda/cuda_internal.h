@@ -107,7 +107,7 @@ static_assert(sizeof(MemPoolProps) == 88, "cudaMemPoolProps is 88 bytes");
 static_assert(sizeof(MemAllocNodeParams) == 120, "cudaMemAllocNodeParams is 120 bytes");
 static_assert(sizeof(IpcMemHandle) == 64, "cudaIpcMemHandle_t is 64 bytes");
 inline constexpr int kCudaSuccess = 0;
-inline constexpr int kCudaErrorMemoryAllocation = 2;    // = CUDA_ERROR_OUT_OF_MEMORY
+inline constexpr int kCudaErrorMemoryAllocation = 2;     // = CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr int kCudaErrorInsufficientDriver = 35;  // what cudart returns without a driver
 inline constexpr int kCuErrorStubLibrary = 34;           // the driver library is missing
 inline constexpr int kMemLocationDevice = 1;
@@ -190,39 +190,39 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
 
 // Exported names of libcudart that memstep wraps, then the helpers it only
 // calls (X(name, abi)); the enum gives each an index.
-#define MEMSTEP_CUDART_SYMBOLS(X)                                      \
-  X(cudaMalloc, kRtMalloc)                                             \
-  X(cudaFree, kRtFree)                                                 \
-  X(cudaMallocManaged, kRtMallocManaged)                               \
-  X(cudaMallocHost, kRtMallocHost)                                     \
-  X(cudaHostAlloc, kRtHostAlloc)                                       \
-  X(cudaFreeHost, kRtFreeHost)                                         \
-  X(cudaMallocPitch, kRtMallocPitch)                                   \
-  X(cudaMalloc3D, kRtMalloc3D)                                         \
-  X(cudaMallocAsync, kRtMallocAsync)                                   \
-  X(cudaMallocAsync_ptsz, kRtMallocAsync)                              \
-  X(cudaFreeAsync, kRtFreeAsync)                                       \
-  X(cudaFreeAsync_ptsz, kRtFreeAsync)                                  \
-  X(cudaMallocFromPoolAsync, kRtMallocFromPoolAsync)                   \
-  X(cudaMallocFromPoolAsync_ptsz, kRtMallocFromPoolAsync)              \
-  X(cudaGetDriverEntryPoint, kRtGetDriverEntryPoint)                   \
-  X(cudaGetDriverEntryPoint_ptsz, kRtGetDriverEntryPoint)              \
-  X(cudaGetDriverEntryPointByVersion, kRtGetDriverEntryPointByVersion) \
+#define MEMSTEP_CUDART_SYMBOLS(X)                                           \
+  X(cudaMalloc, kRtMalloc)                                                  \
+  X(cudaFree, kRtFree)                                                      \
+  X(cudaMallocManaged, kRtMallocManaged)                                    \
+  X(cudaMallocHost, kRtMallocHost)                                          \
+  X(cudaHostAlloc, kRtHostAlloc)                                            \
+  X(cudaFreeHost, kRtFreeHost)                                              \
+  X(cudaMallocPitch, kRtMallocPitch)                                        \
+  X(cudaMalloc3D, kRtMalloc3D)                                              \
+  X(cudaMallocAsync, kRtMallocAsync)                                        \
+  X(cudaMallocAsync_ptsz, kRtMallocAsync)                                   \
+  X(cudaFreeAsync, kRtFreeAsync)                                            \
+  X(cudaFreeAsync_ptsz, kRtFreeAsync)                                       \
+  X(cudaMallocFromPoolAsync, kRtMallocFromPoolAsync)                        \
+  X(cudaMallocFromPoolAsync_ptsz, kRtMallocFromPoolAsync)                   \
+  X(cudaGetDriverEntryPoint, kRtGetDriverEntryPoint)                        \
+  X(cudaGetDriverEntryPoint_ptsz, kRtGetDriverEntryPoint)                   \
+  X(cudaGetDriverEntryPointByVersion, kRtGetDriverEntryPointByVersion)      \
   X(cudaGetDriverEntryPointByVersion_ptsz, kRtGetDriverEntryPointByVersion) \
-  X(cudaHostRegister, kRtHostRegister)                                       \
-  X(cudaHostUnregister, kRtHostUnregister)                                   \
-  X(cudaMallocArray, kRtMallocArray)                                         \
-  X(cudaMalloc3DArray, kRtMalloc3DArray)                                     \
-  X(cudaMallocMipmappedArray, kRtMallocMipmappedArray)                       \
-  X(cudaFreeArray, kRtFreeArray)                                             \
-  X(cudaFreeMipmappedArray, kRtFreeMipmappedArray)                           \
-  X(cudaIpcOpenMemHandle, kRtIpcOpenMemHandle)                               \
-  X(cudaIpcCloseMemHandle, kRtIpcCloseMemHandle)                             \
-  X(cudaMemPoolCreate, kRtMemPoolCreate)                                     \
-  X(cudaMemPoolDestroy, kRtMemPoolDestroy)                                   \
-  X(cudaMemPoolTrimTo, kRtMemPoolTrimTo)                                     \
-  X(cudaGraphAddMemAllocNode, kRtGraphAddMemAllocNode)                       \
-  X(cudaGraphAddMemFreeNode, kRtGraphAddMemFreeNode)                         \
+  X(cudaHostRegister, kRtHostRegister)                                      \
+  X(cudaHostUnregister, kRtHostUnregister)                                  \
+  X(cudaMallocArray, kRtMallocArray)                                        \
+  X(cudaMalloc3DArray, kRtMalloc3DArray)                                    \
+  X(cudaMallocMipmappedArray, kRtMallocMipmappedArray)                      \
+  X(cudaFreeArray, kRtFreeArray)                                            \
+  X(cudaFreeMipmappedArray, kRtFreeMipmappedArray)                          \
+  X(cudaIpcOpenMemHandle, kRtIpcOpenMemHandle)                              \
+  X(cudaIpcCloseMemHandle, kRtIpcCloseMemHandle)                            \
+  X(cudaMemPoolCreate, kRtMemPoolCreate)                                    \
+  X(cudaMemPoolDestroy, kRtMemPoolDestroy)                                  \
+  X(cudaMemPoolTrimTo, kRtMemPoolTrimTo)                                    \
+  X(cudaGraphAddMemAllocNode, kRtGraphAddMemAllocNode)                      \
+  X(cudaGraphAddMemFreeNode, kRtGraphAddMemFreeNode)                        \
   X(cudaDeviceGraphMemTrim, kRtDeviceGraphMemTrim)
 #define MEMSTEP_CUDART_HELPERS(X)          \
   X(cudaGetDevice, kAbiNone)               \
@@ -250,7 +250,7 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cuMemAllocFromPoolAsync, kDrMemAllocFromPoolAsync)      \
   X(cuMemAllocFromPoolAsync_ptsz, kDrMemAllocFromPoolAsync) \
   X(cuGetProcAddress, kDrGetProcAddress)                    \
-  X(cuGetProcAddress_v2, kDrGetProcAddressV2)              \
+  X(cuGetProcAddress_v2, kDrGetProcAddressV2)               \
   X(cuMemHostRegister_v2, kDrMemHostRegister)               \
   X(cuMemHostUnregister, kDrMemHostUnregister)              \
   X(cuArrayCreate_v2, kDrArrayCreate)                       \
@@ -267,13 +267,13 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cuGraphAddMemAllocNode, kDrGraphAddMemAllocNode)        \
   X(cuGraphAddMemFreeNode, kDrGraphAddMemFreeNode)          \
   X(cuDeviceGraphMemTrim, kDrDeviceGraphMemTrim)
-#define MEMSTEP_CUDA_DRIVER_HELPERS(X)      \
-  X(cuCtxGetCurrent, kAbiNone)              \
-  X(cuCtxGetDevice, kAbiNone)               \
-  X(cuMemGetInfo_v2, kAbiNone)              \
-  X(cuDeviceGetDefaultMemPool, kAbiNone)    \
-  X(cuMemPoolGetAttribute, kAbiNone)        \
-  X(cuMemGetAddressRange_v2, kAbiNone)      \
+#define MEMSTEP_CUDA_DRIVER_HELPERS(X)   \
+  X(cuCtxGetCurrent, kAbiNone)           \
+  X(cuCtxGetDevice, kAbiNone)            \
+  X(cuMemGetInfo_v2, kAbiNone)           \
+  X(cuDeviceGetDefaultMemPool, kAbiNone) \
+  X(cuMemPoolGetAttribute, kAbiNone)     \
+  X(cuMemGetAddressRange_v2, kAbiNone)   \
   X(cuDeviceGetGraphMemAttribute, kAbiNone)
 
 #define MEMSTEP_CUDA_ENUM(name, abi) kSym_##name,
@@ -476,7 +476,7 @@ void NoteRuntimeThread(int major);
 uint64_t ArrayBytes(uint64_t element_bytes, uint64_t width, uint64_t height, uint64_t depth,
                     unsigned levels);
 uint64_t ChannelBytes(const cudaChannelFormatDesc* desc);  // 0 if unknown
-uint64_t CuFormatBytes(int format, unsigned channels);      // 0 if unknown
+uint64_t CuFormatBytes(int format, unsigned channels);     // 0 if unknown
 
 // IPC: memory opened from another process's handle. The first open of an
 // address records DEV_ALLOC (kind device; size from cuMemGetAddressRange,
@@ -503,8 +503,8 @@ const IpcClose* SetIpcRuntimeClose(const IpcClose* c);  // returns the previous 
 
 // Pools and graph memory read at step ends (COUNTER records).
 void PoolSeenHandle(uint64_t pool, int device);  // created, or allocated from
-void PoolGone(uint64_t pool);                     // destroyed
-void GraphMemSeen(int device);                    // a graph memory node on `device`
+void PoolGone(uint64_t pool);                    // destroyed
+void GraphMemSeen(int device);                   // a graph memory node on `device`
 // After a trim: the counters of that pool / device's graph memory, now.
 void EmitPoolCounters(uint64_t pool);
 void EmitGraphCounters(int device);

@@ -154,8 +154,8 @@ cudaError_t ArrayAlloc(const Target& tg, uint8_t api, uint64_t size, void** out,
 }
 cudaError_t MallocArray(const Target& tg, void** a, const cudaChannelFormatDesc* d, size_t w,
                         size_t h, unsigned f) {
-  return ArrayAlloc(tg, fmt::kApiCudaMallocArray, ArrayBytes(ChannelBytes(d), w, h, 0, 1), a, d,
-                    w, h, f);
+  return ArrayAlloc(tg, fmt::kApiCudaMallocArray, ArrayBytes(ChannelBytes(d), w, h, 0, 1), a, d, w,
+                    h, f);
 }
 cudaError_t Malloc3DArray(const Target& tg, void** a, const cudaChannelFormatDesc* d, cudaExtent e,
                           unsigned f) {
@@ -212,10 +212,9 @@ cudaError_t MemPoolCreate(const Target& tg, void** pool, const MemPoolProps* pro
   cudaError_t r = Real<cudaError_t (*)(void**, const MemPoolProps*)>(tg)(pool, props);
   if (r == kCudaSuccess && Active()) {
     NoteRuntimeThread(tg.major);
-    PoolSeenHandle(reinterpret_cast<uintptr_t>(*pool),
-                   props != nullptr && props->location.type == kMemLocationDevice
-                       ? props->location.id
-                       : -1);
+    PoolSeenHandle(
+        reinterpret_cast<uintptr_t>(*pool),
+        props != nullptr && props->location.type == kMemLocationDevice ? props->location.id : -1);
   }
   return r;
 }
@@ -322,28 +321,28 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
 }
 
 // ---- slot wrappers: X(abi, impl, params, args) ----
-#define MEMSTEP_RT_COVERAGE_ABIS(X)                                                               \
-  X(kRtHostRegister, HostRegister, (void* p, size_t n, unsigned f), (p, n, f))                    \
-  X(kRtHostUnregister, HostUnregister, (void* p), (p))                                            \
-  X(kRtMallocArray, MallocArray,                                                                  \
-    (void** a, const cudaChannelFormatDesc* d, size_t w, size_t h, unsigned f), (a, d, w, h, f))  \
-  X(kRtMalloc3DArray, Malloc3DArray,                                                              \
-    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned f), (a, d, e, f))           \
-  X(kRtMallocMipmappedArray, MallocMipmappedArray,                                                \
-    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned l, unsigned f),             \
-    (a, d, e, l, f))                                                                              \
-  X(kRtFreeArray, FreeArray, (void* a), (a))                                                      \
-  X(kRtFreeMipmappedArray, FreeMipmappedArray, (void* a), (a))                                    \
-  X(kRtIpcOpenMemHandle, IpcOpenMemHandle, (void** p, IpcMemHandle h, unsigned f), (p, h, f))     \
-  X(kRtIpcCloseMemHandle, IpcCloseMemHandle, (void* p), (p))                                      \
-  X(kRtMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props))     \
-  X(kRtMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))                                      \
-  X(kRtMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))                     \
-  X(kRtGraphAddMemAllocNode, GraphAddMemAllocNode,                                                \
-    (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params),              \
-    (node, g, deps, n, params))                                                                   \
-  X(kRtGraphAddMemFreeNode, GraphAddMemFreeNode,                                                  \
-    (void** node, void* g, void* const* deps, size_t n, void* dptr), (node, g, deps, n, dptr))    \
+#define MEMSTEP_RT_COVERAGE_ABIS(X)                                                              \
+  X(kRtHostRegister, HostRegister, (void* p, size_t n, unsigned f), (p, n, f))                   \
+  X(kRtHostUnregister, HostUnregister, (void* p), (p))                                           \
+  X(kRtMallocArray, MallocArray,                                                                 \
+    (void** a, const cudaChannelFormatDesc* d, size_t w, size_t h, unsigned f), (a, d, w, h, f)) \
+  X(kRtMalloc3DArray, Malloc3DArray,                                                             \
+    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned f), (a, d, e, f))          \
+  X(kRtMallocMipmappedArray, MallocMipmappedArray,                                               \
+    (void** a, const cudaChannelFormatDesc* d, cudaExtent e, unsigned l, unsigned f),            \
+    (a, d, e, l, f))                                                                             \
+  X(kRtFreeArray, FreeArray, (void* a), (a))                                                     \
+  X(kRtFreeMipmappedArray, FreeMipmappedArray, (void* a), (a))                                   \
+  X(kRtIpcOpenMemHandle, IpcOpenMemHandle, (void** p, IpcMemHandle h, unsigned f), (p, h, f))    \
+  X(kRtIpcCloseMemHandle, IpcCloseMemHandle, (void* p), (p))                                     \
+  X(kRtMemPoolCreate, MemPoolCreate, (void** pool, const MemPoolProps* props), (pool, props))    \
+  X(kRtMemPoolDestroy, MemPoolDestroy, (void* pool), (pool))                                     \
+  X(kRtMemPoolTrimTo, MemPoolTrimTo, (void* pool, size_t keep), (pool, keep))                    \
+  X(kRtGraphAddMemAllocNode, GraphAddMemAllocNode,                                               \
+    (void** node, void* g, void* const* deps, size_t n, MemAllocNodeParams* params),             \
+    (node, g, deps, n, params))                                                                  \
+  X(kRtGraphAddMemFreeNode, GraphAddMemFreeNode,                                                 \
+    (void** node, void* g, void* const* deps, size_t n, void* dptr), (node, g, deps, n, dptr))   \
   X(kRtDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
 #define MEMSTEP_RT_ABIS(X)                                                                        \
   X(kRtMalloc, Malloc, (void** p, size_t n), (p, n))                                              \
@@ -361,7 +360,7 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
   X(kRtGetDriverEntryPoint, GetDriverEntryPoint,                                                  \
     (const char* sym, void** fn, cuuint64_t f, int* st), (sym, fn, f, st))                        \
   X(kRtGetDriverEntryPointByVersion, GetDriverEntryPointByVersion,                                \
-    (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st), (sym, fn, v, f, st))        \
+    (const char* sym, void** fn, unsigned v, cuuint64_t f, int* st), (sym, fn, v, f, st))         \
   MEMSTEP_RT_COVERAGE_ABIS(X)
 
 #define MEMSTEP_RT_SLOT(abi, impl, params, args) \

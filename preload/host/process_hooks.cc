@@ -130,19 +130,19 @@ size_t CountArgs(va_list ap) {
 }
 }  // namespace
 
-#define MEMSTEP_COLLECT_ARGS(arg0, last_named, argv, n)   \
-  va_list count_ap;                                       \
-  va_start(count_ap, last_named);                         \
-  size_t n = CountArgs(count_ap);                         \
-  va_end(count_ap);                                       \
-  if (n > kMaxExecArgs) {                                 \
-    errno = E2BIG;                                        \
-    return -1;                                            \
-  }                                                       \
-  char* argv[n + 1];                                      \
-  argv[0] = const_cast<char*>(arg0);                      \
-  va_list ap;                                             \
-  va_start(ap, last_named);                               \
+#define MEMSTEP_COLLECT_ARGS(arg0, last_named, argv, n) \
+  va_list count_ap;                                     \
+  va_start(count_ap, last_named);                       \
+  size_t n = CountArgs(count_ap);                       \
+  va_end(count_ap);                                     \
+  if (n > kMaxExecArgs) {                               \
+    errno = E2BIG;                                      \
+    return -1;                                          \
+  }                                                     \
+  char* argv[n + 1];                                    \
+  argv[0] = const_cast<char*>(arg0);                    \
+  va_list ap;                                           \
+  va_start(ap, last_named);                             \
   for (size_t i = 1; i <= n; ++i) argv[i] = va_arg(ap, char*);
 
 MEMSTEP_EXPORT int execl(const char* path, const char* arg0, ...) {

@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preload/steps/config.h"
-#include "preload/trace/modules.h"
 #include "preload/host/runtime.h"
 #include "preload/host/unwinder.h"
+#include "preload/steps/config.h"
+#include "preload/trace/modules.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -31,8 +31,17 @@ namespace memstep::preload {
 namespace fmt = ::memstep::format;
 
 std::atomic<int> g_state{kNotYet};
-Config g_config = {uint64_t{512} << 10, uint64_t{128} << 10, true, 0.10, 0, uint64_t{1} << 20, 100,
-                   false, false, false, "./memstep-out"};
+Config g_config = {uint64_t{512} << 10,
+                   uint64_t{128} << 10,
+                   true,
+                   0.10,
+                   0,
+                   uint64_t{1} << 20,
+                   100,
+                   false,
+                   false,
+                   false,
+                   "./memstep-out"};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
 ShardedAddrMap<uint64_t, 6> g_big;

@@ -87,10 +87,10 @@ struct ThreadState {
   uint32_t tid;
   Ring* ring;
   Sampler sampler;
-  uint64_t gap_interval;  // the T the current gap was drawn with (stamped on its sample)
-  uintptr_t dl_sp;        // sp at the entry of the outermost dlopen running (0: none)
-  uintptr_t dl_ret;       // its caller's return address (x86-64: left at dl_sp)
-  uintptr_t guarded_mmap; // the last anonymous mmap made with the guard set (pymem.cc: arenas)
+  uint64_t gap_interval;   // the T the current gap was drawn with (stamped on its sample)
+  uintptr_t dl_sp;         // sp at the entry of the outermost dlopen running (0: none)
+  uintptr_t dl_ret;        // its caller's return address (x86-64: left at dl_sp)
+  uintptr_t guarded_mmap;  // the last anonymous mmap made with the guard set (pymem.cc: arenas)
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 

@@ -91,8 +91,8 @@ void Remember(uintptr_t page) {
 
 bool FutexReadable(uintptr_t addr) {
   struct timespec zero = {0, 0};
-  long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr & ~uintptr_t{3}),
-                   FUTEX_WAIT_PRIVATE, 0u, &zero, nullptr, 0);
+  long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr & ~uintptr_t{3}), FUTEX_WAIT_PRIVATE,
+                   0u, &zero, nullptr, 0);
   return r == 0 || errno != EFAULT;  // EAGAIN (other value) or ETIMEDOUT: readable
 }
 
@@ -177,7 +177,7 @@ void LoadUnwinder() {
   if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return;
   void* h = g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return;
-  // libunwind prefixes its per-architecture symbols with the target's name.
+    // libunwind prefixes its per-architecture symbols with the target's name.
 #if defined(__aarch64__)
   g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Uaarch64_flush_cache"));
   g_unw_local_as = static_cast<void**>(dlsym(h, "_ULaarch64_local_addr_space"));

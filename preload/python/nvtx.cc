@@ -19,8 +19,8 @@
 #include <regex.h>
 #include <stdint.h>
 
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
+#include "preload/steps/config.h"
 
 namespace memstep::preload {
 

@@ -62,10 +62,10 @@ namespace fmt = ::memstep::format;
 namespace {
 
 using pylayout::kStateAsciiBit;
-using pylayout::MemstepPyLayout;
 using pylayout::kStateCompactBit;
+using pylayout::MemstepPyLayout;
 
-constexpr int kMaxPyFrames = 48;  // walked per sample
+constexpr int kMaxPyFrames = 48;              // walked per sample
 constexpr uint32_t kNativeBeforePython = 40;  // native frames kept before Python ones
 
 using GetTstateFn = void* (*)();
@@ -316,9 +316,8 @@ void PyFramesPoll() {
     return;
   }
   // Py_Version exists from 3.11 on; 3.10 says its version in Py_GetVersion().
-  const uint32_t version = py_version != nullptr
-                               ? static_cast<uint32_t>(*py_version & 0xFFFF0000)
-                               : ParseVersion(get_version());
+  const uint32_t version = py_version != nullptr ? static_cast<uint32_t>(*py_version & 0xFFFF0000)
+                                                 : ParseVersion(get_version());
   void* get = OwnDlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   void* eval = OwnDlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
   void* fin = OwnDlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
@@ -329,8 +328,9 @@ void PyFramesPoll() {
   if (get == nullptr || eval == nullptr || fin == nullptr || code_type == nullptr ||
       dladdr1(eval, &info, &sym_ptr, RTLD_DL_SYMENT) == 0 || sym_ptr == nullptr ||
       static_cast<const ElfW(Sym)*>(sym_ptr)->st_size == 0) {
-    Unsupported("this Python lacks a symbol memstep needs (PyGILState_GetThisThreadState, "
-                "_PyEval_EvalFrameDefault with its size, _Py_IsFinalizing, PyCode_Type)");
+    Unsupported(
+        "this Python lacks a symbol memstep needs (PyGILState_GetThisThreadState, "
+        "_PyEval_EvalFrameDefault with its size, _Py_IsFinalizing, PyCode_Type)");
     return;
   }
   MemstepPyLayout layout;

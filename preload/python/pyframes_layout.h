@@ -50,33 +50,33 @@ enum MemstepPyLines {
 };
 
 struct MemstepPyLayout {
-  uint32_t version;            // PY_VERSION_HEX & 0xFFFF0000
-  uint32_t chain;              // MemstepPyChain
-  uint32_t lines;              // MemstepPyLines
-  uint32_t tstate_frame;       // PyThreadState.frame / .cframe / .current_frame
-  uint32_t cframe_current;     // _PyCFrame.current_frame (kChainCframe)
-  uint32_t frame_code;         // f_code / f_executable
-  uint32_t frame_previous;     // f_back / previous
-  uint32_t frame_instr;        // f_lasti (int) / prev_instr / instr_ptr
-  uint32_t frame_owner;        // owner (char; 3.11+)
-  uint32_t code_filename;      // co_filename
-  uint32_t code_name;          // co_name (3.10) / co_qualname
-  uint32_t code_firstlineno;   // co_firstlineno (int)
-  uint32_t code_linetable;     // co_linetable (bytes)
+  uint32_t version;              // PY_VERSION_HEX & 0xFFFF0000
+  uint32_t chain;                // MemstepPyChain
+  uint32_t lines;                // MemstepPyLines
+  uint32_t tstate_frame;         // PyThreadState.frame / .cframe / .current_frame
+  uint32_t cframe_current;       // _PyCFrame.current_frame (kChainCframe)
+  uint32_t frame_code;           // f_code / f_executable
+  uint32_t frame_previous;       // f_back / previous
+  uint32_t frame_instr;          // f_lasti (int) / prev_instr / instr_ptr
+  uint32_t frame_owner;          // owner (char; 3.11+)
+  uint32_t code_filename;        // co_filename
+  uint32_t code_name;            // co_name (3.10) / co_qualname
+  uint32_t code_firstlineno;     // co_firstlineno (int)
+  uint32_t code_linetable;       // co_linetable (bytes)
   uint32_t code_firsttraceable;  // _co_firsttraceable (int; 3.11+; 0: unknown)
-  uint32_t code_adaptive;      // co_code_adaptive: the instructions (3.11+)
-  uint32_t code_basicsize;     // PyCode_Type.tp_basicsize
-  uint32_t bytes_size;         // PyVarObject.ob_size
-  uint32_t bytes_data;         // PyBytesObject.ob_sval
-  uint32_t str_length;         // PyASCIIObject.length
-  uint32_t str_state;          // PyASCIIObject.state
-  uint32_t str_ascii_data;     // sizeof(PyASCIIObject): compact ASCII data
-  uint32_t str_utf8_length;    // PyCompactUnicodeObject.utf8_length
-  uint32_t str_utf8;           // PyCompactUnicodeObject.utf8
-  uint32_t ob_type;            // PyObject.ob_type
-  uint32_t type_basicsize;     // PyTypeObject.tp_basicsize
-  uint32_t owned_by_generator;  // FRAME_OWNED_BY_GENERATOR (3.11+)
-  uint32_t owned_by_cstack;     // FRAME_OWNED_BY_CSTACK (3.12+; 0: none)
+  uint32_t code_adaptive;        // co_code_adaptive: the instructions (3.11+)
+  uint32_t code_basicsize;       // PyCode_Type.tp_basicsize
+  uint32_t bytes_size;           // PyVarObject.ob_size
+  uint32_t bytes_data;           // PyBytesObject.ob_sval
+  uint32_t str_length;           // PyASCIIObject.length
+  uint32_t str_state;            // PyASCIIObject.state
+  uint32_t str_ascii_data;       // sizeof(PyASCIIObject): compact ASCII data
+  uint32_t str_utf8_length;      // PyCompactUnicodeObject.utf8_length
+  uint32_t str_utf8;             // PyCompactUnicodeObject.utf8
+  uint32_t ob_type;              // PyObject.ob_type
+  uint32_t type_basicsize;       // PyTypeObject.tp_basicsize
+  uint32_t owned_by_generator;   // FRAME_OWNED_BY_GENERATOR (3.11+)
+  uint32_t owned_by_cstack;      // FRAME_OWNED_BY_CSTACK (3.12+; 0: none)
 };
 
 // PyASCIIObject.state bits (little-endian bit-fields, the same 3.10 to 3.13):
@@ -84,26 +84,29 @@ struct MemstepPyLayout {
 MEMSTEP_PY_CONST uint32_t kStateCompactBit = 5;
 MEMSTEP_PY_CONST uint32_t kStateAsciiBit = 6;
 
-MEMSTEP_PY_CONST struct MemstepPyLayout kLayout310 = {
-    0x030A0000, kChainFrameObject, kLines310,
-    24, 0, 32, 24, 96, 0,
-    104, 112, 40, 120, 0, 0, 176,
-    16, 32, 16, 32, 48, 48, 56, 8, 32, 0, 0};
+MEMSTEP_PY_CONST struct MemstepPyLayout kLayout310 = {0x030A0000, kChainFrameObject,
+                                                      kLines310,  24,
+                                                      0,          32,
+                                                      24,         96,
+                                                      0,          104,
+                                                      112,        40,
+                                                      120,        0,
+                                                      0,          176,
+                                                      16,         32,
+                                                      16,         32,
+                                                      48,         48,
+                                                      56,         8,
+                                                      32,         0,
+                                                      0};
 MEMSTEP_PY_CONST struct MemstepPyLayout kLayout311 = {
-    0x030B0000, kChainCframe, kLines311,
-    56, 8, 32, 48, 56, 69,
-    112, 128, 72, 136, 168, 184, 184,
-    16, 32, 16, 32, 48, 48, 56, 8, 32, 1, 0};
+    0x030B0000, kChainCframe, kLines311, 56, 8,  32, 48, 56, 69, 112, 128, 72, 136, 168,
+    184,        184,          16,        32, 16, 32, 48, 48, 56, 8,   32,  1,  0};
 MEMSTEP_PY_CONST struct MemstepPyLayout kLayout312 = {
-    0x030C0000, kChainCframe, kLines311,
-    56, 0, 0, 8, 56, 70,
-    112, 128, 68, 136, 176, 192, 192,
-    16, 32, 16, 32, 40, 40, 48, 8, 32, 1, 3};
+    0x030C0000, kChainCframe, kLines311, 56, 0,  0,  8,  56, 70, 112, 128, 68, 136, 176,
+    192,        192,          16,        32, 16, 32, 40, 40, 48, 8,   32,  1,  3};
 MEMSTEP_PY_CONST struct MemstepPyLayout kLayout313 = {
-    0x030D0000, kChainDirect, kLines311,
-    72, 0, 0, 8, 56, 70,
-    112, 128, 68, 136, 184, 200, 200,
-    16, 32, 16, 32, 40, 40, 48, 8, 32, 1, 3};
+    0x030D0000, kChainDirect, kLines311, 72, 0,  0,  8,  56, 70, 112, 128, 68, 136, 184,
+    200,        200,          16,        32, 16, 32, 40, 40, 48, 8,   32,  1,  3};
 
 // _Py_DebugOffsets of CPython 3.13 (Include/internal/pycore_runtime.h): the
 // byte offsets, inside that struct, of the u64 fields pyframes.cc reads.

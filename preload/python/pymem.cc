@@ -111,8 +111,8 @@ size_t g_arena_pool_left = 0;
 
 PyMemAllocatorEx g_prev[3];
 PyObjectArenaAllocator g_prev_arena;
-size_t g_pool_size = 0;   // validated POOL_SIZE
-size_t g_arena_size = 0;  // of the first arena seen; others are not entered
+size_t g_pool_size = 0;           // validated POOL_SIZE
+size_t g_arena_size = 0;          // of the first arena seen; others are not entered
 std::atomic<int> g_installed{0};  // 0 not tried, 1 hooked, 2 refused
 
 MEMSTEP_ALWAYS_INLINE Arena* FindArena(uintptr_t a) {
@@ -531,8 +531,9 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
       return 0;
     }
     if (denied) {
-      Refuse("process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
-             "layout cannot be checked safely");
+      Refuse(
+          "process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
+          "layout cannot be checked safely");
       return 0;
     }
     char why[160] = "pymalloc's pool layout was not recognised (allocator: ";

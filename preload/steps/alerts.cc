@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "preload/cuda/cuda.h"
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 

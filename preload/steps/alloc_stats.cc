@@ -122,12 +122,12 @@ enum {
 
 using MallctlFn = int (*)(const char*, void*, size_t*, void*, size_t);
 
-uint32_t g_name_ids[kAllocStatsMax];   // g_api_lock (Emit)
-std::atomic<uint64_t> g_next_ns{0};    // earliest next collection
+uint32_t g_name_ids[kAllocStatsMax];       // g_api_lock (Emit)
+std::atomic<uint64_t> g_next_ns{0};        // earliest next collection
 std::atomic<uint64_t> g_next_smaps_ns{0};  // earliest next smaps_rollup read
-std::atomic<int> g_mallctl_state{0};   // 0 not looked up, 1 found, 2 absent
+std::atomic<int> g_mallctl_state{0};       // 0 not looked up, 1 found, 2 absent
 MallctlFn g_mallctl = nullptr;
-SpinLock g_collect_lock;               // one collector (TryLock only)
+SpinLock g_collect_lock;  // one collector (TryLock only)
 
 // ---- /proc ----------------------------------------------------------------
 

@@ -7,9 +7,9 @@
 
 #include "memstep/memstep.h"
 #include "preload/cuda/cuda.h"
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 

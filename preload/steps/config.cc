@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "preload/cuda/cuda.h"
-#include "preload/steps/env.h"
 #include "preload/host/recorder.h"
+#include "preload/steps/env.h"
 #include "src/format/format.h"
 #include "src/format/quantity.h"
 #include "src/format/records.h"
@@ -18,9 +18,22 @@ namespace memstep::preload {
 
 namespace fmt = ::memstep::format;
 
-FeatureConfig g_features = {
-    20, 0, 0, {}, 0, "", false, uint64_t{10} * 1000000000u, uint64_t{8} << 20, 5, 10, true, true, true,
-    "^(train[_ ]?)?step|^iteration|^iter", 0};
+FeatureConfig g_features = {20,
+                            0,
+                            0,
+                            {},
+                            0,
+                            "",
+                            false,
+                            uint64_t{10} * 1000000000u,
+                            uint64_t{8} << 20,
+                            5,
+                            10,
+                            true,
+                            true,
+                            true,
+                            "^(train[_ ]?)?step|^iteration|^iter",
+                            0};
 
 std::atomic<bool> g_user_steps{false};
 

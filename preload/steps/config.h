@@ -28,24 +28,24 @@ inline constexpr int kMaxStagePeakRules = 16;
 inline constexpr int kSnapshotTop = 64;
 
 struct FeatureConfig {
-  uint64_t warmup_steps;   // MEMSTEP_WARMUP (default 20)
-  uint64_t alert_growth;   // MEMSTEP_ALERT_GROWTH, bytes/step (0 = off)
-  uint64_t alert_peak;     // MEMSTEP_ALERT_PEAK, bytes (0 = off)
+  uint64_t warmup_steps;  // MEMSTEP_WARMUP (default 20)
+  uint64_t alert_growth;  // MEMSTEP_ALERT_GROWTH, bytes/step (0 = off)
+  uint64_t alert_peak;    // MEMSTEP_ALERT_PEAK, bytes (0 = off)
   struct StagePeakRule {
     char name[64];
     uint64_t bytes;
   } stage_rules[kMaxStagePeakRules];  // MEMSTEP_ALERT_STAGE_PEAK="forward=2GiB,..."
   int num_stage_rules;
-  char alert_command[2048];  // MEMSTEP_ALERT_COMMAND ("" = none)
-  bool alert_abort;          // MEMSTEP_ALERT_ABORT=1
-  uint64_t window_ns;        // MEMSTEP_WINDOW seconds (default 10, 0 = off)
-  uint64_t snap_min_bytes;   // MEMSTEP_SNAPSHOT_MIN_BYTES (default 8 MiB)
-  uint64_t snap_ratio_pct;   // MEMSTEP_SNAPSHOT_RATIO_PCT (default 5)
-  uint64_t run_ratio_pct;    // MEMSTEP_SNAPSHOT_RUN_RATIO_PCT (default 10)
-  bool sites;                // MEMSTEP_SITES=0 turns the site table off
-  bool alloc_stats;          // MEMSTEP_ALLOC_STATS=0: no allocator statistics at step ends
-  bool nvtx;                 // MEMSTEP_NVTX=0 refuses the NVTX injection
-  char step_range[512];      // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
+  char alert_command[2048];    // MEMSTEP_ALERT_COMMAND ("" = none)
+  bool alert_abort;            // MEMSTEP_ALERT_ABORT=1
+  uint64_t window_ns;          // MEMSTEP_WINDOW seconds (default 10, 0 = off)
+  uint64_t snap_min_bytes;     // MEMSTEP_SNAPSHOT_MIN_BYTES (default 8 MiB)
+  uint64_t snap_ratio_pct;     // MEMSTEP_SNAPSHOT_RATIO_PCT (default 5)
+  uint64_t run_ratio_pct;      // MEMSTEP_SNAPSHOT_RUN_RATIO_PCT (default 10)
+  bool sites;                  // MEMSTEP_SITES=0 turns the site table off
+  bool alloc_stats;            // MEMSTEP_ALLOC_STATS=0: no allocator statistics at step ends
+  bool nvtx;                   // MEMSTEP_NVTX=0 refuses the NVTX injection
+  char step_range[512];        // MEMSTEP_STEP_RANGE (POSIX ERE, case-insensitive)
   uint64_t alert_device_peak;  // MEMSTEP_ALERT_DEVICE_PEAK, bytes (0 = off)
   // Device sampling (docs/gpu.md "Sampling"): MEMSTEP_DEVICE_SAMPLE_INTERVAL
   // (T_dev, default kDefaultDeviceInterval; <= 1: every allocation) and
@@ -71,8 +71,8 @@ void InitFeatures();  // after the trace is open (site table, regex)
 // Writes a MEM_SNAPSHOT record (the moment: step, stage, device, requested,
 // free/total device bytes) and wakes the writer so that it reaches the file
 // within one cycle. Any thread, reentrancy guard set or not.
-void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t requested,
-                      uint64_t free, uint64_t total, uint8_t api, uint64_t error);
+void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t requested, uint64_t free,
+                      uint64_t total, uint8_t api, uint64_t error);
 // After the trace is open: installs the snapshot signal's handler if the
 // signal still has its default disposition (a program's own handler wins).
 void InitSnapshotSignal();

@@ -77,20 +77,20 @@ constexpr uint64_t kWarmSteps = 20;
 constexpr uint64_t kDecaySteps = 10;
 constexpr uint32_t kBoostSteps = 3;
 constexpr uint64_t kBoostGap = 50;
-constexpr uint32_t kHist = 20;          // step-end live bytes kept for the alarm
-constexpr uint32_t kAlarmRises = 15;    // of the kHist - 1 step-to-step changes
+constexpr uint32_t kHist = 20;        // step-end live bytes kept for the alarm
+constexpr uint32_t kAlarmRises = 15;  // of the kHist - 1 step-to-step changes
 
-constexpr uint32_t kHuntHist = 24;        // step-end live bytes for the trend test
-constexpr uint32_t kHuntMinSteps = 8;     // fewest step ends the test runs on
-constexpr double kHuntZ = 3.09;           // one-sided p = 0.001
-constexpr double kHuntGoneZ = 1.28;       // growth "stopped": not even p = 0.1
-constexpr uint64_t kHuntMinRate = 256;    // bytes/step below which growth is ignored
-constexpr uint64_t kHuntSettle = 4;       // steps from the begin to the checkpoint
-constexpr uint64_t kHuntWindow = 16;      // steps after it before the first check
-constexpr uint64_t kHuntMaxSteps = 64;    // then the hunt gives up
-constexpr int64_t kHuntMinSamples = 24;   // new long-lived samples an explanation needs
-constexpr double kHuntCover = 0.75;       // share of the exact growth the sites must cover
-constexpr uint64_t kHuntCooldown = 32;    // steps after a hunt before the next may begin
+constexpr uint32_t kHuntHist = 24;       // step-end live bytes for the trend test
+constexpr uint32_t kHuntMinSteps = 8;    // fewest step ends the test runs on
+constexpr double kHuntZ = 3.09;          // one-sided p = 0.001
+constexpr double kHuntGoneZ = 1.28;      // growth "stopped": not even p = 0.1
+constexpr uint64_t kHuntMinRate = 256;   // bytes/step below which growth is ignored
+constexpr uint64_t kHuntSettle = 4;      // steps from the begin to the checkpoint
+constexpr uint64_t kHuntWindow = 16;     // steps after it before the first check
+constexpr uint64_t kHuntMaxSteps = 64;   // then the hunt gives up
+constexpr int64_t kHuntMinSamples = 24;  // new long-lived samples an explanation needs
+constexpr double kHuntCover = 0.75;      // share of the exact growth the sites must cover
+constexpr uint64_t kHuntCooldown = 32;   // steps after a hunt before the next may begin
 constexpr uint64_t kHuntMinT = 256;
 constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one stack before any was timed
 
@@ -108,21 +108,21 @@ struct Hunt {
   uint64_t prev_alloc = 0;  // and stack capture time and count
   uint64_t prev_cap_ns = 0;
   uint64_t prev_cap_n = 0;
-  double cap_ns_avg = 0;    // stack capture time and count, decayed by half each step
+  double cap_ns_avg = 0;  // stack capture time and count, decayed by half each step
   double cap_n_avg = 0;
 };
 
 struct State {
-  uint64_t steps = 0;        // steps ended
-  uint64_t warm_until = 0;   // `steps` value that ends the warm-up (0: none)
-  uint64_t run_max = 0;      // max step peak so far
-  uint64_t last_boost = 0;   // `steps` when the last boost began; 0 = never
-  uint32_t boost_left = 0;   // steps of the current boost still to run
-  uint64_t resume = 0;       // T to go back to when the boost ends
-  uint64_t since_change = 0; // steps since the schedule's T last changed
-  uint64_t sched = 0;        // the schedule's T (the hunt may use a smaller one)
+  uint64_t steps = 0;         // steps ended
+  uint64_t warm_until = 0;    // `steps` value that ends the warm-up (0: none)
+  uint64_t run_max = 0;       // max step peak so far
+  uint64_t last_boost = 0;    // `steps` when the last boost began; 0 = never
+  uint32_t boost_left = 0;    // steps of the current boost still to run
+  uint64_t resume = 0;        // T to go back to when the boost ends
+  uint64_t since_change = 0;  // steps since the schedule's T last changed
+  uint64_t sched = 0;         // the schedule's T (the hunt may use a smaller one)
   uint64_t live[kHist] = {};
-  uint32_t nlive = 0;        // valid entries (<= kHist); newest at (steps - 1) % kHist
+  uint32_t nlive = 0;  // valid entries (<= kHist); newest at (steps - 1) % kHist
   Hunt hunt;
 };
 
@@ -132,13 +132,13 @@ constexpr uint64_t kDevHuntMinSamples = 4;  // device samples are large and few
 
 SpinLock g_prog_lock;  // after g_api_lock in the lock order; never held while pushing
 State g_prog;
-State g_dev;          // the device schedule (protected by g_prog_lock)
+State g_dev;            // the device schedule (protected by g_prog_lock)
 bool g_dev_on = false;  // device sampling is progressive (T_dev > 1)
 
 bool GrowthAlarm(const State& s) {
   if (s.nlive < kHist) return false;
   uint32_t rises = 0;
-  uint64_t first = s.live[s.steps % kHist];             // oldest
+  uint64_t first = s.live[s.steps % kHist];               // oldest
   uint64_t last = s.live[(s.steps + kHist - 1) % kHist];  // newest
   for (uint32_t i = 1; i < kHist; ++i) {
     uint64_t a = s.live[(s.steps + i - 1) % kHist];
@@ -212,8 +212,7 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 // A hunt's T for the next step, from the measured share of the last step's
 // wall time spent capturing stacks: doubled above the budget, halved (down
 // to g/2) below 40 % of it.
-uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent,
-                          uint64_t min_T = kHuntMinT) {
+uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent, uint64_t min_T = kHuntMinT) {
   const double budget = g_config.hunt_budget;
   const uint64_t target = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
   uint64_t T = h.T;
@@ -287,7 +286,7 @@ struct HuntKind {
   bool (*enabled)();        // the hunt may run at all
   uint64_t min_rate;        // bytes/step below which growth is ignored
   uint64_t min_T;
-  int64_t min_samples;      // new long-lived samples an explanation needs
+  int64_t min_samples;  // new long-lived samples an explanation needs
   void (*checkpoint)();
   void (*on)(bool);
   HuntTally (*tally)(int64_t growth);
@@ -306,12 +305,11 @@ HuntTally DeviceTally(int64_t) {
 }
 
 constexpr HuntKind kHostHunt = {HostAllocated, HostHuntEnabled, kHuntMinRate,
-                                kHuntMinT,     kHuntMinSamples,  SitesHuntCheckpoint,
+                                kHuntMinT,     kHuntMinSamples, SitesHuntCheckpoint,
                                 SitesHuntOn,   SitesHuntExplain};
-constexpr HuntKind kDeviceHunt = {CudaResidentAllocated, Always,
-                                  kDevHuntMinRate,       kDevHuntMinT,
-                                  kDevHuntMinSamples,    CudaHuntCheckpoint,
-                                  CudaHuntOn,            DeviceTally};
+constexpr HuntKind kDeviceHunt = {
+    CudaResidentAllocated, Always,     kDevHuntMinRate, kDevHuntMinT, kDevHuntMinSamples,
+    CudaHuntCheckpoint,    CudaHuntOn, DeviceTally};
 
 // A hunt's part of a step end (host or device: `k`). Returns the T the hunt
 // asks for (0: none) and fills `rec` (phase 0 or 1) when a hunt begins or
@@ -475,7 +473,8 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     ++s.steps;
     if (s.nlive < kHist) ++s.nlive;
     ++s.since_change;
-    uint64_t T = ScheduleStep(s, peak, user_steps, g_config.sample_interval, g_config.warm_interval);
+    uint64_t T =
+        ScheduleStep(s, peak, user_steps, g_config.sample_interval, g_config.warm_interval);
     uint64_t hunt_T = HuntStep(s, live, kHostHunt, &hunt_emit, &hunt_rec);
     if (hunt_T != 0 && hunt_T < T) T = hunt_T;
     hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
@@ -518,8 +517,6 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
   if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
 }
 
-void ProgressiveForkChild() {
-  g_prog_lock.Reset();
-}
+void ProgressiveForkChild() { g_prog_lock.Reset(); }
 
 }  // namespace memstep::preload

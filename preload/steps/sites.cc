@@ -17,8 +17,8 @@
 #include <math.h>
 
 #include "preload/core/addr_map.h"
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
+#include "preload/steps/config.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -225,8 +225,8 @@ void TakeTop(Snap* out) {
   out->valid = true;
 }
 
-size_t Encode(const Snap& s, uint8_t cause, uint32_t stage, uint64_t ts, uint64_t seq,
-              uint8_t* buf, size_t cap) {
+size_t Encode(const Snap& s, uint8_t cause, uint32_t stage, uint64_t ts, uint64_t seq, uint8_t* buf,
+              size_t cap) {
   uint64_t sites[3 * kSnapshotTop];  // (stack, live_bytes_est, live_count_est) per site
   for (uint32_t i = 0; i < s.n; ++i) {
     sites[3 * i] = s.stack[i];
@@ -338,8 +338,7 @@ size_t SitesTakeRunPeak(uint8_t* buf, size_t cap) {
   SpinLockHolder h(&g_snap_lock);
   if (!g_run_pending) return 0;
   g_run_pending = false;
-  return Encode(g_run_snap, fmt::kSnapshotRunPeak, g_run_snap.stage, NowRel(), NextSeq(), buf,
-                cap);
+  return Encode(g_run_snap, fmt::kSnapshotRunPeak, g_run_snap.stage, NowRel(), NextSeq(), buf, cap);
 }
 
 void SitesSetBaseline() {

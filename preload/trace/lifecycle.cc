@@ -10,15 +10,15 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#include "preload/steps/env.h"
-#include "src/format/quantity.h"
 #include "preload/core/fds.h"
-#include "preload/steps/config.h"
 #include "preload/host/recorder.h"
-#include "preload/trace/modules.h"
 #include "preload/host/runtime.h"
 #include "preload/host/unwinder.h"
+#include "preload/steps/config.h"
+#include "preload/steps/env.h"
+#include "preload/trace/modules.h"
 #include "src/format/format.h"
+#include "src/format/quantity.h"
 
 namespace memstep::preload {
 
@@ -31,12 +31,16 @@ void ReadConfig() {
   uint64_t v;
   if (EnvSize("MEMSTEP_SAMPLE_INTERVAL", &v)) g_config.sample_interval = v;
   if (EnvSize("MEMSTEP_ALWAYS_BYTES", &v)) {
-    if (v > 0) g_config.always_bytes = v;
-    else EnvReject("MEMSTEP_ALWAYS_BYTES", "0", "a positive size");
+    if (v > 0)
+      g_config.always_bytes = v;
+    else
+      EnvReject("MEMSTEP_ALWAYS_BYTES", "0", "a positive size");
   }
   if (EnvCount("MEMSTEP_FLUSH_MS", &v)) {
-    if (v > 0) g_config.flush_ms = v;
-    else EnvReject("MEMSTEP_FLUSH_MS", "0", "a positive number of milliseconds");
+    if (v > 0)
+      g_config.flush_ms = v;
+    else
+      EnvReject("MEMSTEP_FLUSH_MS", "0", "a positive number of milliseconds");
   }
   if (EnvSize("MEMSTEP_SAMPLE_WARM", &v)) g_config.warm_interval = v;
   if (EnvCount("MEMSTEP_SEED", &v)) g_config.seed = v;
@@ -94,7 +98,7 @@ void ForkPrepare() {
   g_fork_saved_guard = t.guard;
   t.guard = 1;
   ModulesForkPrepare();  // g_maps_mu (before the dictionary lock, as in RefreshMappings)
-  WriterForkPrepare();  // flush_mu
+  WriterForkPrepare();   // flush_mu
   g_api_lock.Lock();
   SitesForkPrepare();
   RegistryLock();

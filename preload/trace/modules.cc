@@ -65,7 +65,7 @@ struct Mapping {
   bool seen;
 };
 pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;  // protects everything below
-Mapping g_maps[kMaxMappings];  // known mappings
+Mapping g_maps[kMaxMappings];                           // known mappings
 int g_nmaps = 0;
 uint32_t g_next_map_id = 1;
 

@@ -44,10 +44,10 @@
 #include <unistd.h>
 
 #include "preload/core/fds.h"
-#include "preload/steps/config.h"
-#include "preload/trace/modules.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/steps/config.h"
+#include "preload/trace/modules.h"
 #include "src/format/format.h"
 #include "src/format/records.h"
 
@@ -75,8 +75,8 @@ struct Writer {
   bool live = false;  // the trace exists and takes chunks
   dev_t dev = 0;      // identity of the trace file
   ino_t ino = 0;
-  uint64_t size = 0;          // bytes written to the trace so far
-  bool fallocate_ok = true;   // the filesystem reserves space (fallocate)
+  uint64_t size = 0;         // bytes written to the trace so far
+  bool fallocate_ok = true;  // the filesystem reserves space (fallocate)
   char path[4096] = {};
   uint64_t start_mono = 0;
   uint32_t chunk_seq = 0;
@@ -479,7 +479,8 @@ void* WriterMain(void*) {
     if (g_state.load() != kRecording) break;
     if (MonoNs() >= next_liveness) {  // not on every early wake: it reads a /proc file
       next_liveness = MonoNs() + kLivenessNs;
-      if (ApplicationThreadsGone()) exit(0);  // as glibc's last thread would; our destructor flushes
+      if (ApplicationThreadsGone())
+        exit(0);  // as glibc's last thread would; our destructor flushes
     }
     if (!woken && MonoNs() < next_flush) continue;
     next_flush = MonoNs() + period_ns;

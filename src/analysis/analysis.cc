@@ -33,8 +33,8 @@
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/mem_snapshot.h"
 #include "src/analysis/renumber.h"
-#include "src/analysis/series_util.h"
 #include "src/analysis/replay.h"
+#include "src/analysis/series_util.h"
 #include "src/analysis/slices.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
@@ -44,7 +44,6 @@ namespace {
 
 // Effect-size bounds of the exact process series: the call-site bounds / this.
 constexpr double kExactSeriesBoundDivisor = 32;
-
 
 using reader::Event;
 using reader::Trace;
@@ -64,10 +63,10 @@ struct ProcessResult {
   std::vector<StepRow> steps;
   std::vector<Site> sites;  // live_bytes_by_step indexed like `steps`
   std::vector<EpochRow> epochs;
-  std::vector<StagePeak> stage_peaks;  // top_sites[].site_id: local site index + 1
-  std::vector<AlertRow> alerts;        // site_id: local site index + 1
-  std::vector<DeviceFailure> failures; // site_id: local site index + 1
-  std::vector<TimelineSpan> spans;     // with Options::timeline
+  std::vector<StagePeak> stage_peaks;   // top_sites[].site_id: local site index + 1
+  std::vector<AlertRow> alerts;         // site_id: local site index + 1
+  std::vector<DeviceFailure> failures;  // site_id: local site index + 1
+  std::vector<TimelineSpan> spans;      // with Options::timeline
   std::vector<TimelinePoint> timeline;
   std::vector<MemorySnapshot> snapshots;  // {host,device}_sites[].site_id: local index + 1
 };
@@ -116,8 +115,8 @@ void BuildSteps(const Trace& t, ProcessResult& r,
         auto b = stage_begin.find(key);
         const double begin_s =
             b != stage_begin.end() ? static_cast<double>(t.events[b->second].ts) / 1e9 : now_s;
-        r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s,
-                                       now_s, c.peak_bytes});
+        r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s, now_s,
+                                       c.peak_bytes});
       }
       const std::string& name = t.String(e.str);
       uint64_t& p = stage_peaks[e.step][name];
@@ -150,7 +149,8 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     if (b != begins.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
     if (timeline) {
       const double begin_s = b != begins.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
-      r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, "", begin_s, now_s, c.peak_bytes});
+      r.spans.push_back(
+          TimelineSpan{t.header.pid, e.tid, e.step, "", begin_s, now_s, c.peak_bytes});
     }
     rows[e.step] = row;
     prev = c;
@@ -236,8 +236,8 @@ std::vector<EpochRow> BuildEpochs(const std::vector<StepRow>& steps) {
   for (auto& [epoch, e] : by_epoch) {
     // Growth from the previous epoch's end, or (first epoch) from the end of
     // its own first step.
-    const int64_t base = prev != nullptr ? static_cast<int64_t>(prev->live_bytes_end)
-                                         : -e.growth_bytes;
+    const int64_t base =
+        prev != nullptr ? static_cast<int64_t>(prev->live_bytes_end) : -e.growth_bytes;
     e.growth_bytes = static_cast<int64_t>(e.live_bytes_end) - base;
     const uint64_t span = prev != nullptr ? e.steps : std::max<uint64_t>(e.steps - 1, 1);
     e.growth_bytes_per_step = static_cast<double>(e.growth_bytes) / static_cast<double>(span);
@@ -264,7 +264,8 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
     h.end_step = end != nullptr ? end->step : open->step;
     h.rate = open->rate;
     h.min_interval = open->interval;
-    if (end != nullptr && end->interval > 0) h.min_interval = std::min(h.min_interval, end->interval);
+    if (end != nullptr && end->interval > 0)
+      h.min_interval = std::min(h.min_interval, end->interval);
     const uint64_t until = end != nullptr ? end->ts : UINT64_MAX;
     for (const reader::Rate& r : t.rates) {
       if (!device && r.ts >= open->ts && r.ts <= until && r.interval > 0) {
@@ -298,8 +299,7 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
 // Exact heap growth that the growing heap sites do not explain
 // (docs/analysis.md "Unattributed growth"), and how to get it attributed.
 void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
-                  const GrowthOptions& exact_options, const Options& options,
-                  ProcessSummary& ps) {
+                  const GrowthOptions& exact_options, const Options& options, ProcessSummary& ps) {
   const Growth& g = ps.live_growth;
   if ((g.cls != GrowthClass::kLeak && g.cls != GrowthClass::kBoundedGrowth) || !(g.slope > 0)) {
     return;
@@ -340,9 +340,8 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
   const double stacks = per_step / T;
   std::string cost;
   if (ps.median_step_s > 0) {
-    cost = absl::StrFormat(", about %.0f %% of a %.3g s step", 100 * stacks * stack_ns * 1e-9 /
-                                                                  ps.median_step_s,
-                           ps.median_step_s);
+    cost = absl::StrFormat(", about %.0f %% of a %.3g s step",
+                           100 * stacks * stack_ns * 1e-9 / ps.median_step_s, ps.median_step_s);
   }
   std::string hunt_state = "no leak hunt ran (it needs progressive sampling and a hunt budget)";
   const ProcessSummary::Hunt* last = nullptr;  // the last host hunt
@@ -351,21 +350,21 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
   }
   if (last != nullptr) {
     const ProcessSummary::Hunt& h = *last;
-    hunt_state = absl::StrFormat(
-        "the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step, h.end_step,
-        h.min_interval,
-        h.outcome == format::kHuntExplained ? "explained the growth then"
-        : h.outcome == format::kHuntStopped ? "stopped: the growth paused"
-        : h.outcome == format::kHuntGaveUp  ? "gave up within its CPU budget"
-                                            : "was still running");
+    hunt_state =
+        absl::StrFormat("the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step,
+                        h.end_step, h.min_interval,
+                        h.outcome == format::kHuntExplained ? "explained the growth then"
+                        : h.outcome == format::kHuntStopped ? "stopped: the growth paused"
+                        : h.outcome == format::kHuntGaveUp  ? "gave up within its CPU budget"
+                                                            : "was still running");
   }
   (void)options;
   ps.attribute_hint = absl::StrFormat(
       "%s; to attribute it, rerun with --hunt-budget 30 (a larger share of time for the hunt), "
       "or with --sample-interval %d --fixed-interval: up to %.0f stacks per step at %s%.0f us "
       "each%s",
-      hunt_state, static_cast<uint64_t>(T), stacks, measured ? "" : "an assumed ",
-      stack_ns / 1000, cost);
+      hunt_state, static_cast<uint64_t>(T), stacks, measured ? "" : "an assumed ", stack_ns / 1000,
+      cost);
 }
 
 ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options,
@@ -379,13 +378,14 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   size_t last_step_end = SIZE_MAX;
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (e.tag == format::kTagStep && e.phase == 1 && row_of_step.contains(e.step)) last_step_end = i;
+    if (e.tag == format::kTagStep && e.phase == 1 && row_of_step.contains(e.step))
+      last_step_end = i;
   }
 
   // Pass 1: the whole replay, per-step snapshots, cohorts live at the last
   // step end, the run's peak and each stage's peak within its largest run.
   HeapReplay replay;
-  SliceTracker slices;  // with options.site_slices
+  SliceTracker slices;                           // with options.site_slices
   std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
   std::vector<std::vector<double>> old_by_step;  // [site][row]: of it, allocated before the step
   std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
@@ -419,7 +419,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     const Event& e = t.events[i];
     while (next_rate < rates.size() && rates[next_rate].ts <= e.ts) {
       interval_now = static_cast<double>(rates[next_rate++].interval);
-      if (row_now < rows) interval_by_row[row_now] = std::max(interval_by_row[row_now], interval_now);
+      if (row_now < rows)
+        interval_by_row[row_now] = std::max(interval_by_row[row_now], interval_now);
     }
     if (e.tag == format::kTagStep && e.phase == 0 && row_of_step.contains(e.step)) {
       replay.set_cohort(static_cast<uint32_t>(row_of_step[e.step]));
@@ -529,7 +530,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
         // The snapshot keeps no variance; sum (s/p)^2 (1 - p) <= (s/p) T for
         // every sample (s (1-p)/p = s / (e^((s+1)/T) - 1) < T), so bytes x T
         // bounds it.
-        const HtInterval ci = HtSumInterval(ps.live_bytes, ps.live_bytes * interval_max, interval_max);
+        const HtInterval ci =
+            HtSumInterval(ps.live_bytes, ps.live_bytes * interval_max, interval_max);
         ps.live_bytes_low = ci.low;
         ps.live_bytes_high = ci.high;
         sp.top_sites.push_back(ps);
@@ -546,8 +548,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
         sp.top_sites.push_back(ps);
       }
     }
-    std::stable_sort(sp.top_sites.begin(), sp.top_sites.end(),
-                     [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+    std::stable_sort(
+        sp.top_sites.begin(), sp.top_sites.end(),
+        [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
     if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
     r.stage_peaks.push_back(std::move(sp));
   }
@@ -559,11 +562,21 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     row.step = a.step;
     row.time_s = static_cast<double>(a.ts) / 1e9;
     switch (a.rule) {
-      case format::kAlertGrowth: row.rule = "growth"; break;
-      case format::kAlertPeak: row.rule = "peak"; break;
-      case format::kAlertStagePeak: row.rule = "stage_peak"; break;
-      case format::kAlertDevicePeak: row.rule = "device_peak"; break;
-      default: row.rule = absl::StrCat("rule ", a.rule); break;
+      case format::kAlertGrowth:
+        row.rule = "growth";
+        break;
+      case format::kAlertPeak:
+        row.rule = "peak";
+        break;
+      case format::kAlertStagePeak:
+        row.rule = "stage_peak";
+        break;
+      case format::kAlertDevicePeak:
+        row.rule = "device_peak";
+        break;
+      default:
+        row.rule = absl::StrCat("rule ", a.rule);
+        break;
     }
     row.value = a.value;
     row.threshold = a.threshold;
@@ -587,7 +600,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     ps.median_step_s = durations[durations.size() / 2];
   }
   const size_t detected = DetectWarmup(live, 0.25, options.growth.min_window);
-  const size_t configured = options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
+  const size_t configured =
+      options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
   ps.warmup_steps = std::max(detected, configured);
   ps.warmup_detected = detected > configured;
   // The exact live series has no sampling noise, so its effect-size bounds
@@ -604,7 +618,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}, {}, {}}, ps.warmup_steps, exact);
   const bool have_rss = std::any_of(rss.begin(), rss.end(), [](double v) { return v > 0; });
   if (have_rss) {
-    ps.rss_growth = ClassifyGrowth(GrowthInput{rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
+    ps.rss_growth =
+        ClassifyGrowth(GrowthInput{rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };
@@ -646,7 +661,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     s.frames = resolver.Resolve(a.key.stack, a.first_ts);
     s.samples = a.samples;
     if (s.kind == SiteKind::kHost) {
-      s.allocator = a.pymalloc_samples == 0            ? "malloc"
+      s.allocator = a.pymalloc_samples == 0           ? "malloc"
                     : a.pymalloc_samples == a.samples ? "pymalloc"
                                                       : "mixed";
     }
@@ -661,7 +676,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval_max);
       s.live_bytes_end_low = end_ci.low;
       s.live_bytes_end_high = end_ci.high;
-      const HtInterval peak_ci = HtSumInterval(s.live_bytes_at_peak, at_peak.live_var, interval_max);
+      const HtInterval peak_ci =
+          HtSumInterval(s.live_bytes_at_peak, at_peak.live_var, interval_max);
       s.live_bytes_at_peak_low = peak_ci.low;
       s.live_bytes_at_peak_high = peak_ci.high;
     }
@@ -676,12 +692,13 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     if (i < old_by_step.size()) {
       for (size_t k = 0; k < old_by_step[i].size(); ++k) in.y[k] = std::max(old_by_step[i][k], 0.0);
     }
-    in.end_bytes_by_cohort = i < cohort_bytes.size() ? cohort_bytes[i] : std::vector<double>(rows, 0.0);
+    in.end_bytes_by_cohort =
+        i < cohort_bytes.size() ? cohort_bytes[i] : std::vector<double>(rows, 0.0);
     in.end_samples_by_cohort =
         i < cohort_samples.size() ? cohort_samples[i] : std::vector<double>(rows, 0.0);
     in.end_var_by_cohort = i < cohort_var.size() ? cohort_var[i] : std::vector<double>(rows, 0.0);
-    in.interval_by_row = a.key.kind == HeapReplay::Kind::kHost ? interval_by_row
-                                                                : std::vector<double>(rows, 0.0);
+    in.interval_by_row =
+        a.key.kind == HeapReplay::Kind::kHost ? interval_by_row : std::vector<double>(rows, 0.0);
     // The largest the site's long-lived bytes got, or what its cohorts kept
     // per step over the steps after warm-up when that is more (a leak sampled
     // densely for a few steps by a hunt, sparsely after it).
@@ -723,13 +740,15 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     in.rss = rss;
     in.live = live;
     in.mmap.resize(rows);
-    for (size_t k = 0; k < rows; ++k) in.mmap[k] = static_cast<double>(r.steps[k].mmap_live_bytes_end);
+    for (size_t k = 0; k < rows; ++k)
+      in.mmap[k] = static_cast<double>(r.steps[k].mmap_live_bytes_end);
     in.stats = StepAllocStats(t, row_of_step, rows);
     in.rss_growth = ps.rss_growth;
     in.live_growth = ps.live_growth;
     for (size_t i = 0; i < r.sites.size(); ++i) {
       const Site& s = r.sites[i];
-      if (s.kind == SiteKind::kHost) in.sites.push_back(RssSite{i + 1, s.growth.slope, s.growth.cls});
+      if (s.kind == SiteKind::kHost)
+        in.sites.push_back(RssSite{i + 1, s.growth.slope, s.growth.cls});
     }
     ps.rss_explain = ExplainRss(in, options.growth);
     const std::string& v = ps.rss_explain.verdict;
@@ -806,37 +825,41 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
   for (const std::string& file : *files) {
     struct stat st;
     if (is_dir && stat(file.c_str(), &st) == 0 && st.st_size == 0) {
-      report.warnings.push_back(absl::StrCat(file, ": empty trace (process ended before "
+      report.warnings.push_back(absl::StrCat(file,
+                                             ": empty trace (process ended before "
                                              "writing its header); skipped"));
       continue;
     }
     absl::StatusOr<Trace> trace = reader::ReadTraceFile(file);
     if (!trace.ok()) return trace.status();
-    for (const std::string& w : trace->warnings) report.warnings.push_back(absl::StrCat(file, ": ", w));
+    for (const std::string& w : trace->warnings)
+      report.warnings.push_back(absl::StrCat(file, ": ", w));
     if (RenumberRepeatedSteps(&*trace)) {
       report.warnings.push_back(absl::StrCat(
-          file, ": step numbers repeat (numbered per epoch, or time windows before the "
+          file,
+          ": step numbers repeat (numbered per epoch, or time windows before the "
           "program's own steps): steps are numbered 0, 1, 2, ... in the order they ran"));
     }
     results.push_back(AnalyzeTrace(*trace, file, options, report.memory_limit_bytes));
     const ProcessSummary& p = results.back().summary;
     if (p.lost_records > 0) {
-      report.warnings.push_back(absl::StrCat(
-          file, ": ", p.lost_records, " records lost by the profiler (buffers full); "
-          "sampled estimates are low"));
+      report.warnings.push_back(absl::StrCat(file, ": ", p.lost_records,
+                                             " records lost by the profiler (buffers full); "
+                                             "sampled estimates are low"));
     }
     if (p.device_ignored_frees > 0) {
-      report.warnings.push_back(absl::StrCat(
-          file, ": ", p.device_ignored_frees, " device frees of allocations memstep never saw "
-          "(made before it started, or their records were lost); ignored"));
+      report.warnings.push_back(
+          absl::StrCat(file, ": ", p.device_ignored_frees,
+                       " device frees of allocations memstep never saw "
+                       "(made before it started, or their records were lost); ignored"));
     }
   }
   if (results.empty()) {
     return absl::NotFoundError(absl::StrCat(path, ": no readable memstep traces"));
   }
-  std::stable_sort(results.begin(), results.end(), [](const ProcessResult& a, const ProcessResult& b) {
-    return a.summary.pid < b.summary.pid;
-  });
+  std::stable_sort(
+      results.begin(), results.end(),
+      [](const ProcessResult& a, const ProcessResult& b) { return a.summary.pid < b.summary.pid; });
 
   size_t total_steps = 0;
   for (const ProcessResult& r : results) total_steps += r.steps.size();
@@ -857,7 +880,8 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     }
     report.memory_snapshots.insert(report.memory_snapshots.end(), r.snapshots.begin(),
                                    r.snapshots.end());
-    report.device_failures.insert(report.device_failures.end(), r.failures.begin(), r.failures.end());
+    report.device_failures.insert(report.device_failures.end(), r.failures.begin(),
+                                  r.failures.end());
     report.epochs.insert(report.epochs.end(), r.epochs.begin(), r.epochs.end());
     report.stage_peaks.insert(report.stage_peaks.end(), r.stage_peaks.begin(), r.stage_peaks.end());
     report.alerts.insert(report.alerts.end(), r.alerts.begin(), r.alerts.end());
@@ -866,7 +890,8 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     const size_t offset = report.steps.size();
     for (Site& s : r.sites) {
       std::vector<double> global(total_steps, 0.0);
-      for (size_t k = 0; k < s.live_bytes_by_step.size(); ++k) global[offset + k] = s.live_bytes_by_step[k];
+      for (size_t k = 0; k < s.live_bytes_by_step.size(); ++k)
+        global[offset + k] = s.live_bytes_by_step[k];
       s.live_bytes_by_step = std::move(global);
       report.sites.push_back(std::move(s));
     }

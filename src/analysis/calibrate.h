@@ -25,9 +25,9 @@ namespace memstep::analysis {
 
 struct CalibrationResult {
   bool applied = false;
-  double sampled_sum = 0;   // sum of the LEAK sites' sampled slopes
-  double tolerance = 0;     // |exact - sampled_sum| allowed (3 standard deviations)
-  double factor = 1;        // exact slope / sampled_sum when applied
+  double sampled_sum = 0;  // sum of the LEAK sites' sampled slopes
+  double tolerance = 0;    // |exact - sampled_sum| allowed (3 standard deviations)
+  double factor = 1;       // exact slope / sampled_sum when applied
 };
 
 // `exact`: the process's exact heap live series, classified. `sites`: the

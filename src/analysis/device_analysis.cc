@@ -334,7 +334,8 @@ void ClassifyTorchGrowth(const std::vector<StepRow>& steps, const HostContext& h
     for (const DeviceStep& s : row.devices) {
       if (s.device != ds->device) continue;
       ++rows;
-      if (s.torch.allocated_bytes >= 0) allocated.push_back(static_cast<double>(s.torch.allocated_bytes));
+      if (s.torch.allocated_bytes >= 0)
+        allocated.push_back(static_cast<double>(s.torch.allocated_bytes));
       if (s.torch.inactive_split_bytes >= 0) {
         inactive.push_back(static_cast<double>(s.torch.inactive_split_bytes));
       }
@@ -346,8 +347,8 @@ void ClassifyTorchGrowth(const std::vector<StepRow>& steps, const HostContext& h
   if (ds->torch_allocated_growth.cls == GrowthClass::kLeak) {
     ds->growth_verdict = "leak";
   } else if (Grows(ds->live_growth)) {
-    const bool split_grows = inactive.size() == rows &&
-                             Grows(ClassifyExact(inactive, ds->warmup_steps, host.exact));
+    const bool split_grows =
+        inactive.size() == rows && Grows(ClassifyExact(inactive, ds->warmup_steps, host.exact));
     ds->growth_verdict = split_grows ? "fragmentation" : "caching";
   }
 }
@@ -544,7 +545,8 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     s.live_bytes_by_step.assign(rows, 0.0);
     if (j < pass.site_by_step().size()) {
       const std::vector<double>& v = pass.site_by_step()[j];
-      for (size_t k = 0; k < v.size() && k < rows; ++k) s.live_bytes_by_step[k] = std::max(v[k], 0.0);
+      for (size_t k = 0; k < v.size() && k < rows; ++k)
+        s.live_bytes_by_step[k] = std::max(v[k], 0.0);
     }
     const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
     // Sampled sites are estimates: the call-site bounds, not the exact ones.

@@ -70,12 +70,12 @@ class DeviceReplay {
     SiteKey key;
     uint8_t api = 0;  // of its first sample
     uint64_t first_ts = 0;
-    uint64_t samples = 0;     // sampled allocations
-    double alloc_count = 0;   // estimates (exact when every sample has p = 1)
+    uint64_t samples = 0;    // sampled allocations
+    double alloc_count = 0;  // estimates (exact when every sample has p = 1)
     double alloc_bytes = 0;
     double live_count = 0;
     double live_bytes = 0;
-    double live_var = 0;      // sampling variance of live_bytes
+    double live_var = 0;  // sampling variance of live_bytes
   };
   // Cumulative traffic of one device's resident kinds.
   struct Traffic {

@@ -19,12 +19,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "src/format/format.h"
 #include "src/analysis/analysis.h"
+#include "src/format/format.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -61,10 +61,11 @@ inline bool IsAllocatorFrame(const Frame& f) {
     return false;
   }
   static const char* const kNames[] = {
-      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-      "aligned_alloc", "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc",
-      "__libc_realloc", "__libc_memalign", "mmap", "mmap64", "__mmap", "munmap", "mremap",
-      "__mremap", "operator new", "operator new[]"};
+      "malloc",         "calloc",        "realloc",        "reallocarray",    "free",
+      "posix_memalign", "aligned_alloc", "memalign",       "valloc",          "pvalloc",
+      "__libc_malloc",  "__libc_calloc", "__libc_realloc", "__libc_memalign", "mmap",
+      "mmap64",         "__mmap",        "munmap",         "mremap",          "__mremap",
+      "operator new",   "operator new[]"};
   for (const char* name : kNames) {
     if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "("))) return true;
   }
@@ -74,9 +75,9 @@ inline bool IsAllocatorFrame(const Frame& f) {
 // Process and thread start-up frames at the bottom of every stack, dropped:
 // they say nothing about who allocated.
 inline bool IsStartupFrame(const Frame& f) {
-  static const char* const kNames[] = {"_start", "__libc_start_main", "__libc_start_call_main",
-                                       "start_thread", "clone", "clone3", "__clone",
-                                       "__clone3", "__clone_internal"};
+  static const char* const kNames[] = {
+      "_start",  "__libc_start_main", "__libc_start_call_main", "start_thread", "clone", "clone3",
+      "__clone", "__clone3",          "__clone_internal"};
   for (const char* name : kNames) {
     if (f.function == name || absl::StartsWith(f.function, absl::StrCat(name, "@"))) return true;
   }

@@ -13,10 +13,10 @@ namespace memstep::analysis {
 namespace {
 
 absl::Status Bad(const std::string& text, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bad --fail-on expression '", text, "': ", why,
-      " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0', "
-      "'device_peak > 8GiB')"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad --fail-on expression '", text, "': ", why,
+                   " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0', "
+                   "'device_peak > 8GiB')"));
 }
 
 bool IsGrowthMetric(const std::string& m) {
@@ -147,7 +147,8 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
     }
     return Bad(text, absl::StrCat(err, "; expected ", fmt::QuantityForms(accept)));
   }
-  if (count && q.unit != fmt::kQuantityNone) return Bad(text, "'leaks' is a count and takes no unit");
+  if (count && q.unit != fmt::kQuantityNone)
+    return Bad(text, "'leaks' is a count and takes no unit");
   const double value = q.value;
   g.threshold = value;
   return g;
@@ -212,10 +213,18 @@ bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
     }
     bool hit = false;
     switch (g.op) {
-      case Gate::Op::kGt: hit = r.value > g.threshold; break;
-      case Gate::Op::kGe: hit = r.value >= g.threshold; break;
-      case Gate::Op::kLt: hit = r.value < g.threshold; break;
-      case Gate::Op::kLe: hit = r.value <= g.threshold; break;
+      case Gate::Op::kGt:
+        hit = r.value > g.threshold;
+        break;
+      case Gate::Op::kGe:
+        hit = r.value >= g.threshold;
+        break;
+      case Gate::Op::kLt:
+        hit = r.value < g.threshold;
+        break;
+      case Gate::Op::kLe:
+        hit = r.value <= g.threshold;
+        break;
     }
     r.passed = found && !hit;
     any_failed |= !r.passed;

@@ -44,7 +44,7 @@ struct Gate {
                            // "device_peak", "device_growth"
   std::string stage;       // peak(STAGE), device_peak(STAGE); "" otherwise
   Op op = Op::kGt;
-  double threshold = 0;    // bytes (bytes/step for growth metrics) or a count
+  double threshold = 0;  // bytes (bytes/step for growth metrics) or a count
 };
 
 absl::StatusOr<Gate> ParseGate(const std::string& text);

@@ -40,7 +40,7 @@ constexpr double kZ95 = 1.959964;
 // Poisson bound for zero events).
 struct CohortRate {
   double rate = 0;
-  double low = 0;         // 95 % interval of the rate
+  double low = 0;  // 95 % interval of the rate
   double high = 0;
   double half_width = 0;  // its upper half-width, high - rate
 };
@@ -100,11 +100,16 @@ HtInterval HtSumInterval(double estimate, double var, double interval) {
 
 const char* GrowthClassName(GrowthClass c) {
   switch (c) {
-    case GrowthClass::kLeak: return "LEAK";
-    case GrowthClass::kBoundedGrowth: return "BOUNDED_GROWTH";
-    case GrowthClass::kWarmupOnly: return "WARMUP_ONLY";
-    case GrowthClass::kNoTrend: return "NO_TREND";
-    case GrowthClass::kInsufficient: break;
+    case GrowthClass::kLeak:
+      return "LEAK";
+    case GrowthClass::kBoundedGrowth:
+      return "BOUNDED_GROWTH";
+    case GrowthClass::kWarmupOnly:
+      return "WARMUP_ONLY";
+    case GrowthClass::kNoTrend:
+      return "NO_TREND";
+    case GrowthClass::kInsufficient:
+      break;
   }
   return "INSUFFICIENT";
 }
@@ -121,8 +126,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   const size_t after = n - g.warmup;
   if (after < o.min_window || after < 4) {
     g.cls = GrowthClass::kInsufficient;
-    g.reason = absl::StrFormat("%d steps after warm-up (W = %d), need %d", after, g.warmup,
-                               o.min_window);
+    g.reason =
+        absl::StrFormat("%d steps after warm-up (W = %d), need %d", after, g.warmup, o.min_window);
     return g;
   }
   const size_t N = std::min(o.max_window, after);
@@ -200,8 +205,7 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
       }
       g.reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
                                  t.p_increasing, Kib(g.slope), N);
-    } else if (!cohorts && !persistent && h2.p_increasing < o.p_value &&
-               h2.slope >= o.min_rate &&
+    } else if (!cohorts && !persistent && h2.p_increasing < o.p_value && h2.slope >= o.min_rate &&
                h2.slope * static_cast<double>(N - half) >= o.min_window_growth / 2) {
       // An exact series (no sampling: a random walk of samples cannot fake
       // it) that slowed, but whose second half still grows significantly by
@@ -216,12 +220,12 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
           h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);
     } else {
       g.cls = GrowthClass::kBoundedGrowth;
-      g.reason = !persistent
-                     ? absl::StrFormat("slowing: second half %s/step vs first half %s/step",
-                                       Kib(h2.slope), Kib(h1.slope))
-                     : absl::StrFormat("not retained: %s of the first half's allocations live "
-                                       "at the end",
-                                       Kib(g.retained_bytes));
+      g.reason = !persistent ? absl::StrFormat("slowing: second half %s/step vs first half %s/step",
+                                               Kib(h2.slope), Kib(h1.slope))
+                             : absl::StrFormat(
+                                   "not retained: %s of the first half's allocations live "
+                                   "at the end",
+                                   Kib(g.retained_bytes));
     }
     return g;
   }
@@ -240,7 +244,8 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
     if (cohorts) {
       warm_growth = g.warmup_bytes;
     } else {
-      auto [lo, hi] = std::minmax_element(y.begin(), y.begin() + static_cast<ptrdiff_t>(g.warmup) + 1);
+      auto [lo, hi] =
+          std::minmax_element(y.begin(), y.begin() + static_cast<ptrdiff_t>(g.warmup) + 1);
       warm_growth = *hi - *lo;
     }
     if (warm_growth >= o.min_window_growth) {

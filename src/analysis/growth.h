@@ -48,14 +48,14 @@ enum class GrowthClass : uint8_t {
 const char* GrowthClassName(GrowthClass c);
 
 struct GrowthOptions {
-  size_t max_window = 256;          // N = min(max_window, steps after W)
-  size_t min_window = 30;           // fewer steps after W: INSUFFICIENT
-  double p_value = 0.01;            // one-sided trend test level
-  double min_rate = 16 * 1024;      // bytes/step (research note: 64 KiB for big runs)
+  size_t max_window = 256;             // N = min(max_window, steps after W)
+  size_t min_window = 30;              // fewer steps after W: INSUFFICIENT
+  double p_value = 0.01;               // one-sided trend test level
+  double min_rate = 16 * 1024;         // bytes/step (research note: 64 KiB for big runs)
   double min_window_growth = 1 << 20;  // b*N bytes (research note: 8 MiB)
-  double min_samples = 10;          // sampled allocations from window cohorts live at the end
-  double persistence = 0.5;         // second-half slope vs first-half slope
-  double retention = 0.25;          // first-half cohorts live at the end vs b*N/2
+  double min_samples = 10;             // sampled allocations from window cohorts live at the end
+  double persistence = 0.5;            // second-half slope vs first-half slope
+  double retention = 0.25;             // first-half cohorts live at the end vs b*N/2
   // Call sites: the second half's persistence bound is widened by the
   // sampling uncertainty of what its cohorts kept (a half sampled sparsely
   // after a leak hunt is flat for want of samples). Set when the exact heap
@@ -105,26 +105,25 @@ struct GrowthInput {
 // unbiased (inverse-variance mean over the cohorts; docs/analysis.md).
 double KeptRate(const GrowthInput& in, size_t from, size_t to);
 
-
 struct Growth {
   GrowthClass cls = GrowthClass::kInsufficient;
-  size_t warmup = 0;          // W: rows before the analysis
-  size_t window_begin = 0;    // first row of the window
-  size_t window = 0;          // N
+  size_t warmup = 0;        // W: rows before the analysis
+  size_t window_begin = 0;  // first row of the window
+  size_t window = 0;        // N
   double p_value = 1;
   double z = 0;
-  double slope = 0;           // Theil-Sen bytes/step over the window
-  double slope_low = 0;       // 95 % CI
+  double slope = 0;      // Theil-Sen bytes/step over the window
+  double slope_low = 0;  // 95 % CI
   double slope_high = 0;
   double slope_first_half = 0;   // call sites: the Horvitz-Thompson rate of
   double slope_second_half = 0;  // each half's cohorts live at the end
-  double retained_bytes = 0;  // first-half cohorts live at the end (-1: not checked)
-  double window_samples = 0;  // window cohorts' samples live at the end (-1: not checked)
-  double window_bytes = 0;    // their estimated bytes (-1: not checked); / window = the
-                              // unbiased (Horvitz-Thompson) rate of what stayed
-  double warmup_bytes = 0;    // bytes live at the end allocated before W (site series)
-  double capacity = 0;        // max y over the run (BOUNDED_GROWTH: estimated capacity)
-  std::string reason;         // one line: which test decided the class
+  double retained_bytes = 0;     // first-half cohorts live at the end (-1: not checked)
+  double window_samples = 0;     // window cohorts' samples live at the end (-1: not checked)
+  double window_bytes = 0;       // their estimated bytes (-1: not checked); / window = the
+                                 // unbiased (Horvitz-Thompson) rate of what stayed
+  double warmup_bytes = 0;       // bytes live at the end allocated before W (site series)
+  double capacity = 0;           // max y over the run (BOUNDED_GROWTH: estimated capacity)
+  std::string reason;            // one line: which test decided the class
   // Set by CalibrateLeakRates (calibrate.h): slope and CI were rescaled to the
   // exact heap growth; sampled_slope is the raw sampled estimate.
   bool calibrated = false;

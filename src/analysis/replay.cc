@@ -23,7 +23,6 @@ double SampleProbability(uint64_t size, uint64_t interval) {
   return p > 0 ? p : 1e-300;
 }
 
-
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;
   cohort_ = c;

@@ -56,7 +56,7 @@ class HeapReplay {
   };
   struct Accumulator {
     SiteKey key;
-    uint64_t first_ts = 0;    // first event of the site (for module lookup)
+    uint64_t first_ts = 0;  // first event of the site (for module lookup)
     uint64_t samples = 0;
     uint64_t pymalloc_samples = 0;  // ALLOC records of kind kKindPymalloc among them
     double alloc_bytes = 0;
@@ -66,7 +66,7 @@ class HeapReplay {
     // Horvitz-Thompson sampling variance of live_bytes: the sum over the
     // live samples of (s/p)^2 (1 - p) (exact pieces of mappings add 0).
     double live_var = 0;
-    double young_bytes = 0;   // live bytes allocated in the current cohort
+    double young_bytes = 0;  // live bytes allocated in the current cohort
   };
 
   // Applies one event; non-heap events (STEP, STAGE, COUNTER) are ignored.
@@ -120,7 +120,7 @@ class HeapReplay {
   std::vector<Accumulator> sites_;
   absl::flat_hash_map<SiteKey, uint32_t> site_index_;
   absl::flat_hash_map<uint64_t, Live> live_;
-  std::map<uint64_t, Range> ranges_;  // start -> range, disjoint
+  std::map<uint64_t, Range> ranges_;                       // start -> range, disjoint
   absl::flat_hash_map<uint64_t, uint32_t> object_pieces_;  // object -> pieces in ranges_
   uint64_t next_object_ = 0;
   uint32_t cohort_ = 0;

@@ -65,7 +65,7 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
                                           const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
                                           size_t rows) {
   std::vector<RowAllocStats> out(rows);
-  std::map<std::string, int64_t> pending;  // counters since the previous STEP record
+  std::map<std::string, int64_t> pending;      // counters since the previous STEP record
   const reader::ArenaStats* arenas = nullptr;  // ARENA_STATS since then
   size_t next_arena = 0;
   uint64_t prev_step_seq = 0;
@@ -73,9 +73,9 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
     if (e.tag == format::kTagCounter) {
       const std::string& name = t.String(e.str);
       if (name.rfind("glibc.", 0) == 0 || name.rfind("jemalloc.", 0) == 0 ||
-          name.rfind("rss.", 0) == 0 || name == "memstep.stats_ns" ||
-          name == "memstep.own_bytes" || name == "memstep.region_bytes" ||
-          name == "memstep.sampled_bytes" || name == "memstep.own_ns") {
+          name.rfind("rss.", 0) == 0 || name == "memstep.stats_ns" || name == "memstep.own_bytes" ||
+          name == "memstep.region_bytes" || name == "memstep.sampled_bytes" ||
+          name == "memstep.own_ns") {
         pending[name] = e.value;
       }
       continue;
@@ -322,15 +322,14 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
   }
   if (best == nullptr || (best != &memstep && best->slope < kMinShare * net)) {
     x.verdict = "UNEXPLAINED";
-    x.reason = absl::StrFormat(
-        "no component grows by %.0f %% of the RSS growth%s%s", 100 * kMinShare,
-        own_rises ? " net of memstep's own memory" : "",
-        x.has_allocator ? "" : " (no allocator statistics in the trace)");
+    x.reason = absl::StrFormat("no component grows by %.0f %% of the RSS growth%s%s",
+                               100 * kMinShare, own_rises ? " net of memstep's own memory" : "",
+                               x.has_allocator ? "" : " (no allocator statistics in the trace)");
     return x;
   }
   x.verdict = best->verdict;
-  x.reason = absl::StrFormat("%s: %.0f %% of the RSS growth", best->what,
-                             100 * best->slope / rg.slope);
+  x.reason =
+      absl::StrFormat("%s: %.0f %% of the RSS growth", best->what, 100 * best->slope / rg.slope);
   if (x.verdict != "LEAK" && !(live.p < p && live.slope > 0)) {
     x.reason += "; the exact live bytes do not grow";
   }

@@ -64,9 +64,9 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
 
 // A heap site that grows while fragmented free space grows: the likely pin.
 struct RssPin {
-  uint64_t site_id = 0;        // Report::sites id (0: the exact heap, no site named)
-  double bytes_per_step = 0;   // the site's growth rate
-  double ratio = 0;            // fragmentation growth / the site's growth
+  uint64_t site_id = 0;       // Report::sites id (0: the exact heap, no site named)
+  double bytes_per_step = 0;  // the site's growth rate
+  double ratio = 0;           // fragmentation growth / the site's growth
 };
 
 struct RssExplain {
@@ -75,26 +75,26 @@ struct RssExplain {
   // few steps). Never "LEAK" unless the exact live bytes (heap or anonymous
   // mappings) rise with it.
   std::string verdict;
-  std::string allocator;        // "glibc", "jemalloc" or "" (no allocator statistics)
-  std::string reason;           // one line: what decided it
-  size_t window_begin = 0;      // rows [window_begin, window_begin + window)
+  std::string allocator;    // "glibc", "jemalloc" or "" (no allocator statistics)
+  std::string reason;       // one line: what decided it
+  size_t window_begin = 0;  // rows [window_begin, window_begin + window)
   size_t window = 0;
-  size_t stat_rows = 0;         // rows of the window with allocator statistics
+  size_t stat_rows = 0;  // rows of the window with allocator statistics
   // Growth per step over the window (Theil-Sen, step index as x); NaN-free,
   // 0 when unknown (see the has_* flags).
   double rss_per_step = 0;
-  double live_per_step = 0;     // exact heap live bytes
-  double frag_per_step = 0;     // allocator free space inside the heap
-  double cache_per_step = 0;    // allocator free space it would return or reuse first
-  double mmap_per_step = 0;     // anonymous mappings memstep counts
-  double file_per_step = 0;     // resident file-backed (+ shmem) pages
-  double anon_per_step = 0;     // resident anonymous pages (evidence; includes the above)
-  double own_per_step = 0;      // memstep's own resident memory
-  double other_per_step = 0;    // rss - all of the above but anon
-  bool has_allocator = false;   // frag/cache known
-  bool has_file = false;        // file (and anon) known
-  bool has_own = false;         // own known
-  std::string file_source;      // "smaps_rollup" or "statm": the rows file/anon were fitted on
+  double live_per_step = 0;    // exact heap live bytes
+  double frag_per_step = 0;    // allocator free space inside the heap
+  double cache_per_step = 0;   // allocator free space it would return or reuse first
+  double mmap_per_step = 0;    // anonymous mappings memstep counts
+  double file_per_step = 0;    // resident file-backed (+ shmem) pages
+  double anon_per_step = 0;    // resident anonymous pages (evidence; includes the above)
+  double own_per_step = 0;     // memstep's own resident memory
+  double other_per_step = 0;   // rss - all of the above but anon
+  bool has_allocator = false;  // frag/cache known
+  bool has_file = false;       // file (and anon) known
+  bool has_own = false;        // own known
+  std::string file_source;     // "smaps_rollup" or "statm": the rows file/anon were fitted on
   // The glibc arena whose free space (inside + top) grows most (-1: none
   // known), its growth per step split, and how many arenas there were.
   int arena = -1;
@@ -102,10 +102,10 @@ struct RssExplain {
   double arena_frag_per_step = 0, arena_top_per_step = 0, arena_in_use_per_step = 0;
   // One-sided Mann-Kendall p of each component rising (1: unknown).
   double live_p = 1, frag_p = 1, cache_p = 1, mmap_p = 1, file_p = 1, own_p = 1;
-  double median_cost_ns = 0;    // the collection's cost in the process (median), 0 unknown
-  double median_smaps_ns = 0;   // of which smaps_rollup (median over the reads), 0 unknown
-  double median_own_ns = 0;     // of which memstep's own memory, 0 unknown
-  std::vector<RssPin> pins;     // largest first
+  double median_cost_ns = 0;   // the collection's cost in the process (median), 0 unknown
+  double median_smaps_ns = 0;  // of which smaps_rollup (median over the reads), 0 unknown
+  double median_own_ns = 0;    // of which memstep's own memory, 0 unknown
+  std::vector<RssPin> pins;    // largest first
 };
 
 // A growing heap site of the process, for the pins.

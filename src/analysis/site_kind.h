@@ -25,14 +25,22 @@ enum class SiteKind : uint8_t {
 
 inline const char* SiteKindName(SiteKind kind) {
   switch (kind) {
-    case SiteKind::kHost: return "host";
-    case SiteKind::kMmap: return "mmap";
-    case SiteKind::kDevice: return "device";
-    case SiteKind::kDeviceManaged: return "device_managed";
-    case SiteKind::kPinnedHost: return "pinned_host";
-    case SiteKind::kDeviceVmm: return "device_vmm";
-    case SiteKind::kDevicePool: return "device_pool";
-    case SiteKind::kDeviceUnknown: break;
+    case SiteKind::kHost:
+      return "host";
+    case SiteKind::kMmap:
+      return "mmap";
+    case SiteKind::kDevice:
+      return "device";
+    case SiteKind::kDeviceManaged:
+      return "device_managed";
+    case SiteKind::kPinnedHost:
+      return "pinned_host";
+    case SiteKind::kDeviceVmm:
+      return "device_vmm";
+    case SiteKind::kDevicePool:
+      return "device_pool";
+    case SiteKind::kDeviceUnknown:
+      break;
   }
   return "device_unknown";
 }
@@ -44,12 +52,18 @@ inline bool IsHost(SiteKind kind) { return kind == SiteKind::kHost || kind == Si
 // The kind of a device site from its DEV_* records' format::DeviceKind.
 inline SiteKind DeviceSiteKind(uint8_t device_kind) {
   switch (device_kind) {
-    case format::kDevDevice: return SiteKind::kDevice;
-    case format::kDevManaged: return SiteKind::kDeviceManaged;
-    case format::kDevPinnedHost: return SiteKind::kPinnedHost;
-    case format::kDevVmm: return SiteKind::kDeviceVmm;
-    case format::kDevPool: return SiteKind::kDevicePool;
-    default: return SiteKind::kDeviceUnknown;
+    case format::kDevDevice:
+      return SiteKind::kDevice;
+    case format::kDevManaged:
+      return SiteKind::kDeviceManaged;
+    case format::kDevPinnedHost:
+      return SiteKind::kPinnedHost;
+    case format::kDevVmm:
+      return SiteKind::kDeviceVmm;
+    case format::kDevPool:
+      return SiteKind::kDevicePool;
+    default:
+      return SiteKind::kDeviceUnknown;
   }
 }
 

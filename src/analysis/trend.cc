@@ -65,8 +65,8 @@ struct Prefix {
   // Returns the SSE and the slope of the fit over [a, b).
   double Sse(size_t a, size_t b, double* slope) const {
     const double n = static_cast<double>(b - a);
-    const double si = (static_cast<double>(a + b - 1)) * n / 2;  // sum of i
-    double sii = 0;  // sum of i^2 over [a, b)
+    const double si = (static_cast<double>(a + b - 1)) * n / 2;        // sum of i
+    double sii = 0;                                                    // sum of i^2 over [a, b)
     auto sq = [](double m) { return (m - 1) * m * (2 * m - 1) / 6; };  // sum_{i<m} i^2
     sii = sq(static_cast<double>(b)) - sq(static_cast<double>(a));
     const double sy = sx[b] - sx[a], syy = sxx[b] - sxx[a], siy = six[b] - six[a];
@@ -168,8 +168,7 @@ TrendResult TrendTest(const std::vector<double>& x) {
     ar_sum += nk * (nk - 1) * (nk - 2) * pk;
   }
   const double ci_factor = std::max(r.hamed_rao, 1 + 2 * ci_sum / (nd * (nd - 1) * (nd - 2)));
-  const double report_factor =
-      std::max(ci_factor, 1 + 2 * ar_sum / (nd * (nd - 1) * (nd - 2)));
+  const double report_factor = std::max(ci_factor, 1 + 2 * ar_sum / (nd * (nd - 1) * (nd - 2)));
   if (r.var_s > 0) {
     r.z = s > 0 ? (s - 1) / std::sqrt(r.var_s) : s < 0 ? (s + 1) / std::sqrt(r.var_s) : 0;
   }
@@ -208,8 +207,8 @@ size_t DetectWarmup(const std::vector<double>& x, double max_fraction, size_t mi
   Prefix p(x);
   const double sse_one = p.Sse(0, n, nullptr);
   if (sse_one <= 0) return 0;
-  const size_t last = std::min(static_cast<size_t>(max_fraction * static_cast<double>(n)),
-                               n - min_after);
+  const size_t last =
+      std::min(static_cast<size_t>(max_fraction * static_cast<double>(n)), n - min_after);
   double best = sse_one;
   size_t best_k = 0;
   for (size_t k = 2; k <= last; ++k) {

@@ -36,9 +36,9 @@ namespace memstep::analysis {
 
 struct TrendResult {
   size_t n = 0;
-  double s = 0;           // Mann-Kendall S
-  double var_s = 0;       // Var(S) with tie and Hamed-Rao corrections
-  double hamed_rao = 1;   // variance correction factor n/n* (>= 1)
+  double s = 0;          // Mann-Kendall S
+  double var_s = 0;      // Var(S) with tie and Hamed-Rao corrections
+  double hamed_rao = 1;  // variance correction factor n/n* (>= 1)
   double z = 0;
   double p_increasing = 1;  // one-sided p-value of "no trend" against "increasing"
   double slope = 0;         // Theil-Sen, units of x per index

@@ -31,42 +31,42 @@ namespace memstep::format {
 inline constexpr char kFileMagic[8] = {'M', 'E', 'M', 'S', 'T', 'E', 'P', '1'};
 inline constexpr uint16_t kVersionMajor = 2;
 inline constexpr uint16_t kVersionMinor = 0;
-inline constexpr uint32_t kChunkMagic = 0x4B4E4843;  // "CHNK" little-endian.
+inline constexpr uint32_t kChunkMagic = 0x4B4E4843;    // "CHNK" little-endian.
 inline constexpr uint32_t kMaxChunkRawLen = 1u << 20;  // 1 MiB decompressed.
 inline constexpr uint32_t kMaxFrames = 64;
 
 // Fixed part of the file header. All integers little-endian.
 struct FileHeader {
-  char magic[8];            // kFileMagic
-  uint16_t version_major;   // kVersionMajor
-  uint16_t version_minor;   // kVersionMinor
-  uint32_t header_len;      // total bytes of the header: fixed part + TLVs + CRC
-  uint64_t start_mono_ns;   // CLOCK_MONOTONIC at trace start; record ts are relative
-  uint64_t start_real_ns;   // CLOCK_REALTIME at trace start
+  char magic[8];           // kFileMagic
+  uint16_t version_major;  // kVersionMajor
+  uint16_t version_minor;  // kVersionMinor
+  uint32_t header_len;     // total bytes of the header: fixed part + TLVs + CRC
+  uint64_t start_mono_ns;  // CLOCK_MONOTONIC at trace start; record ts are relative
+  uint64_t start_real_ns;  // CLOCK_REALTIME at trace start
   uint32_t pid;
   uint32_t ppid;
   uint32_t page_size;
-  uint32_t flags;           // FileFlags
-  uint64_t sample_interval; // mean sampling interval T in bytes at start (1 = every allocation)
-  uint64_t always_bytes;    // S_always: allocations >= this are always recorded
+  uint32_t flags;            // FileFlags
+  uint64_t sample_interval;  // mean sampling interval T in bytes at start (1 = every allocation)
+  uint64_t always_bytes;     // S_always: allocations >= this are always recorded
 };
 static_assert(sizeof(FileHeader) == 64, "FileHeader is written to disk");
 
 enum FileFlags : uint32_t {
-  kFlagForkChild = 1u << 0,   // process is a fork() child of another traced process
-  kFlagGlibcMalloc = 1u << 1, // the underlying allocator is glibc's
+  kFlagForkChild = 1u << 0,    // process is a fork() child of another traced process
+  kFlagGlibcMalloc = 1u << 1,  // the underlying allocator is glibc's
 };
 
 // TLVs after the fixed header: u16 type | u32 len | len bytes. Type 0 ends the
 // list (its len is 0). Unknown types are skipped by readers.
 enum HeaderTlv : uint16_t {
   kTlvEnd = 0,
-  kTlvCmdline = 1,       // argv joined with '\0'
+  kTlvCmdline = 1,  // argv joined with '\0'
   kTlvHostname = 2,
-  kTlvRankEnv = 3,       // "RANK=..\0LOCAL_RANK=..\0WORLD_SIZE=..\0" (those set)
-  kTlvExe = 4,           // /proc/self/exe target
-  kTlvParentTrace = 5,   // path of the parent's trace (fork children)
-  kTlvAllocator = 6,     // "glibc" | "jemalloc" | "other"
+  kTlvRankEnv = 3,      // "RANK=..\0LOCAL_RANK=..\0WORLD_SIZE=..\0" (those set)
+  kTlvExe = 4,          // /proc/self/exe target
+  kTlvParentTrace = 5,  // path of the parent's trace (fork children)
+  kTlvAllocator = 6,    // "glibc" | "jemalloc" | "other"
   // The profiler's own object (libmemstep.so, whatever its file is called):
   // u64 start, u64 end (little-endian; the [start, end) of its PT_LOAD
   // segments in this process), then its GNU build-id bytes (may be none).
@@ -77,16 +77,16 @@ enum HeaderTlv : uint16_t {
 // Chunk header, 36 bytes on disk. Packed: base_mono_ns sits at offset 20,
 // which natural alignment would pad to 24.
 struct __attribute__((packed)) ChunkHeader {
-  uint32_t magic;          // kChunkMagic
-  uint32_t payload_len;    // bytes of payload on disk
-  uint32_t raw_len;        // bytes after decompression (== payload_len if raw)
-  uint32_t seq;            // 0, 1, 2, ... per file
-  uint8_t codec;           // Codec
-  uint8_t kind;            // ChunkKind
-  uint16_t reserved;       // 0
-  uint64_t base_mono_ns;   // writer time at chunk creation, relative to start
-  uint32_t payload_crc32c; // CRC-32C of the on-disk payload bytes
-  uint32_t header_crc32c;  // CRC-32C of the preceding 32 header bytes
+  uint32_t magic;           // kChunkMagic
+  uint32_t payload_len;     // bytes of payload on disk
+  uint32_t raw_len;         // bytes after decompression (== payload_len if raw)
+  uint32_t seq;             // 0, 1, 2, ... per file
+  uint8_t codec;            // Codec
+  uint8_t kind;             // ChunkKind
+  uint16_t reserved;        // 0
+  uint64_t base_mono_ns;    // writer time at chunk creation, relative to start
+  uint32_t payload_crc32c;  // CRC-32C of the on-disk payload bytes
+  uint32_t header_crc32c;   // CRC-32C of the preceding 32 header bytes
 };
 static_assert(sizeof(ChunkHeader) == 36, "ChunkHeader is written to disk");
 
@@ -215,11 +215,16 @@ enum MemSnapshotCause : uint8_t {
 };
 inline const char* MemSnapshotCauseName(uint8_t c) {
   switch (c) {
-    case kMemSnapDeviceOom: return "device_oom";
-    case kMemSnapTorchOom: return "torch_oom";
-    case kMemSnapSignal: return "signal";
-    case kMemSnapRequest: return "request";
-    default: return "unknown";
+    case kMemSnapDeviceOom:
+      return "device_oom";
+    case kMemSnapTorchOom:
+      return "torch_oom";
+    case kMemSnapSignal:
+      return "signal";
+    case kMemSnapRequest:
+      return "request";
+    default:
+      return "unknown";
   }
 }
 
@@ -240,7 +245,7 @@ enum AllocKind : uint8_t {
   kKindMalloc = 0,
   kKindCalloc = 1,
   kKindRealloc = 2,
-  kKindAligned = 3,  // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
+  kKindAligned = 3,   // posix_memalign, aligned_alloc, memalign, valloc, pvalloc
   kKindPymalloc = 4,  // a block of CPython's pymalloc (object/mem domains, <= 512 B)
 };
 
@@ -258,12 +263,18 @@ inline constexpr uint8_t kDevKindMax = 5;
 
 inline const char* DeviceKindName(uint8_t kind) {
   switch (kind) {
-    case kDevDevice: return "device";
-    case kDevManaged: return "device_managed";
-    case kDevPinnedHost: return "pinned_host";
-    case kDevVmm: return "device_vmm";
-    case kDevPool: return "device_pool";
-    default: return "device_unknown";
+    case kDevDevice:
+      return "device";
+    case kDevManaged:
+      return "device_managed";
+    case kDevPinnedHost:
+      return "pinned_host";
+    case kDevVmm:
+      return "device_vmm";
+    case kDevPool:
+      return "device_pool";
+    default:
+      return "device_unknown";
   }
 }
 
@@ -322,53 +333,100 @@ enum DeviceApi : uint8_t {
 
 inline const char* DeviceApiName(uint8_t api) {
   switch (api) {
-    case kApiCudaMalloc: return "cudaMalloc";
-    case kApiCudaMallocManaged: return "cudaMallocManaged";
-    case kApiCudaMallocHost: return "cudaMallocHost";
-    case kApiCudaHostAlloc: return "cudaHostAlloc";
-    case kApiCudaMallocPitch: return "cudaMallocPitch";
-    case kApiCudaMalloc3D: return "cudaMalloc3D";
-    case kApiCudaMallocAsync: return "cudaMallocAsync";
-    case kApiCudaMallocFromPoolAsync: return "cudaMallocFromPoolAsync";
-    case kApiCudaFree: return "cudaFree";
-    case kApiCudaFreeHost: return "cudaFreeHost";
-    case kApiCudaFreeAsync: return "cudaFreeAsync";
-    case kApiCuMemAlloc: return "cuMemAlloc_v2";
-    case kApiCuMemAllocManaged: return "cuMemAllocManaged";
-    case kApiCuMemAllocHost: return "cuMemAllocHost_v2";
-    case kApiCuMemHostAlloc: return "cuMemHostAlloc";
-    case kApiCuMemAllocPitch: return "cuMemAllocPitch_v2";
-    case kApiCuMemCreate: return "cuMemCreate";
-    case kApiCuMemRelease: return "cuMemRelease";
-    case kApiCuMemUnmap: return "cuMemUnmap";
-    case kApiCuMemAllocAsync: return "cuMemAllocAsync";
-    case kApiCuMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
-    case kApiCuMemFree: return "cuMemFree_v2";
-    case kApiCuMemFreeHost: return "cuMemFreeHost";
-    case kApiCuMemFreeAsync: return "cuMemFreeAsync";
-    case kApiCudaHostRegister: return "cudaHostRegister";
-    case kApiCudaHostUnregister: return "cudaHostUnregister";
-    case kApiCudaMallocArray: return "cudaMallocArray";
-    case kApiCudaMalloc3DArray: return "cudaMalloc3DArray";
-    case kApiCudaMallocMipmappedArray: return "cudaMallocMipmappedArray";
-    case kApiCudaFreeArray: return "cudaFreeArray";
-    case kApiCudaFreeMipmappedArray: return "cudaFreeMipmappedArray";
-    case kApiCudaIpcOpenMemHandle: return "cudaIpcOpenMemHandle";
-    case kApiCudaIpcCloseMemHandle: return "cudaIpcCloseMemHandle";
-    case kApiCudaGraphAddMemAllocNode: return "cudaGraphAddMemAllocNode";
-    case kApiCudaGraphAddMemFreeNode: return "cudaGraphAddMemFreeNode";
-    case kApiCuMemHostRegister: return "cuMemHostRegister_v2";
-    case kApiCuMemHostUnregister: return "cuMemHostUnregister";
-    case kApiCuArrayCreate: return "cuArrayCreate_v2";
-    case kApiCuArray3DCreate: return "cuArray3DCreate_v2";
-    case kApiCuMipmappedArrayCreate: return "cuMipmappedArrayCreate";
-    case kApiCuArrayDestroy: return "cuArrayDestroy";
-    case kApiCuMipmappedArrayDestroy: return "cuMipmappedArrayDestroy";
-    case kApiCuIpcOpenMemHandle: return "cuIpcOpenMemHandle_v2";
-    case kApiCuIpcCloseMemHandle: return "cuIpcCloseMemHandle";
-    case kApiCuGraphAddMemAllocNode: return "cuGraphAddMemAllocNode";
-    case kApiCuGraphAddMemFreeNode: return "cuGraphAddMemFreeNode";
-    default: return "unknown";
+    case kApiCudaMalloc:
+      return "cudaMalloc";
+    case kApiCudaMallocManaged:
+      return "cudaMallocManaged";
+    case kApiCudaMallocHost:
+      return "cudaMallocHost";
+    case kApiCudaHostAlloc:
+      return "cudaHostAlloc";
+    case kApiCudaMallocPitch:
+      return "cudaMallocPitch";
+    case kApiCudaMalloc3D:
+      return "cudaMalloc3D";
+    case kApiCudaMallocAsync:
+      return "cudaMallocAsync";
+    case kApiCudaMallocFromPoolAsync:
+      return "cudaMallocFromPoolAsync";
+    case kApiCudaFree:
+      return "cudaFree";
+    case kApiCudaFreeHost:
+      return "cudaFreeHost";
+    case kApiCudaFreeAsync:
+      return "cudaFreeAsync";
+    case kApiCuMemAlloc:
+      return "cuMemAlloc_v2";
+    case kApiCuMemAllocManaged:
+      return "cuMemAllocManaged";
+    case kApiCuMemAllocHost:
+      return "cuMemAllocHost_v2";
+    case kApiCuMemHostAlloc:
+      return "cuMemHostAlloc";
+    case kApiCuMemAllocPitch:
+      return "cuMemAllocPitch_v2";
+    case kApiCuMemCreate:
+      return "cuMemCreate";
+    case kApiCuMemRelease:
+      return "cuMemRelease";
+    case kApiCuMemUnmap:
+      return "cuMemUnmap";
+    case kApiCuMemAllocAsync:
+      return "cuMemAllocAsync";
+    case kApiCuMemAllocFromPoolAsync:
+      return "cuMemAllocFromPoolAsync";
+    case kApiCuMemFree:
+      return "cuMemFree_v2";
+    case kApiCuMemFreeHost:
+      return "cuMemFreeHost";
+    case kApiCuMemFreeAsync:
+      return "cuMemFreeAsync";
+    case kApiCudaHostRegister:
+      return "cudaHostRegister";
+    case kApiCudaHostUnregister:
+      return "cudaHostUnregister";
+    case kApiCudaMallocArray:
+      return "cudaMallocArray";
+    case kApiCudaMalloc3DArray:
+      return "cudaMalloc3DArray";
+    case kApiCudaMallocMipmappedArray:
+      return "cudaMallocMipmappedArray";
+    case kApiCudaFreeArray:
+      return "cudaFreeArray";
+    case kApiCudaFreeMipmappedArray:
+      return "cudaFreeMipmappedArray";
+    case kApiCudaIpcOpenMemHandle:
+      return "cudaIpcOpenMemHandle";
+    case kApiCudaIpcCloseMemHandle:
+      return "cudaIpcCloseMemHandle";
+    case kApiCudaGraphAddMemAllocNode:
+      return "cudaGraphAddMemAllocNode";
+    case kApiCudaGraphAddMemFreeNode:
+      return "cudaGraphAddMemFreeNode";
+    case kApiCuMemHostRegister:
+      return "cuMemHostRegister_v2";
+    case kApiCuMemHostUnregister:
+      return "cuMemHostUnregister";
+    case kApiCuArrayCreate:
+      return "cuArrayCreate_v2";
+    case kApiCuArray3DCreate:
+      return "cuArray3DCreate_v2";
+    case kApiCuMipmappedArrayCreate:
+      return "cuMipmappedArrayCreate";
+    case kApiCuArrayDestroy:
+      return "cuArrayDestroy";
+    case kApiCuMipmappedArrayDestroy:
+      return "cuMipmappedArrayDestroy";
+    case kApiCuIpcOpenMemHandle:
+      return "cuIpcOpenMemHandle_v2";
+    case kApiCuIpcCloseMemHandle:
+      return "cuIpcCloseMemHandle";
+    case kApiCuGraphAddMemAllocNode:
+      return "cuGraphAddMemAllocNode";
+    case kApiCuGraphAddMemFreeNode:
+      return "cuGraphAddMemFreeNode";
+    default:
+      return "unknown";
   }
 }
 
@@ -387,10 +445,10 @@ struct Counters {
   uint64_t alloc_count;
   uint64_t free_bytes;
   uint64_t free_count;
-  uint64_t live_bytes;   // heap live bytes (alloc_bytes - free_bytes, may lag by threads x 1 MiB)
-  uint64_t peak_bytes;   // max live bytes since the previous boundary of the same kind
+  uint64_t live_bytes;  // heap live bytes (alloc_bytes - free_bytes, may lag by threads x 1 MiB)
+  uint64_t peak_bytes;  // max live bytes since the previous boundary of the same kind
   uint64_t mmap_live_bytes;  // anonymous mmap bytes live
-  uint64_t rss_bytes;    // VmRSS from /proc/self/statm (0 if unknown); STAGE: latest read
+  uint64_t rss_bytes;        // VmRSS from /proc/self/statm (0 if unknown); STAGE: latest read
 };
 inline constexpr int kNumCounters = 8;
 
@@ -455,14 +513,20 @@ class RecordEncoder {
     Byte(tag);
   }
   void Byte(uint8_t b) {
-    if (len_ + 1 > cap_) { ok_ = false; return; }
+    if (len_ + 1 > cap_) {
+      ok_ = false;
+      return;
+    }
     buf_[len_++] = b;
   }
   void U(uint64_t v) {
     if (len_ + kMaxVarint > cap_) {
       uint8_t tmp[kMaxVarint];
       size_t n = EncodeVarint(tmp, v);
-      if (len_ + n > cap_) { ok_ = false; return; }
+      if (len_ + n > cap_) {
+        ok_ = false;
+        return;
+      }
       memcpy(buf_ + len_, tmp, n);
       len_ += n;
       return;
@@ -471,13 +535,22 @@ class RecordEncoder {
   }
   void S(int64_t v) { U(ZigZag(v)); }
   void Bytes(const void* p, size_t n) {
-    if (len_ + n > cap_) { ok_ = false; return; }
+    if (len_ + n > cap_) {
+      ok_ = false;
+      return;
+    }
     memcpy(buf_ + len_, p, n);
     len_ += n;
   }
   void PutCounters(const Counters& c) {
-    U(c.alloc_bytes); U(c.alloc_count); U(c.free_bytes); U(c.free_count);
-    U(c.live_bytes); U(c.peak_bytes); U(c.mmap_live_bytes); U(c.rss_bytes);
+    U(c.alloc_bytes);
+    U(c.alloc_count);
+    U(c.free_bytes);
+    U(c.free_count);
+    U(c.live_bytes);
+    U(c.peak_bytes);
+    U(c.mmap_live_bytes);
+    U(c.rss_bytes);
   }
   // Finishes the record; on overflow rolls back to the record start.
   bool End() {
@@ -515,7 +588,10 @@ class RecordDecoder {
       uint8_t b = *p_++;
       if (shift == 63 && b > 1) return false;  // overflows 64 bits
       v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if (!(b & 0x80)) { *out = v; return true; }
+      if (!(b & 0x80)) {
+        *out = v;
+        return true;
+      }
     }
     return false;
   }
@@ -533,9 +609,8 @@ class RecordDecoder {
     return true;
   }
   bool GetCounters(Counters* c) {
-    return U(&c->alloc_bytes) && U(&c->alloc_count) && U(&c->free_bytes) &&
-           U(&c->free_count) && U(&c->live_bytes) && U(&c->peak_bytes) &&
-           U(&c->mmap_live_bytes) && U(&c->rss_bytes);
+    return U(&c->alloc_bytes) && U(&c->alloc_count) && U(&c->free_bytes) && U(&c->free_count) &&
+           U(&c->live_bytes) && U(&c->peak_bytes) && U(&c->mmap_live_bytes) && U(&c->rss_bytes);
   }
 
  private:

@@ -35,9 +35,9 @@ enum QuantityUnit : uint8_t {
 enum QuantityPer : uint8_t { kPerNone = 0, kPerStep = 1, kPerSecond = 2 };
 
 struct Quantity {
-  double value = 0;          // bytes (bare numbers: as written), or percent
-  uint64_t bytes = 0;        // value rounded down, when it fits (exact for integers)
-  bool fits = false;         // value is finite and below 2^64
+  double value = 0;    // bytes (bare numbers: as written), or percent
+  uint64_t bytes = 0;  // value rounded down, when it fits (exact for integers)
+  bool fits = false;   // value is finite and below 2^64
   QuantityUnit unit = kQuantityNone;
   QuantityPer per = kPerNone;
 };
@@ -77,8 +77,8 @@ inline double UnitScale(const char* s, size_t n) {
     binary *= 1024;
     decimal *= 1000;
     const char l = kLetters[k];
-    if (n == 1 && Lower(s[0]) == l) return binary;                       // K
-    if (n == 3 && Lower(s[0]) == l && Eq(s + 1, 2, "ib")) return binary;  // KiB
+    if (n == 1 && Lower(s[0]) == l) return binary;                         // K
+    if (n == 3 && Lower(s[0]) == l && Eq(s + 1, 2, "ib")) return binary;   // KiB
     if (n == 2 && Lower(s[0]) == l && Lower(s[1]) == 'b') return decimal;  // kB, KB
   }
   return 0;

@@ -242,10 +242,10 @@ MEMSTEP_RECORDS(MEMSTEP_RECORD_STRUCT)
   e.U(r.name.size);         \
   e.Bytes(r.name.data, static_cast<size_t>(r.name.size));
 #define MS_LIST(name, width, max, count_doc, item_doc) internal::EncodeList(e, width, r.name);
-#define MEMSTEP_RECORD_ENCODE(Name, tag, doc, fields)                  \
+#define MEMSTEP_RECORD_ENCODE(Name, tag, doc, fields)           \
   inline bool Encode(RecordEncoder& e, const Name##Record& r) { \
-    e.Begin(tag);                                                      \
-    fields return e.End();                                             \
+    e.Begin(tag);                                               \
+    fields return e.End();                                      \
   }
 MEMSTEP_RECORDS(MEMSTEP_RECORD_ENCODE)
 #undef MEMSTEP_RECORD_ENCODE
@@ -263,7 +263,7 @@ MEMSTEP_RECORDS(MEMSTEP_RECORD_ENCODE)
 #define MS_BYTES(name, max) &&internal::DecodeBytes(d, max, &r->name)
 #define MS_LIST(name, width, max, count_doc, item_doc) \
   &&internal::DecodeList(d, width, max, &r->name)
-#define MEMSTEP_RECORD_DECODE(Name, tag, doc, fields)               \
+#define MEMSTEP_RECORD_DECODE(Name, tag, doc, fields) \
   inline bool Decode(RecordDecoder& d, Name##Record* r) { return true fields; }
 MEMSTEP_RECORDS(MEMSTEP_RECORD_DECODE)
 #undef MEMSTEP_RECORD_DECODE

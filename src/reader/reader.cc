@@ -41,7 +41,7 @@ uint64_t LoadU64(const uint8_t* p) {
 struct ChunkRecords {
   std::vector<std::pair<uint64_t, std::string>> strings;
   std::vector<std::pair<uint64_t, std::vector<uint64_t>>> stacks;
-  std::vector<std::pair<Mapping, uint64_t>> mappings;  // mapping, path string id
+  std::vector<std::pair<Mapping, uint64_t>> mappings;        // mapping, path string id
   std::vector<std::pair<uint64_t, uint64_t>> mappings_gone;  // id, ts  // id, ts
   std::vector<Event> events;
   std::vector<format::Counters> counters;
@@ -388,7 +388,7 @@ bool DecodeAs(RecordDecoder& d, ChunkRecords& c) {
 bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
   switch (tag) {
 #define MEMSTEP_DECODE_CASE(Name, t, doc, fields) \
-  case format::t:                                \
+  case format::t:                                 \
     return DecodeAs<format::Name##Record>(d, c);
     MEMSTEP_RECORDS(MEMSTEP_DECODE_CASE)
 #undef MEMSTEP_DECODE_CASE
@@ -529,8 +529,8 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
   memcpy(&h, data, sizeof(h));
   if (h.version_major != format::kVersionMajor) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unsupported memstep trace version ", h.version_major, ".",
-                     h.version_minor, " (this reader supports ", format::kVersionMajor, ".x)"));
+        absl::StrCat("unsupported memstep trace version ", h.version_major, ".", h.version_minor,
+                     " (this reader supports ", format::kVersionMajor, ".x)"));
   }
   if (h.header_len < sizeof(h) + 4 || h.header_len > kMaxHeaderLen) {
     return absl::InvalidArgumentError(
@@ -560,12 +560,24 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
     std::string value(reinterpret_cast<const char*>(data + pos), len);
     pos += len;
     switch (type) {
-      case format::kTlvCmdline: trace->cmdline = std::move(value); break;
-      case format::kTlvHostname: trace->hostname = std::move(value); break;
-      case format::kTlvRankEnv: trace->rank_env = std::move(value); break;
-      case format::kTlvExe: trace->exe = std::move(value); break;
-      case format::kTlvParentTrace: trace->parent_trace = std::move(value); break;
-      case format::kTlvAllocator: trace->allocator = std::move(value); break;
+      case format::kTlvCmdline:
+        trace->cmdline = std::move(value);
+        break;
+      case format::kTlvHostname:
+        trace->hostname = std::move(value);
+        break;
+      case format::kTlvRankEnv:
+        trace->rank_env = std::move(value);
+        break;
+      case format::kTlvExe:
+        trace->exe = std::move(value);
+        break;
+      case format::kTlvParentTrace:
+        trace->parent_trace = std::move(value);
+        break;
+      case format::kTlvAllocator:
+        trace->allocator = std::move(value);
+        break;
       case format::kTlvProfiler: {
         // u64 start, u64 end, build-id: malformed values are ignored.
         const uint8_t* v = data + pos - len;
@@ -577,7 +589,8 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
         trace->profiler_build_id = value.substr(16);
         break;
       }
-      default: break;  // unknown TLVs are skipped
+      default:
+        break;  // unknown TLVs are skipped
     }
   }
   return static_cast<size_t>(h.header_len);
@@ -637,8 +650,8 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
       records = raw.data();
     }
     if (ch.seq != t.chunks) {
-      t.warnings.push_back(absl::StrCat("chunk at offset ", pos, " has seq ", ch.seq,
-                                        ", expected ", t.chunks));
+      t.warnings.push_back(
+          absl::StrCat("chunk at offset ", pos, " has seq ", ch.seq, ", expected ", t.chunks));
     }
     ChunkRecords c;
     if (!DecodeRecords(records, ch.raw_len, c, records_budget)) {
@@ -653,8 +666,8 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
   if (pos < size) {
     t.truncated = true;
     t.truncated_at_offset = pos;
-    t.warnings.push_back(absl::StrCat("truncated at offset ", pos, " (", problem,
-                                      "); read ", t.chunks, " chunks before it"));
+    t.warnings.push_back(absl::StrCat("truncated at offset ", pos, " (", problem, "); read ",
+                                      t.chunks, " chunks before it"));
   }
   std::stable_sort(t.events.begin(), t.events.end(),
                    [](const Event& a, const Event& b) { return a.seq < b.seq; });
@@ -690,7 +703,8 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReaderOptions
   }
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": mmap: ", strerror(errno)));
+  if (map == MAP_FAILED)
+    return absl::InternalError(absl::StrCat(path, ": mmap: ", strerror(errno)));
   absl::StatusOr<Trace> trace = ParseTrace(static_cast<const uint8_t*>(map), size, options);
   munmap(map, size);
   if (!trace.ok()) {

@@ -13,8 +13,8 @@
 //    payload or record); everything before it is kept, and `truncated` /
 //    `truncated_at_offset` name the first unreadable byte.
 //  - Sequenced records (ALLOC, FREE, MMAP, MUNMAP, MREMAP, STEP, STAGE,
-//    COUNTER, EPOCH, DEV_ALLOC, DEV_FREE, DEV_FAIL) are delivered in `events`, sorted by their global `seq`
-//    (stable for equal seq). ALERT, SITE_SNAPSHOT, DEV_INFO and ARENA_STATS records go
+//    COUNTER, EPOCH, DEV_ALLOC, DEV_FREE, DEV_FAIL) are delivered in `events`, sorted by their
+//    global `seq` (stable for equal seq). ALERT, SITE_SNAPSHOT, DEV_INFO and ARENA_STATS records go
 //    to `alerts`, `snapshots`, `device_info` and `arena_stats`, each sorted
 //    by seq. v1 loads and sorts per file: memory is about 100 bytes
 //    per sequenced record plus the dictionaries, bounded by
@@ -58,7 +58,7 @@ struct Event {
   // DEV_ALLOC: 1 a sample (stack, weight from `interval`), 0 counted only.
   uint8_t sampled = 0;
   uint32_t tid = 0;
-  uint64_t ts = 0;    // ns since trace start
+  uint64_t ts = 0;  // ns since trace start
   uint64_t seq = 0;
   uint64_t stack = 0;
   uint64_t addr = 0;
@@ -143,11 +143,11 @@ struct Alert {
   uint64_t ts = 0;
   uint64_t seq = 0;
   uint64_t step = 0;
-  uint8_t rule = 0;        // format::AlertRule
+  uint8_t rule = 0;  // format::AlertRule
   uint64_t value = 0;
   uint64_t threshold = 0;
-  std::string stage;       // kAlertStagePeak; "" otherwise
-  uint64_t site_stack = 0; // top growing site's stack id, 0 = unknown
+  std::string stage;        // kAlertStagePeak; "" otherwise
+  uint64_t site_stack = 0;  // top growing site's stack id, 0 = unknown
 };
 
 // Top call sites by estimated live bytes at a peak (kTagSiteSnapshot).
@@ -173,9 +173,9 @@ struct Trailer {
 
 struct Trace {
   format::FileHeader header{};
-  std::string cmdline;    // argv joined with '\0' (TLV 1)
+  std::string cmdline;  // argv joined with '\0' (TLV 1)
   std::string hostname;
-  std::string rank_env;   // "RANK=..\0LOCAL_RANK=..\0..."
+  std::string rank_env;  // "RANK=..\0LOCAL_RANK=..\0..."
   std::string exe;
   std::string parent_trace;
   std::string allocator;
@@ -188,9 +188,9 @@ struct Trace {
 
   absl::flat_hash_map<uint64_t, std::string> strings;
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> stacks;  // innermost first
-  std::vector<Mapping> mappings;  // in file order
-  std::vector<Event> events;      // sorted by seq
-  std::vector<format::Counters> counters;  // referenced by Event::counters
+  std::vector<Mapping> mappings;                                // in file order
+  std::vector<Event> events;                                    // sorted by seq
+  std::vector<format::Counters> counters;                       // referenced by Event::counters
   std::vector<Lost> lost;
   std::vector<Notice> notices;
   std::vector<Rate> rates;
@@ -202,11 +202,11 @@ struct Trace {
   bool has_trailer = false;
   Trailer trailer;
 
-  uint64_t chunks = 0;            // valid chunks read
-  uint64_t max_ts = 0;            // largest record timestamp seen
+  uint64_t chunks = 0;  // valid chunks read
+  uint64_t max_ts = 0;  // largest record timestamp seen
   bool truncated = false;
   uint64_t truncated_at_offset = 0;
-  uint64_t unknown_refs = 0;      // references to undefined ids
+  uint64_t unknown_refs = 0;  // references to undefined ids
   std::vector<std::string> warnings;
 
   // The string for `id`, "" for 0 or an unknown id.
@@ -228,8 +228,7 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size,
                                  const ReaderOptions& options = {});
 
 // Reads and parses the trace file at `path` (mapped read-only).
-absl::StatusOr<Trace> ReadTraceFile(const std::string& path,
-                                    const ReaderOptions& options = {});
+absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReaderOptions& options = {});
 
 // Size of the file header (fixed part, TLVs and CRC) at the start of `data`,
 // or an error if it is not a valid memstep header.

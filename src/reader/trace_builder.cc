@@ -137,7 +137,7 @@ void TraceBuilder::Mmap(uint64_t ts, uint64_t stack, uint64_t addr, uint64_t len
   r.stack = stack;
   r.addr = addr;
   r.len = len;
-  r.prot = 3;     // PROT_READ | PROT_WRITE
+  r.prot = 3;      // PROT_READ | PROT_WRITE
   r.flags = 0x22;  // MAP_PRIVATE | MAP_ANONYMOUS
   r.step = step;
   r.stage_str = stage_str;
@@ -169,9 +169,8 @@ void TraceBuilder::Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64
 }
 
 void TraceBuilder::DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
-                            uint64_t addr, uint64_t size, uint8_t api, uint64_t aux,
-                            uint64_t step, uint64_t stage_str, uint64_t tid, uint64_t interval,
-                            bool sampled) {
+                            uint64_t addr, uint64_t size, uint8_t api, uint64_t aux, uint64_t step,
+                            uint64_t stage_str, uint64_t tid, uint64_t interval, bool sampled) {
   format::DevAllocRecord r;
   r.interval = interval;
   r.sampled = sampled ? 1 : 0;
@@ -209,8 +208,8 @@ void TraceBuilder::MemSnapshot(uint64_t ts, uint8_t cause, int32_t device, uint6
   Put(r);
 }
 
-void TraceBuilder::DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr,
-                           uint64_t size, uint8_t api, uint64_t tid) {
+void TraceBuilder::DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr, uint64_t size,
+                           uint8_t api, uint64_t tid) {
   format::DevFreeRecord r;
   r.ts = ts;
   r.seq = NextSeq();
@@ -223,9 +222,9 @@ void TraceBuilder::DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t a
   Put(r);
 }
 
-void TraceBuilder::DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device,
-                           uint64_t size, uint8_t api, uint64_t error, uint64_t step,
-                           uint64_t stage_str, uint64_t tid) {
+void TraceBuilder::DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device, uint64_t size,
+                           uint8_t api, uint64_t error, uint64_t step, uint64_t stage_str,
+                           uint64_t tid) {
   format::DevFailRecord r;
   r.ts = ts;
   r.seq = NextSeq();

@@ -56,8 +56,8 @@ class TraceBuilder {
   void Mmap(uint64_t ts, uint64_t stack, uint64_t addr, uint64_t len, uint64_t step = 0,
             uint64_t stage_str = 0, uint64_t tid = 1);
   void Munmap(uint64_t ts, uint64_t addr, uint64_t len, uint64_t tid = 1);
-  void Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64_t old_len,
-              uint64_t new_addr, uint64_t new_len, uint64_t tid = 1);
+  void Mremap(uint64_t ts, uint64_t stack, uint64_t old_addr, uint64_t old_len, uint64_t new_addr,
+              uint64_t new_len, uint64_t tid = 1);
   // A sampled allocation with p = 1 unless told (`sampled` false: counted
   // only, as the library writes the allocations its sampler skipped).
   void DevAlloc(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device, uint64_t addr,
@@ -67,16 +67,16 @@ class TraceBuilder {
   void MemSnapshot(uint64_t ts, uint8_t cause, int32_t device, uint64_t requested,
                    uint64_t free_bytes, uint64_t total_bytes, uint64_t step = 0,
                    uint64_t stage_str = 0, uint8_t api = 0, uint64_t error = 0);
-  void DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr, uint64_t size,
-               uint8_t api, uint64_t tid = 1);
+  void DevFree(uint64_t ts, uint8_t kind, int32_t device, uint64_t addr, uint64_t size, uint8_t api,
+               uint64_t tid = 1);
   void DevFail(uint64_t ts, uint64_t stack, uint8_t kind, int32_t device, uint64_t size,
                uint8_t api, uint64_t error, uint64_t step = 0, uint64_t stage_str = 0,
                uint64_t tid = 1);
   void DevInfo(uint64_t ts, uint64_t step, int32_t device, uint64_t free_bytes,
                uint64_t total_bytes, uint64_t pool_reserved = 0, uint64_t pool_used = 0);
   void Step(uint64_t ts, uint64_t step, int phase, const format::Counters& c, uint64_t tid = 1);
-  void Stage(uint64_t ts, uint64_t stage_str, uint64_t step, int phase,
-             const format::Counters& c, uint64_t tid = 1);
+  void Stage(uint64_t ts, uint64_t stage_str, uint64_t step, int phase, const format::Counters& c,
+             uint64_t tid = 1);
   void Counter(uint64_t ts, uint64_t name_str, int64_t value, uint64_t tid = 1);
   void Rate(uint64_t ts, uint64_t interval);
   void Epoch(uint64_t ts, uint64_t epoch, uint64_t tid = 1);

@@ -32,11 +32,23 @@ std::string CsvField(const std::string& field) {
 
 namespace {
 
-constexpr const char* kColumns[] = {
-    "pid", "rank", "step", "epoch", "duration_s", "live_bytes_end", "peak_bytes",
-    "mmap_live_bytes_end", "rss_bytes_end", "alloc_bytes", "alloc_count", "free_bytes",
-    "free_count", "device_live_bytes_end", "device_peak_bytes", "pinned_host_live_bytes_end",
-    "pinned_host_peak_bytes"};
+constexpr const char* kColumns[] = {"pid",
+                                    "rank",
+                                    "step",
+                                    "epoch",
+                                    "duration_s",
+                                    "live_bytes_end",
+                                    "peak_bytes",
+                                    "mmap_live_bytes_end",
+                                    "rss_bytes_end",
+                                    "alloc_bytes",
+                                    "alloc_count",
+                                    "free_bytes",
+                                    "free_count",
+                                    "device_live_bytes_end",
+                                    "device_peak_bytes",
+                                    "pinned_host_live_bytes_end",
+                                    "pinned_host_peak_bytes"};
 
 }  // namespace
 

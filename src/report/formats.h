@@ -39,7 +39,7 @@ struct FoldedView {
     kClass,    // "class:CLASS": live at the end of the sites of one growth class
   };
   Kind kind = Kind::kLiveEnd;
-  std::string stage;                        // kStage
+  std::string stage;                                         // kStage
   analysis::GrowthClass cls = analysis::GrowthClass::kLeak;  // kClass
 };
 

@@ -82,9 +82,9 @@ std::string FormatPerfetto(const analysis::Report& report) {
     const double dur_us = std::max(0.0, (s.end_s - s.begin_s) * 1e6);
     if (s.stage.empty()) {
       step_end[{s.pid, s.step}] = s.end_s;
-      w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ", s.step, "\",\"pid\":",
-                         s.pid, ",\"tid\":0,\"ts\":", ts(s.pid, s.begin_s), ",\"dur\":",
-                         Micros(dur_us), ",\"args\":{\"step\":", s.step,
+      w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ", s.step,
+                         "\",\"pid\":", s.pid, ",\"tid\":0,\"ts\":", ts(s.pid, s.begin_s),
+                         ",\"dur\":", Micros(dur_us), ",\"args\":{\"step\":", s.step,
                          ",\"peak_bytes\":", s.peak_bytes, "}}"));
       continue;
     }
@@ -106,10 +106,10 @@ std::string FormatPerfetto(const analysis::Report& report) {
   }
   for (const analysis::TimelinePoint& p : report.timeline) {
     const std::string at = absl::StrCat(",\"pid\":", p.pid, ",\"ts\":", ts(p.pid, p.time_s));
-    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"host live\"", at, ",\"args\":{\"bytes\":",
-                       p.live_bytes, "}}"));
-    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"mmap live\"", at, ",\"args\":{\"bytes\":",
-                       p.mmap_live_bytes, "}}"));
+    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"host live\"", at,
+                       ",\"args\":{\"bytes\":", p.live_bytes, "}}"));
+    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"mmap live\"", at,
+                       ",\"args\":{\"bytes\":", p.mmap_live_bytes, "}}"));
     if (has_rss.count(p.pid)) {
       w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"RSS\"", at, ",\"args\":{\"bytes\":", p.rss_bytes,
                          "}}"));
@@ -124,8 +124,8 @@ std::string FormatPerfetto(const analysis::Report& report) {
                          ",\"args\":{\"bytes\":", d.live_bytes_end, "}}"));
     }
     if (row.pinned_host_peak_bytes > 0 || row.pinned_host_live_bytes_end > 0) {
-      w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"pinned host live\"", at, ",\"args\":{\"bytes\":",
-                         row.pinned_host_live_bytes_end, "}}"));
+      w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"pinned host live\"", at,
+                         ",\"args\":{\"bytes\":", row.pinned_host_live_bytes_end, "}}"));
     }
   }
 

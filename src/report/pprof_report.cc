@@ -44,16 +44,33 @@ namespace {
 
 // profile.proto field numbers.
 enum ProfileField : uint32_t {
-  kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5, kStringTable = 6,
-  kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11, kPeriod = 12, kComment = 13,
+  kSampleType = 1,
+  kSample = 2,
+  kMapping = 3,
+  kLocation = 4,
+  kFunction = 5,
+  kStringTable = 6,
+  kTimeNanos = 9,
+  kDurationNanos = 10,
+  kPeriodType = 11,
+  kPeriod = 12,
+  kComment = 13,
   kDefaultSampleType = 14,
 };
 enum ValueTypeField : uint32_t { kVtType = 1, kVtUnit = 2 };
 enum SampleField : uint32_t { kSLocationId = 1, kSValue = 2, kSLabel = 3 };
 enum LabelField : uint32_t { kLKey = 1, kLStr = 2, kLNum = 3, kLNumUnit = 4 };
 enum MappingField : uint32_t {
-  kMId = 1, kMStart = 2, kMLimit = 3, kMOffset = 4, kMFilename = 5, kMBuildId = 6,
-  kMHasFunctions = 7, kMHasFilenames = 8, kMHasLineNumbers = 9, kMHasInlineFrames = 10,
+  kMId = 1,
+  kMStart = 2,
+  kMLimit = 3,
+  kMOffset = 4,
+  kMFilename = 5,
+  kMBuildId = 6,
+  kMHasFunctions = 7,
+  kMHasFilenames = 8,
+  kMHasLineNumbers = 9,
+  kMHasInlineFrames = 10,
 };
 enum LocationField : uint32_t { kLocId = 1, kLocMappingId = 2, kLocAddress = 3, kLocLine = 4 };
 enum LineField : uint32_t { kLineFunctionId = 1, kLineLine = 2 };
@@ -88,8 +105,8 @@ class Builder {
     if (f.module.empty() || f.module[0] == '<' || f.module_offset > f.ip) return 0;
     const uint64_t start = f.ip - f.module_offset;
     auto key = std::make_tuple(pid, f.module, start);
-    auto [it, inserted] = mappings_.try_emplace(key, MappingInfo{mappings_.size() + 1, f.ip + 1,
-                                                                 f.symbolized, !f.file.empty()});
+    auto [it, inserted] = mappings_.try_emplace(
+        key, MappingInfo{mappings_.size() + 1, f.ip + 1, f.symbolized, !f.file.empty()});
     MappingInfo& m = it->second;
     m.limit = std::max(m.limit, f.ip + 1);
     m.has_functions |= f.symbolized;

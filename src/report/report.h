@@ -24,8 +24,8 @@ namespace memstep::report {
 inline constexpr char kJsonSchema[] = "memstep.report/2";
 
 struct ReportOptions {
-  int top = 10;       // call sites per table (text); JSON: 0 = all sites
-  int frames = 8;     // frames per stack (text); JSON: 0 = all frames
+  int top = 10;    // call sites per table (text); JSON: 0 = all sites
+  int frames = 8;  // frames per stack (text); JSON: 0 = all frames
   // Step tables longer than this show the first `edge_rows`, the last
   // `edge_rows` and the `peak_rows` rows with the largest peaks, in step
   // order, with one "..." line per gap.

@@ -77,16 +77,19 @@ void AppendDeviceGrowth(const ProcessSummary& p, std::string& out) {
     absl::StrAppend(&out, "  (", g.reason, ")\n");
     if (d.has_torch_growth) {
       const analysis::Growth& t = d.torch_allocated_growth;
-      absl::StrAppend(&out, "      PyTorch allocated (tensors): ", analysis::GrowthClassName(t.cls));
+      absl::StrAppend(&out,
+                      "      PyTorch allocated (tensors): ", analysis::GrowthClassName(t.cls));
       if (t.window > 0) absl::StrAppend(&out, "  ", Rate(t));
       if (d.growth_verdict == "leak") {
         absl::StrAppend(&out, "  -> tensors leak");
       } else if (d.growth_verdict == "caching") {
-        absl::StrAppend(&out, "  -> CACHING: the allocator's segments grow, the tensors do not "
-                              "(not a leak; empty_cache() would return it)");
+        absl::StrAppend(&out,
+                        "  -> CACHING: the allocator's segments grow, the tensors do not "
+                        "(not a leak; empty_cache() would return it)");
       } else if (d.growth_verdict == "fragmentation") {
-        absl::StrAppend(&out, "  -> FRAGMENTATION: segments and the free memory trapped in split "
-                              "blocks grow, the tensors do not (not a leak)");
+        absl::StrAppend(&out,
+                        "  -> FRAGMENTATION: segments and the free memory trapped in split "
+                        "blocks grow, the tensors do not (not a leak)");
       }
       absl::StrAppend(&out, "\n");
     }
@@ -114,10 +117,9 @@ void AppendDeviceFailures(const Report& r, const ReportOptions& o, std::string& 
   absl::StrAppend(&out, "\n");
   for (size_t i = 0; i < shown; ++i) {
     const analysis::DeviceFailure& f = r.device_failures[i];
-    absl::StrAppend(&out, "  step ", f.step,
-                    f.stage.empty() ? "" : absl::StrCat(" (", f.stage, ")"), "  ",
-                    Seconds(f.time_s), "  ", f.api, " ", ExactBytes(f.size), "  [",
-                    SiteKindName(f.kind));
+    absl::StrAppend(
+        &out, "  step ", f.step, f.stage.empty() ? "" : absl::StrCat(" (", f.stage, ")"), "  ",
+        Seconds(f.time_s), "  ", f.api, " ", ExactBytes(f.size), "  [", SiteKindName(f.kind));
     if (f.kind != SiteKind::kPinnedHost) absl::StrAppend(&out, ", ", DeviceName(f.device));
     absl::StrAppend(&out, "]  error ", f.error);
     if (!f.error_name.empty()) absl::StrAppend(&out, " (", f.error_name, ")");

@@ -41,8 +41,8 @@ std::string Duration(double s) {
 }
 
 std::string Rate(const analysis::Growth& g) {
-  return absl::StrFormat("%s%s/step [95%% CI %s, %s]", g.slope >= 0 ? "+" : "",
-                         HumanBytes(g.slope), HumanBytes(g.slope_low), HumanBytes(g.slope_high));
+  return absl::StrFormat("%s%s/step [95%% CI %s, %s]", g.slope >= 0 ? "+" : "", HumanBytes(g.slope),
+                         HumanBytes(g.slope_low), HumanBytes(g.slope_high));
 }
 
 void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOptions& o,
@@ -116,6 +116,7 @@ std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOpt
 
 namespace {
 
+using analysis::GrowthClass;
 using analysis::ProcessSummary;
 using analysis::Report;
 using analysis::Site;
@@ -124,11 +125,10 @@ using internal::AppendFrames;
 using internal::Duration;
 using internal::ExactBytes;
 using internal::IsHost;
-using internal::SiteKind;
-using internal::SiteKindName;
 using internal::Rate;
 using internal::Seconds;
-using analysis::GrowthClass;
+using internal::SiteKind;
+using internal::SiteKindName;
 
 // One line: control characters shown as spaces, long command lines cut.
 std::string OneLine(const std::string& text, size_t max_len = 160) {
@@ -152,8 +152,9 @@ void AppendProcess(const ProcessSummary& p, std::string& out) {
   } else if (p.clean_exit) {
     absl::StrAppend(&out, "clean exit");
   } else {
-    absl::StrAppend(&out, "ENDED ABNORMALLY (no trailer: killed, crashed, out of memory or "
-                          "still running)");
+    absl::StrAppend(&out,
+                    "ENDED ABNORMALLY (no trailer: killed, crashed, out of memory or "
+                    "still running)");
   }
   if (!p.clean_exit && p.last_step >= 0) {
     absl::StrAppend(&out, "; last step ", p.last_step, ", heap live then ",
@@ -180,9 +181,10 @@ void AppendProcesses(const Report& r, std::string& out) {
   std::vector<const ProcessSummary*> shown;
   for (const ProcessSummary& p : r.processes) shown.push_back(&p);
   if (shown.size() > kMaxProcesses) {
-    std::stable_sort(shown.begin(), shown.end(), [](const ProcessSummary* a, const ProcessSummary* b) {
-      return a->peak_bytes > b->peak_bytes;
-    });
+    std::stable_sort(shown.begin(), shown.end(),
+                     [](const ProcessSummary* a, const ProcessSummary* b) {
+                       return a->peak_bytes > b->peak_bytes;
+                     });
     shown.resize(kMaxProcesses);
     absl::StrAppend(&out, " (showing the ", kMaxProcesses,
                     " with the largest peaks; all in --format json)");
@@ -203,12 +205,13 @@ void AppendRanks(const Report& r, std::string& out) {
     if (!p.rank.empty() && absl::SimpleAtoi(p.rank, &n)) ranked.push_back(&p);
   }
   if (ranked.size() < 2) return;
-  std::stable_sort(ranked.begin(), ranked.end(), [](const ProcessSummary* a, const ProcessSummary* b) {
-    int64_t x = 0, y = 0;
-    (void)absl::SimpleAtoi(a->rank, &x);
-    (void)absl::SimpleAtoi(b->rank, &y);
-    return x < y;
-  });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const ProcessSummary* a, const ProcessSummary* b) {
+                     int64_t x = 0, y = 0;
+                     (void)absl::SimpleAtoi(a->rank, &x);
+                     (void)absl::SimpleAtoi(b->rank, &y);
+                     return x < y;
+                   });
   auto median = [&](auto field) {
     std::vector<uint64_t> v;
     for (const ProcessSummary* p : ranked) v.push_back(field(*p));
@@ -220,9 +223,10 @@ void AppendRanks(const Report& r, std::string& out) {
       median([](const ProcessSummary& p) { return p.device_peak_bytes; });
   absl::flat_hash_map<uint32_t, size_t> steps;
   for (const StepRow& s : r.steps) ++steps[s.pid];
-  absl::StrAppend(&out, "\nRanks (", ranked.size(), " processes with RANK; heap growth from the exact series)\n");
-  absl::StrAppend(&out, absl::StrFormat("  %5s %8s %-12s %6s %10s %10s  %s\n", "rank", "pid", "host",
-                                        "steps", "heap peak", "dev peak", "heap growth"));
+  absl::StrAppend(&out, "\nRanks (", ranked.size(),
+                  " processes with RANK; heap growth from the exact series)\n");
+  absl::StrAppend(&out, absl::StrFormat("  %5s %8s %-12s %6s %10s %10s  %s\n", "rank", "pid",
+                                        "host", "steps", "heap peak", "dev peak", "heap growth"));
   for (const ProcessSummary* p : ranked) {
     const analysis::Growth& g = p->live_growth;
     std::string growth = analysis::GrowthClassName(g.cls);
@@ -233,24 +237,25 @@ void AppendRanks(const Report& r, std::string& out) {
     if (g.cls == GrowthClass::kLeak) notes.push_back("leaks");
     const auto above = [](uint64_t v, uint64_t m) { return m > 0 && v > m + m / 10; };
     if (above(p->peak_bytes, heap_median)) {
-      notes.push_back(absl::StrFormat("heap peak +%.0f%% over the median",
-                                      100.0 * (static_cast<double>(p->peak_bytes) /
-                                                   static_cast<double>(heap_median) - 1)));
+      notes.push_back(absl::StrFormat(
+          "heap peak +%.0f%% over the median",
+          100.0 * (static_cast<double>(p->peak_bytes) / static_cast<double>(heap_median) - 1)));
     }
     if (above(p->device_peak_bytes, device_median)) {
-      notes.push_back(absl::StrFormat("device peak +%.0f%% over the median",
-                                      100.0 * (static_cast<double>(p->device_peak_bytes) /
-                                                   static_cast<double>(device_median) - 1)));
+      notes.push_back(absl::StrFormat(
+          "device peak +%.0f%% over the median",
+          100.0 * (static_cast<double>(p->device_peak_bytes) / static_cast<double>(device_median) -
+                   1)));
     }
     const auto st = steps.find(p->pid);
     absl::StrAppend(
-        &out, absl::StrFormat("  %5s %8u %-12s %6u %10s %10s  %s", p->rank, p->pid,
-                              OneLine(p->hostname, 12), st == steps.end() ? 0 : st->second,
-                              HumanBytes(static_cast<double>(p->peak_bytes)),
-                              p->has_device_data()
-                                  ? HumanBytes(static_cast<double>(p->device_peak_bytes))
-                                  : std::string("-"),
-                              growth));
+        &out,
+        absl::StrFormat("  %5s %8u %-12s %6u %10s %10s  %s", p->rank, p->pid,
+                        OneLine(p->hostname, 12), st == steps.end() ? 0 : st->second,
+                        HumanBytes(static_cast<double>(p->peak_bytes)),
+                        p->has_device_data() ? HumanBytes(static_cast<double>(p->device_peak_bytes))
+                                             : std::string("-"),
+                        growth));
     if (!notes.empty()) absl::StrAppend(&out, "  <- ", absl::StrJoin(notes, "; "));
     absl::StrAppend(&out, "\n");
   }
@@ -320,15 +325,17 @@ void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
         continue;
       }
       const StepRow& s = *rows[i];
-      absl::StrAppend(&out, absl::StrFormat("  %8d %11s %11s", s.step,
-                                            HumanBytes(s.live_bytes_end), HumanBytes(s.peak_bytes)));
+      absl::StrAppend(&out, absl::StrFormat("  %8d %11s %11s", s.step, HumanBytes(s.live_bytes_end),
+                                            HumanBytes(s.peak_bytes)));
       for (const std::string& name : stages) {
         auto it = s.stage_peaks.find(name);
-        absl::StrAppend(&out, absl::StrFormat(
-                                  " %11s", it == s.stage_peaks.end() ? "-" : HumanBytes(it->second)));
+        absl::StrAppend(
+            &out,
+            absl::StrFormat(" %11s", it == s.stage_peaks.end() ? "-" : HumanBytes(it->second)));
       }
-      absl::StrAppend(&out, absl::StrFormat(" %11s %11s", HumanBytes(s.alloc_bytes),
-                                            s.rss_bytes_end ? HumanBytes(s.rss_bytes_end) : "-"),
+      absl::StrAppend(&out,
+                      absl::StrFormat(" %11s %11s", HumanBytes(s.alloc_bytes),
+                                      s.rss_bytes_end ? HumanBytes(s.rss_bytes_end) : "-"),
                       internal::DeviceStepCells(p, s), "\n");
     }
     internal::AppendDeviceSteps(r, p, o, out);
@@ -350,7 +357,8 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
   });
   if (o.top > 0 && sites.size() > static_cast<size_t>(o.top)) sites.resize(o.top);
   if (at_peak) {
-    absl::StrAppend(&out, "\nTop ", sites.size(), " call sites at the peak (estimated from samples;");
+    absl::StrAppend(&out, "\nTop ", sites.size(),
+                    " call sites at the peak (estimated from samples;");
     for (const ProcessSummary& p : r.processes) {
       absl::StrAppend(&out, " pid ", p.pid, ": heap ", HumanBytes(p.est_peak_bytes), " at ",
                       Seconds(p.est_peak_time_s), ";");
@@ -378,12 +386,12 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
     if (!at_peak && s->kind == SiteKind::kHost) {
       absl::StrAppend(&out, absl::StrFormat("~%.0f live allocs  ", s->live_count_end));
     }
-    absl::StrAppend(&out, absl::StrFormat("%s%s  %d samples  %s allocated in total",
-                                          SiteKindName(s->kind),
-                                          s->allocator == "pymalloc" ? " (pymalloc)"
-                                          : s->allocator == "mixed"  ? " (malloc+pymalloc)"
-                                                                     : "",
-                                          s->samples, HumanBytes(s->alloc_bytes)));
+    absl::StrAppend(
+        &out, absl::StrFormat("%s%s  %d samples  %s allocated in total", SiteKindName(s->kind),
+                              s->allocator == "pymalloc" ? " (pymalloc)"
+                              : s->allocator == "mixed"  ? " (malloc+pymalloc)"
+                                                         : "",
+                              s->samples, HumanBytes(s->alloc_bytes)));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
     absl::StrAppend(&out, "\n");
     AppendFrames(s->frames, o, out);
@@ -392,7 +400,8 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
 
 std::string Projection(double steps, double seconds) {
   if (steps < 0) return "";
-  std::string out = absl::StrFormat("  memory limit in %s steps", Thousands(static_cast<uint64_t>(steps)));
+  std::string out =
+      absl::StrFormat("  memory limit in %s steps", Thousands(static_cast<uint64_t>(steps)));
   if (seconds >= 0) absl::StrAppend(&out, " (", Duration(seconds), ")");
   return out;
 }
@@ -457,8 +466,7 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
   if (x.has_allocator) {
     absl::StrAppend(&out, ", free ", SignedBytes(x.frag_per_step), " inside the heap",
                     " (fragmentation), ", SignedBytes(x.cache_per_step), " ",
-                    x.allocator == "jemalloc" ? "dirty+muzzy pages" : "top chunk",
-                    " (caching)");
+                    x.allocator == "jemalloc" ? "dirty+muzzy pages" : "top chunk", " (caching)");
   } else {
     absl::StrAppend(&out, ", free space unknown (no allocator statistics)");
   }
@@ -504,8 +512,9 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
 
 void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   using analysis::GrowthClass;
-  absl::StrAppend(&out, "\nGrowth (memory limit ", HumanBytes(static_cast<double>(r.memory_limit_bytes)),
-                  ", ", r.memory_limit_source, ")\n");
+  absl::StrAppend(&out, "\nGrowth (memory limit ",
+                  HumanBytes(static_cast<double>(r.memory_limit_bytes)), ", ",
+                  r.memory_limit_source, ")\n");
   bool any_steps = false;
   size_t without_steps = 0;
   for (const ProcessSummary& p : r.processes) {
@@ -604,8 +613,8 @@ void AppendGates(const Report& r, std::string& out) {
                         : absl::StrContains(g.metric, "growth")
                             ? absl::StrCat(HumanBytes(g.value), "/step")
                             : HumanBytes(g.value);
-    absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ",
-                    value, "; ", g.detail, ")\n");
+    absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ", value,
+                    "; ", g.detail, ")\n");
   }
 }
 
@@ -629,17 +638,16 @@ void AppendStagePeaks(const Report& r, std::string& out) {
     return;
   }
   absl::StrAppend(&out, "\nStage peaks (exact host heap bytes; top sites estimated)\n");
-  absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8s %11s %7s\n", "stage", "max",
-                                        "at step", "median", "steps"));
+  absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8s %11s %7s\n", "stage", "max", "at step",
+                                        "median", "steps"));
   const size_t per_stage = 3;
   for (const analysis::StagePeak& sp : r.stage_peaks) {
     if (sp.kind != SiteKind::kHost) continue;  // AppendDeviceStagePeaks
     std::string name = sp.stage.size() > 16 ? sp.stage.substr(0, 16) : sp.stage;
-    absl::StrAppend(&out, absl::StrFormat("  %-16s %11s %8d %11s %7d", name,
-                                          HumanBytes(static_cast<double>(sp.peak_bytes_max)),
-                                          sp.step_of_max,
-                                          HumanBytes(static_cast<double>(sp.peak_bytes_median)),
-                                          sp.steps));
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-16s %11s %8d %11s %7d", name,
+                              HumanBytes(static_cast<double>(sp.peak_bytes_max)), sp.step_of_max,
+                              HumanBytes(static_cast<double>(sp.peak_bytes_median)), sp.steps));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", sp.pid);
     absl::StrAppend(&out, "\n");
     for (size_t i = 0; i < sp.top_sites.size() && i < per_stage; ++i) {
@@ -669,12 +677,12 @@ void AppendEpochs(const Report& r, std::string& out) {
   absl::StrAppend(&out, absl::StrFormat("  %6s %15s %11s %11s %13s %11s\n", "epoch", "steps",
                                         "live end", "growth", "growth/step", "peak"));
   for (const analysis::EpochRow& e : r.epochs) {
-    absl::StrAppend(&out, absl::StrFormat(
-        "  %6d %15s %11s %11s %13s %11s", e.epoch,
-        absl::StrCat(e.first_step, "-", e.last_step),
-        HumanBytes(static_cast<double>(e.live_bytes_end)),
-        HumanBytes(static_cast<double>(e.growth_bytes)), HumanBytes(e.growth_bytes_per_step),
-        HumanBytes(static_cast<double>(e.peak_bytes))));
+    absl::StrAppend(&out, absl::StrFormat("  %6d %15s %11s %11s %13s %11s", e.epoch,
+                                          absl::StrCat(e.first_step, "-", e.last_step),
+                                          HumanBytes(static_cast<double>(e.live_bytes_end)),
+                                          HumanBytes(static_cast<double>(e.growth_bytes)),
+                                          HumanBytes(e.growth_bytes_per_step),
+                                          HumanBytes(static_cast<double>(e.peak_bytes))));
     if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", e.pid);
     absl::StrAppend(&out, "\n");
   }
@@ -692,10 +700,10 @@ std::string HumanBytes(double bytes) {
     v /= 1024;
     ++u;
   }
-  std::string s = u == 0 ? absl::StrFormat("%.0f B", v)
-                         : v < 10   ? absl::StrFormat("%.2f %s", v, kUnits[u])
-                         : v < 100  ? absl::StrFormat("%.1f %s", v, kUnits[u])
-                                    : absl::StrFormat("%.0f %s", v, kUnits[u]);
+  std::string s = u == 0    ? absl::StrFormat("%.0f B", v)
+                  : v < 10  ? absl::StrFormat("%.2f %s", v, kUnits[u])
+                  : v < 100 ? absl::StrFormat("%.1f %s", v, kUnits[u])
+                            : absl::StrFormat("%.0f %s", v, kUnits[u]);
   return neg ? "-" + s : s;
 }
 

@@ -202,8 +202,7 @@ BENCH_NOINLINE double TrainStep(Model* model, uint64_t step, int small, int pass
       const size_t slice = kActFloats / ops_per_layer;
       for (int op = 0; op < ops_per_layer; ++op) {
         size_t off = op * slice;
-        RunOp(rng, &held, out.get() + off, in + off, model->weights[l].get(), slice, passes, l,
-              op);
+        RunOp(rng, &held, out.get() + off, in + off, model->weights[l].get(), slice, passes, l, op);
       }
       in = out.get();
       acts.push_back(std::move(out));
@@ -286,8 +285,9 @@ int main(int argc, char** argv) {
   // The median step is robust to other work stealing the CPU for a while.
   std::sort(step_seconds.begin(), step_seconds.end());
   const double median = step_seconds.empty() ? 0 : step_seconds[step_seconds.size() / 2];
-  printf("RESULT name=realistic steps=%d seconds=%.4f s_per_step=%.5f median_step_s=%.5f "
-         "allocs=%.0f allocs_per_s=%.0f checksum=%.1f\n",
-         steps, seconds, seconds / std::max(steps, 1), median, allocs, allocs / seconds, checksum);
+  printf(
+      "RESULT name=realistic steps=%d seconds=%.4f s_per_step=%.5f median_step_s=%.5f "
+      "allocs=%.0f allocs_per_s=%.0f checksum=%.1f\n",
+      steps, seconds, seconds / std::max(steps, 1), median, allocs, allocs / seconds, checksum);
   return 0;
 }

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   const int threads = static_cast<int>(
       FlagInt(argc, argv, "--threads", static_cast<int64_t>(std::thread::hardware_concurrency())));
   const int64_t rounds = std::max<int64_t>(1, FlagInt(argc, argv, "--rounds", 3));
-  const int64_t per_round = std::max<int64_t>(1, FlagInt(argc, argv, "--allocs-per-thread",
-                                                         50000000) / rounds);
+  const int64_t per_round =
+      std::max<int64_t>(1, FlagInt(argc, argv, "--allocs-per-thread", 50000000) / rounds);
   const double allocs = static_cast<double>(per_round) * threads;
   double total_seconds = 0, best = 0;
   for (int64_t r = 0; r < rounds; ++r) {

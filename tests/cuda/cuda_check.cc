@@ -98,11 +98,16 @@ bool ReadFacts(const std::string& path, Facts* out) {
     std::istringstream ls(line);
     std::string head;
     ls >> head;
-    if (head == "pid") ls >> out->pid;
-    else if (head == "app") ls >> out->app;
-    else if (head == "via_driver") ls >> out->via_driver;
-    else if (head == "end") out->complete = true;
-    else if (!head.empty()) out->recs.push_back(ParseRec(line));
+    if (head == "pid")
+      ls >> out->pid;
+    else if (head == "app")
+      ls >> out->app;
+    else if (head == "via_driver")
+      ls >> out->via_driver;
+    else if (head == "end")
+      out->complete = true;
+    else if (!head.empty())
+      out->recs.push_back(ParseRec(line));
   }
   return true;
 }
@@ -143,8 +148,7 @@ std::string AllocKey(const std::string& kind, const std::string& api, int64_t de
   return "alloc " + kind + " " + api + " dev=" + std::to_string(dev) + " " + Hex(addr) +
          " size=" + std::to_string(size) + " aux=" + Hex(aux);
 }
-std::string FreeKey(const std::string& kind, const std::string& api, uint64_t addr,
-                    uint64_t size) {
+std::string FreeKey(const std::string& kind, const std::string& api, uint64_t addr, uint64_t size) {
   return "free " + kind + " " + api + " " + Hex(addr) + " size=" + std::to_string(size);
 }
 // The device of a failure is planted exactly only for out-of-memory (2): for
@@ -166,8 +170,10 @@ void CompareSets(const Multiset& want, const Multiset& got, const std::string& w
                       std::inserter(only_want, only_want.end()));
   std::set_difference(got.begin(), got.end(), want.begin(), want.end(),
                       std::inserter(only_got, only_got.end()));
-  for (const std::string& s : only_want) Error("in " + want_name + ", not in " + got_name + ": " + s);
-  for (const std::string& s : only_got) Error("in " + got_name + ", not in " + want_name + ": " + s);
+  for (const std::string& s : only_want)
+    Error("in " + want_name + ", not in " + got_name + ": " + s);
+  for (const std::string& s : only_got)
+    Error("in " + got_name + ", not in " + want_name + ": " + s);
 }
 
 std::set<uint64_t> MissedAddrs(const Facts& f) {
@@ -286,17 +292,23 @@ class StackChecker {
 
 // Per-kind replay of the trace: totals, peaks per step and stage.
 struct Replay {
-  struct Totals { uint64_t count = 0, bytes = 0, live = 0, peak = 0; };
+  struct Totals {
+    uint64_t count = 0, bytes = 0, live = 0, peak = 0;
+  };
   std::map<std::string, Totals> kinds;
   std::map<std::pair<uint64_t, std::string>, std::pair<uint64_t, uint64_t>> step;  // peak, live
-  std::map<std::tuple<uint64_t, std::string, std::string>, uint64_t> stage;          // peak
+  std::map<std::tuple<uint64_t, std::string, std::string>, uint64_t> stage;        // peak
 
   explicit Replay(const rd::Trace& t) {
     std::map<std::pair<uint8_t, uint64_t>, uint64_t> blocks;  // (kind, addr) -> size
     std::map<std::string, uint64_t> step_peak;
     bool step_open = false;
     uint64_t cur = 0;
-    struct Open { uint64_t step; std::string name; std::map<std::string, uint64_t> peak; };
+    struct Open {
+      uint64_t step;
+      std::string name;
+      std::map<std::string, uint64_t> peak;
+    };
     std::vector<Open> stages;
     auto raise = [&](const std::string& k) {
       Totals& x = kinds[k];
@@ -519,12 +531,18 @@ int main(int argc, char** argv) {
   int64_t fail_err = 35;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--facts" && i + 1 < argc) facts_dir = argv[++i];
-    else if (a == "--log" && i + 1 < argc) log = argv[++i];
-    else if (a == "--run-dir" && i + 1 < argc) run_dir = argv[++i];
-    else if (a == "--no-stacks") stacks = false;
-    else if (a == "--no-device") no_device = true;
-    else if (a == "--fail-err" && i + 1 < argc) fail_err = strtoll(argv[++i], nullptr, 10);
+    if (a == "--facts" && i + 1 < argc)
+      facts_dir = argv[++i];
+    else if (a == "--log" && i + 1 < argc)
+      log = argv[++i];
+    else if (a == "--run-dir" && i + 1 < argc)
+      run_dir = argv[++i];
+    else if (a == "--no-stacks")
+      stacks = false;
+    else if (a == "--no-device")
+      no_device = true;
+    else if (a == "--fail-err" && i + 1 < argc)
+      fail_err = strtoll(argv[++i], nullptr, 10);
     else {
       fprintf(stderr, "cuda_check: unknown argument %s\n", a.c_str());
       return 2;

@@ -4,13 +4,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <stdio.h>
 #include <time.h>
-#include <unistd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -197,7 +196,7 @@ ChildResult Wait(Child* child, int timeout_s) {
 }
 
 ChildResult RunChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                int timeout_s) {
+                     int timeout_s) {
   Child child = Spawn(argv, env);
   return Wait(&child, timeout_s);
 }

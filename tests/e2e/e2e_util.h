@@ -24,11 +24,11 @@
 namespace memstep::e2e {
 
 // Built artifacts.
-std::string PreloadLibrary();   // <build>/lib/libmemstep.so
-std::string PlantedProgram();   // <build>/bin/e2e_planted
-std::string PlantedDso();       // <build>/lib/libplanted_dso.so
-std::string MemstepCli();       // <build>/bin/memstep ("" when not built)
-std::string ExampleProgram();   // <build>/bin/memstep_example_train
+std::string PreloadLibrary();  // <build>/lib/libmemstep.so
+std::string PlantedProgram();  // <build>/bin/e2e_planted
+std::string PlantedDso();      // <build>/lib/libplanted_dso.so
+std::string MemstepCli();      // <build>/bin/memstep ("" when not built)
+std::string ExampleProgram();  // <build>/bin/memstep_example_train
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
@@ -47,9 +47,9 @@ class TempDir {
 
 struct ChildResult {
   bool timed_out = false;
-  int exit_code = -1;    // when the child exited
-  int term_signal = 0;   // when a signal ended it
-  std::string output;    // stdout and stderr, interleaved
+  int exit_code = -1;   // when the child exited
+  int term_signal = 0;  // when a signal ended it
+  std::string output;   // stdout and stderr, interleaved
 };
 
 // Environment for a traced child: LD_PRELOAD=<libmemstep.so>, MEMSTEP_DIR=dir,
@@ -77,7 +77,7 @@ ChildResult Wait(Child* child, int timeout_s = 60);
 
 // Spawn + Wait.
 ChildResult RunChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                int timeout_s = 60);
+                     int timeout_s = 60);
 
 // Reads one '\n'-terminated line from fd into *line, waiting at most
 // timeout_s; false at EOF or timeout.

@@ -29,8 +29,8 @@
 namespace memstep::e2e {
 namespace {
 
-constexpr double kLeakRate = 64 * 1024;       // requested bytes per step
-constexpr double kUsableOverhead = 32;        // per step, in the exact heap's count
+constexpr double kLeakRate = 64 * 1024;  // requested bytes per step
+constexpr double kUsableOverhead = 32;   // per step, in the exact heap's count
 constexpr double kLeakAtExit = 200 * kLeakRate;
 constexpr double kZ95 = 1.959964, kZ999 = 3.290527;  // two-sided 95 % and 99.9 %
 
@@ -47,7 +47,8 @@ analysis::Report RunExample(uint64_t seed) {
 }
 
 // Host sites whose innermost frame is in `function`.
-std::vector<const analysis::Site*> SitesIn(const analysis::Report& run, const std::string& function) {
+std::vector<const analysis::Site*> SitesIn(const analysis::Report& run,
+                                           const std::string& function) {
   std::vector<const analysis::Site*> out;
   for (const analysis::Site& s : run.sites) {
     if (s.kind != analysis::SiteKind::kHost || s.frames.empty()) continue;
@@ -80,7 +81,8 @@ TEST(ExampleTest, EachPlantedClassAtItsSite) {
   const double wide = (kZ999 / kZ95);
   const double low = g.slope - wide * (g.slope - g.slope_low);
   const double high = g.slope + wide * (g.slope_high - g.slope);
-  EXPECT_LE(low, kLeakRate + kUsableOverhead) << g.slope << " [" << g.slope_low << ", " << g.slope_high << "]";
+  EXPECT_LE(low, kLeakRate + kUsableOverhead)
+      << g.slope << " [" << g.slope_low << ", " << g.slope_high << "]";
   EXPECT_GE(high, kLeakRate) << g.slope << " [" << g.slope_low << ", " << g.slope_high << "]";
 
   for (const char* f : {"WarmupWorkspace", "AllocateOptimizerState"}) {
@@ -128,7 +130,8 @@ TEST(ExampleTest, LeakIntervalsCoverTheTruthOverSeeds) {
     const bool is_leak = s.growth.cls == analysis::GrowthClass::kLeak;
     leak += is_leak;
     const double truth_high = s.growth.calibrated ? kLeakRate + kUsableOverhead : kLeakRate;
-    const bool rate_ok = is_leak && s.growth.slope_low <= truth_high && s.growth.slope_high >= kLeakRate;
+    const bool rate_ok =
+        is_leak && s.growth.slope_low <= truth_high && s.growth.slope_high >= kLeakRate;
     const bool end_ok = s.live_bytes_end_high >= 0 && s.live_bytes_end_low <= kLeakAtExit &&
                         kLeakAtExit <= s.live_bytes_end_high;
     rate_covered += rate_ok;
@@ -141,8 +144,10 @@ TEST(ExampleTest, LeakIntervalsCoverTheTruthOverSeeds) {
     }
   }
   const int min = testing::MinCovered(kSeeds);
-  printf("example, %d seeds: LEAK %d; 95%% interval covers the rate in %d, the live bytes at exit "
-         "in %d (accept >= %d)\n", kSeeds, leak, rate_covered, end_covered, min);
+  printf(
+      "example, %d seeds: LEAK %d; 95%% interval covers the rate in %d, the live bytes at exit "
+      "in %d (accept >= %d)\n",
+      kSeeds, leak, rate_covered, end_covered, min);
   EXPECT_GE(rate_covered, min);
   EXPECT_GE(end_covered, min);
 }

@@ -50,8 +50,8 @@ HuntRun RunHunt(uint64_t seed, long leak, long size) {
   TempDir dir;
   std::vector<std::string> env = TracedEnv(dir.path(), 0);
   env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
-  ChildResult r = RunChild({PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)},
-                           env);
+  ChildResult r =
+      RunChild({PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)}, env);
   EXPECT_FALSE(r.timed_out) << "seed " << seed << ": " << r.output;
   EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.output;
   std::vector<std::string> files = dir.Files(".trace");
@@ -132,10 +132,13 @@ TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
     // calibrated; 2 % slack for the program's other few bytes per step.
     covered += r.leak_sites == 1 && r.rate_low <= 1.02 * 20 * 520 && 0.98 * kLeak <= r.rate_high;
     false_sites += r.other_leak_sites;
-    if (r.leak_sites != 1) printf("seed %d: not named (replay with MEMSTEP_SEED)\n", static_cast<int>(seed));
+    if (r.leak_sites != 1)
+      printf("seed %d: not named (replay with MEMSTEP_SEED)\n", static_cast<int>(seed));
   }
-  printf("hunt: %d of %d seeds hunted, named %d, interval covers 10 KiB/step in %d, %d other LEAK sites\n",
-         hunted, kSeeds, named, covered, false_sites);
+  printf(
+      "hunt: %d of %d seeds hunted, named %d, interval covers 10 KiB/step in %d, %d other LEAK "
+      "sites\n",
+      hunted, kSeeds, named, covered, false_sites);
   EXPECT_EQ(hunted, kSeeds);
   EXPECT_GE(named, kSeeds * 95 / 100);
   // The named site's 95 % rate interval covers the truth in 95 % of the

@@ -153,8 +153,8 @@ NOINLINE void PlantedNewArray200x1284() {
 
 NOINLINE void PlantedMmapPartial10x64K() {
   for (int i = 0; i < kMmapPartialCount; ++i) {
-    void* p = mmap(nullptr, kMmapPartialLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, kMmapPartialLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) abort();
     // Unmap the head: the mapping stays, smaller.
     if (munmap(p, kMmapPartialCut) != 0) abort();
@@ -163,8 +163,8 @@ NOINLINE void PlantedMmapPartial10x64K() {
 
 NOINLINE void PlantedMmapFull4x32K() {
   for (int i = 0; i < kMmapFullCount; ++i) {
-    void* p = mmap(nullptr, kMmapFullLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, kMmapFullLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) abort();
     if (munmap(p, kMmapFullLen) != 0) abort();
   }
@@ -545,7 +545,8 @@ NOINLINE void PlantedDlopenNeighbour(const std::atomic<bool>* done) {
 int ModeDlopen(const char* dso) {
   std::atomic<bool> done{false};
   std::vector<std::thread> neighbours;
-  for (int t = 0; t < kDlopenNeighbours; ++t) neighbours.emplace_back(PlantedDlopenNeighbour, &done);
+  for (int t = 0; t < kDlopenNeighbours; ++t)
+    neighbours.emplace_back(PlantedDlopenNeighbour, &done);
   int rc = 0;
   for (int i = 0; i < kDlopenIterations; ++i) {
     void* h = dlopen(dso, RTLD_NOW | RTLD_LOCAL);

@@ -41,19 +41,19 @@ inline constexpr size_t kMmapFullLen = 32 << 10;
 // mode "sampled" (default interval).
 inline constexpr long kSampledChurnCount = 400 * 1024;  // 400 MiB in 1 KiB blocks
 inline constexpr size_t kSampledChurnSize = 1024;
-inline constexpr long kSampledLeakCount = 96 * 128;     // 96 MiB in 8 KiB blocks
+inline constexpr long kSampledLeakCount = 96 * 128;  // 96 MiB in 8 KiB blocks
 inline constexpr size_t kSampledLeakSize = 8192;
-inline constexpr int kBigCount = 6;                     // >= S_always: exact
-inline constexpr size_t kBigSize = (3 << 19) + 123;     // 1.5 MiB + 123
+inline constexpr int kBigCount = 6;                  // >= S_always: exact
+inline constexpr size_t kBigSize = (3 << 19) + 123;  // 1.5 MiB + 123
 
 // mode "steps": one thread; blocks whose usable size equals their size
 // (65528 + 8 bytes of chunk header = 64 KiB, below the mmap threshold).
 inline constexpr long kSteps = 10;
 inline constexpr size_t kStepBlock = 65528;
-inline constexpr int kStepBatchBlocks = 64;   // data:      ~4 MiB, freed at step end
-inline constexpr int kStepActBlocks = 384;    // forward:  ~24 MiB, freed in backward
-inline constexpr int kStepGradBlocks = 128;   // backward:  ~8 MiB, freed at step end
-inline constexpr int kStepLeakBlocks = 32;    // optimizer: ~2 MiB, leaked
+inline constexpr int kStepBatchBlocks = 64;  // data:      ~4 MiB, freed at step end
+inline constexpr int kStepActBlocks = 384;   // forward:  ~24 MiB, freed in backward
+inline constexpr int kStepGradBlocks = 128;  // backward:  ~8 MiB, freed at step end
+inline constexpr int kStepLeakBlocks = 32;   // optimizer: ~2 MiB, leaked
 
 // modes "fork" and "exec".
 inline constexpr size_t kParentSize = 6666;

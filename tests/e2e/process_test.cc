@@ -3,7 +3,6 @@
 // handlers, kill -9 mid-run, and the `memstep` CLI.
 
 #include <signal.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -113,7 +112,8 @@ TEST(PlantedProcesses, ExecedProgramIsTracedToo) {
 // and the library's site symbolizes although it was unloaded long ago.
 TEST(PlantedHostile, DlopenLoopUnderAllocationLoad) {
   TempDir dir;
-  ChildResult r = RunChild({PlantedProgram(), "dlopen", PlantedDso()}, TracedEnv(dir.path(), 0), 60);
+  ChildResult r =
+      RunChild({PlantedProgram(), "dlopen", PlantedDso()}, TracedEnv(dir.path(), 0), 60);
   ASSERT_FALSE(r.timed_out) << "deadlock? " << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   analysis::Report run = MustAnalyze(dir.path());
@@ -145,8 +145,7 @@ TEST(PlantedHostile, AllocatingSignalHandlers) {
   size_t at = r.output.find("handler runs ");
   ASSERT_NE(at, std::string::npos) << r.output;
   int64_t runs = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(
-      r.output.substr(at + 13, r.output.find('\n', at) - at - 13), &runs));
+  ASSERT_TRUE(absl::SimpleAtoi(r.output.substr(at + 13, r.output.find('\n', at) - at - 13), &runs));
   const int64_t raised = kSignalMainCount / 10;
   ASSERT_GE(runs, raised);
 

@@ -55,9 +55,10 @@ double EstimateLeak(const reader::Trace& t, std::set<uint64_t>* intervals) {
   double sum = 0;
   for (const auto& [addr, e] : live) {
     if (e->size != kProgLeakSize) continue;
-    double p = e->interval == 0
-                   ? 1.0
-                   : -std::expm1(-(static_cast<double>(e->size) + 1) / static_cast<double>(e->interval));
+    double p =
+        e->interval == 0
+            ? 1.0
+            : -std::expm1(-(static_cast<double>(e->size) + 1) / static_cast<double>(e->interval));
     sum += static_cast<double>(e->size) / p;
   }
   return sum;

@@ -72,15 +72,14 @@ void ExpectReportsAgree(const analysis::Report& report, const std::string& want)
 
 std::string Describe(const analysis::ProcessSummary& p) {
   const analysis::RssExplain& x = p.rss_explain;
-  return "verdict '" + x.verdict + "' (" + x.reason + ") allocator " + x.allocator +
-         " stat_rows " + std::to_string(x.stat_rows) + " rss " + std::to_string(x.rss_per_step) +
-         " live " + std::to_string(x.live_per_step) + " frag " + std::to_string(x.frag_per_step) +
-         " cache " + std::to_string(x.cache_per_step) + " mmap " +
-         std::to_string(x.mmap_per_step) + " file " + std::to_string(x.file_per_step) +
-         " (" + x.file_source + ") own " + std::to_string(x.own_per_step) + " other " +
-         std::to_string(x.other_per_step) + " arena " + std::to_string(x.arena) + " of " +
-         std::to_string(x.arenas) +
-         " rss class " + analysis::GrowthClassName(p.rss_growth.cls);
+  return "verdict '" + x.verdict + "' (" + x.reason + ") allocator " + x.allocator + " stat_rows " +
+         std::to_string(x.stat_rows) + " rss " + std::to_string(x.rss_per_step) + " live " +
+         std::to_string(x.live_per_step) + " frag " + std::to_string(x.frag_per_step) + " cache " +
+         std::to_string(x.cache_per_step) + " mmap " + std::to_string(x.mmap_per_step) + " file " +
+         std::to_string(x.file_per_step) + " (" + x.file_source + ") own " +
+         std::to_string(x.own_per_step) + " other " + std::to_string(x.other_per_step) + " arena " +
+         std::to_string(x.arena) + " of " + std::to_string(x.arenas) + " rss class " +
+         analysis::GrowthClassName(p.rss_growth.cls);
 }
 
 TEST(RssExplainE2E, FragmentationPinnedBySmallLeak) {

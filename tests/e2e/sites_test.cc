@@ -3,11 +3,11 @@
 // directory, analyses the run with AnalyzeRun and compares with the facts of
 // planted_facts.h.
 
+#include <unistd.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "src/analysis/analysis.h"

@@ -45,8 +45,9 @@ std::string Basename(const std::string& path) {
 // one): a stack whose first frame is one of them did not start at the caller.
 bool IsAllocationFunction(const std::string& function) {
   static const char* const kNames[] = {
-      "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-      "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap", "mremap", "operator new",
+      "malloc",         "calloc",        "realloc",       "reallocarray",   "free",
+      "posix_memalign", "aligned_alloc", "memalign",      "valloc",         "pvalloc",
+      "mmap",           "mmap64",        "munmap",        "mremap",         "operator new",
       "operator new[]", "__libc_malloc", "__libc_calloc", "__libc_realloc", "cudaMalloc",
       "cuMemAlloc_v2"};
   for (const char* name : kNames) {
@@ -163,11 +164,11 @@ Report RunPlanted(const TempDir& dir, const std::vector<std::string>& args,
 // The planted functions of mode "sites": each calls one allocation function
 // (malloc, calloc, realloc, posix_memalign, aligned_alloc, new[], mmap).
 void ExpectPlantedCallersFirst(const Report& report) {
-  const char* const kCallers[] = {
-      "PlantedLeak3000x1000",      "PlantedChurn1000x777",         "PlantedCalloc500x48x10",
-      "PlantedReallocSeed300x111", "PlantedReallocGrow300x4321",   "PlantedPosixMemalign200x2048",
-      "PlantedAlignedAlloc150x4096", "PlantedNewArray200x1284",    "PlantedMmapPartial10x64K",
-      "PlantedMmapFull4x32K"};
+  const char* const kCallers[] = {"PlantedLeak3000x1000",        "PlantedChurn1000x777",
+                                  "PlantedCalloc500x48x10",      "PlantedReallocSeed300x111",
+                                  "PlantedReallocGrow300x4321",  "PlantedPosixMemalign200x2048",
+                                  "PlantedAlignedAlloc150x4096", "PlantedNewArray200x1284",
+                                  "PlantedMmapPartial10x64K",    "PlantedMmapFull4x32K"};
   for (const char* caller : kCallers) {
     bool first = false;
     for (const Site& s : report.sites) {
@@ -272,9 +273,10 @@ TEST(Stacks, FrameWithoutSymbolShowsLibraryAndOffset) {
       << stripped << " still has .symtab";
   TempDir scratch;
   const std::string nm_copy = scratch.path() + "/original.so";
-  ASSERT_EQ(std::system(("cp '" + std::string(MEMSTEP_E2E_STRIPPED_ORIGINAL) + "' '" + nm_copy +
-                         "'").c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(
+          ("cp '" + std::string(MEMSTEP_E2E_STRIPPED_ORIGINAL) + "' '" + nm_copy + "'").c_str()),
+      0);
   const auto hidden = SymbolRange(nm_copy, "PlantedStrippedHidden");
   ASSERT_LT(hidden.first, hidden.second) << "nm -S found no PlantedStrippedHidden";
 
@@ -297,8 +299,8 @@ TEST(Stacks, FrameWithoutSymbolShowsLibraryAndOffset) {
     EXPECT_NEAR(s.alloc_count, facts::kStrippedCount, 0.01);
     const std::string text = report::FormatText(report);
     EXPECT_TRUE(absl::StrContains(text, "        " + f.function + "\n")) << text;
-    EXPECT_TRUE(absl::StrContains(report::FormatJson(report),
-                                  "\"function\":\"" + f.function + "\""));
+    EXPECT_TRUE(
+        absl::StrContains(report::FormatJson(report), "\"function\":\"" + f.function + "\""));
   }
   EXPECT_EQ(found, 1) << DescribeSites(report, 40);
 }

@@ -53,8 +53,8 @@ void FuzzQuantity(const char* s, size_t n, uint32_t accept) {
   if ((accept & kAcceptFraction) == 0) Check(memchr(s, '.', n) == nullptr);
   if (q.fits) {
     Check(q.value < 18446744073709551616.0);
-    Check(static_cast<double>(q.bytes) <= q.value && q.value - static_cast<double>(q.bytes) < 1.0 +
-          q.value * 1e-15);
+    Check(static_cast<double>(q.bytes) <= q.value &&
+          q.value - static_cast<double>(q.bytes) < 1.0 + q.value * 1e-15);
   } else {
     Check(q.bytes == UINT64_MAX);
   }
@@ -68,9 +68,8 @@ void FuzzGate(const char* s, size_t n) {
     Check(!g.status().message().empty());
     return;
   }
-  static const char* const kMetrics[] = {"growth",   "live_growth", "peak",
-                                         "live_end", "rss_peak",    "leaks",
-                                         "device_peak", "device_growth"};
+  static const char* const kMetrics[] = {"growth",   "live_growth", "peak",        "live_end",
+                                         "rss_peak", "leaks",       "device_peak", "device_growth"};
   bool known = false;
   for (const char* m : kMetrics) known = known || g->metric == m;
   Check(known);

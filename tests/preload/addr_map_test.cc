@@ -94,7 +94,7 @@ void Churn(int hash_skip) {
   std::mt19937_64 rng(12345 + hash_skip);
   for (int i = 0; i < 200000; ++i) {
     uint64_t key = 1 + rng() % 300;
-    if (i % 7 == 0) key <<= 21;                        // 2 MiB-aligned device pointers
+    if (i % 7 == 0) key <<= 21;                       // 2 MiB-aligned device pointers
     if (i % 7 == 1) key = 0x7f0000000010 + key * 16;  // heap blocks
     DevBlock old{};
     if (rng() % 2 == 0) {

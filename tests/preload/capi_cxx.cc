@@ -29,9 +29,7 @@ int main() {
     } catch (const std::runtime_error&) {
     }
   }
-  {
-    memstep::ScopedStage outer("eval");
-  }
+  { memstep::ScopedStage outer("eval"); }
   puts("scoped ok");
   return 0;
 }

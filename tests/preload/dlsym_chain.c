@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
       fprintf(stderr, "CHECK failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                            \
-    }                                                                      \
+      return 1;                                                          \
+    }                                                                    \
   } while (0)
 
 typedef int (*IntFn)(void);
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   const int v = strcmp(argv[1], "dlvsym") == 0;
   IntFn calls = (IntFn)dlsym(RTLD_DEFAULT, "ms_interposer_calls");
   IntFn forwarded = (IntFn)dlsym(RTLD_DEFAULT, "ms_interposer_forwarded");
-  CHECK(calls != NULL && forwarded != NULL);  /* the interposer is preloaded */
+  CHECK(calls != NULL && forwarded != NULL); /* the interposer is preloaded */
   void* libm = dlopen("libm.so.6", RTLD_NOW);
   CHECK(libm != NULL);
   const int calls0 = calls(), forwarded0 = forwarded();

@@ -13,7 +13,8 @@
  *
  * The dlsym interposer finds the next dlsym with a versioned lookup
  * (GLIBC_2.34, then the base version: GLIBC_2.2.5, aarch64's GLIBC_2.17);
- * the dlvsym one finds the next dlvsym with dlsym(RTLD_NEXT), since its own dlvsym reference may bind to itself. */
+ * the dlvsym one finds the next dlvsym with dlsym(RTLD_NEXT), since its own dlvsym reference may
+ * bind to itself. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -23,7 +24,7 @@
 #define MS_EXPORT __attribute__((visibility("default")))
 
 static atomic_int g_calls;
-static atomic_int g_forwarded;  /* counted after the forwarded call returns */
+static atomic_int g_forwarded; /* counted after the forwarded call returns */
 
 static int Interposed(void) { return 4242; }
 
@@ -57,7 +58,7 @@ MS_EXPORT void* dlsym(void* handle, const char* name) {
   atomic_fetch_add(&g_calls, 1);
   if (Ours(name)) return (void*)&Interposed;
   DlsymFn next = NextDlsym();
-  if (next == NULL || next == &dlsym) return NULL;  /* a broken chain: fail, never recurse */
+  if (next == NULL || next == &dlsym) return NULL; /* a broken chain: fail, never recurse */
   void* p = next(handle, name);
   atomic_fetch_add(&g_forwarded, 1);
   return p;

@@ -39,12 +39,12 @@
 
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <spawn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

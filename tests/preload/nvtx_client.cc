@@ -20,7 +20,7 @@ namespace {
 
 using Fn = void (*)();
 constexpr int kCoreSize = 16, kCore2Size = 16;
-Fn g_core[kCoreSize];    // what the tool installed (null = no-op)
+Fn g_core[kCoreSize];  // what the tool installed (null = no-op)
 Fn g_core2[kCore2Size];
 Fn* g_core_slots[kCoreSize];
 Fn* g_core2_slots[kCore2Size];
@@ -57,8 +57,8 @@ void Init() {
   if (path == nullptr) return;
   void* h = dlopen(path, RTLD_LAZY);
   if (h == nullptr) return;
-  auto init = reinterpret_cast<int (*)(const void* (*)(uint32_t))>(
-      dlsym(h, "InitializeInjectionNvtx2"));
+  auto init =
+      reinterpret_cast<int (*)(const void* (*)(uint32_t))>(dlsym(h, "InitializeInjectionNvtx2"));
   if (init == nullptr || init(GetExportTable) == 0) {
     for (Fn& f : g_core) f = nullptr;
     for (Fn& f : g_core2) f = nullptr;

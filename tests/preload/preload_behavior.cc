@@ -284,7 +284,8 @@ void* DlLoop(void* lib) {
 int DlStress(const char* lib, int seconds) {
   pthread_t th[24];
   for (int i = 0; i < 24; ++i) {
-    CHECK(pthread_create(&th[i], nullptr, i < 16 ? DlLoop : Allocator, const_cast<char*>(lib)) == 0);
+    CHECK(pthread_create(&th[i], nullptr, i < 16 ? DlLoop : Allocator, const_cast<char*>(lib)) ==
+          0);
   }
   sleep(static_cast<unsigned>(seconds));  // duration of the soak, not synchronisation
   g_stop = true;

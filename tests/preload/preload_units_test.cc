@@ -72,8 +72,8 @@ TEST(PymemLayoutTest, HeaderOfEveryBlockMatches) {
           EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, off, n + 16 <= 512 ? n + 16 : n - 16));
         }
         // The other pool size, a block beyond the used ones, zero and large requests.
-        EXPECT_FALSE(pymem::HeaderMatches(hdr, ps == 4096 ? 16384 : 4096,
-                                          pymem::kPoolHeaderSize, n));
+        EXPECT_FALSE(
+            pymem::HeaderMatches(hdr, ps == 4096 ? 16384 : 4096, pymem::kPoolHeaderSize, n));
         EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize + (used + 1) * bs, n));
         EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize, 0));
         EXPECT_FALSE(pymem::HeaderMatches(hdr, ps, pymem::kPoolHeaderSize, 513));
@@ -249,8 +249,8 @@ TEST_F(RegionTest, ExhaustionReturnsNull) {
 // mincore counts.
 TEST_F(RegionTest, LiveBytesAndUsedRanges) {
   EXPECT_EQ(region_.LiveBytes(), 0u);
-  void* a = region_.Alloc(100, 16);     // class 128 B
-  void* b = region_.Alloc(70000, 16);   // class 128 KiB
+  void* a = region_.Alloc(100, 16);    // class 128 B
+  void* b = region_.Alloc(70000, 16);  // class 128 KiB
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(region_.LiveBytes(), 70100u);
@@ -285,16 +285,15 @@ TEST(OwnMappingsTest, ListedAndMeasured) {
   EXPECT_TRUE(listed);
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   EXPECT_EQ(ResidentBytes(a, len), 0u);
-  memset(p, 1, 3 * 4096);            // the first 3 pages
-  memset(p + (2 << 20), 1, 4096);    // one at 2 MiB
-  memset(p + (40 << 20), 1, 4096);   // one past a 38 MiB gap
+  memset(p, 1, 3 * 4096);           // the first 3 pages
+  memset(p + (2 << 20), 1, 4096);   // one at 2 MiB
+  memset(p + (40 << 20), 1, 4096);  // one past a 38 MiB gap
   EXPECT_EQ(ResidentBytes(a, len), 5 * 4096u);
   EXPECT_EQ(ResidentBytes(a, len, /*prefix=*/true), 4 * 4096u);  // stops in the gap
   RawMunmap(p, len);
   listed = false;
-  ForEachOwnMapping([&](uintptr_t start, size_t) {
-    listed |= start == reinterpret_cast<uintptr_t>(p);
-  });
+  ForEachOwnMapping(
+      [&](uintptr_t start, size_t) { listed |= start == reinterpret_cast<uintptr_t>(p); });
   EXPECT_FALSE(listed);
 }
 

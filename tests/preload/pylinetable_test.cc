@@ -5,6 +5,8 @@
 // tests/python/gen_linetable_fixtures.py with pyenv's CPython 3.10.13,
 // 3.11.7, 3.12.1 and 3.13.0; this test needs none of them.
 
+#include "preload/python/pylinetable.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -16,7 +18,6 @@
 
 #include "gtest/gtest.h"
 #include "preload/python/pyframes_layout.h"
-#include "preload/python/pylinetable.h"
 
 namespace memstep::preload {
 namespace {
@@ -204,8 +205,8 @@ TEST(PyLayout313, FromRealDebugOffsets) {
   const Fixture f = Load("pylinetable_313.txt");
   ASSERT_EQ(f.debug_offsets.size(), size_t{pylayout::kDbgSize313});
   pylayout::MemstepPyLayout l;
-  const char* why = pylayout::Layout313FromDebugOffsets(f.debug_offsets.data(),
-                                                        f.debug_offsets.size(), &l);
+  const char* why =
+      pylayout::Layout313FromDebugOffsets(f.debug_offsets.data(), f.debug_offsets.size(), &l);
   ASSERT_EQ(why, nullptr) << why;
   EXPECT_EQ(memcmp(&l, &pylayout::kLayout313, sizeof(l)), 0);
 }
@@ -221,7 +222,7 @@ TEST(PyLayout313, RefusesWhatItCannotRead) {
     ASSERT_NE(why, nullptr);
     EXPECT_NE(strstr(why, expect), nullptr) << why;
   };
-  refuse(0, 0x7970677562656478ull + 1, "cookie");                 // not "xdebugpy"
+  refuse(0, 0x7970677562656478ull + 1, "cookie");                          // not "xdebugpy"
   refuse(pylayout::kDbgVersion, 0x030E00A0, "not those of CPython 3.13");  // 3.14
   refuse(pylayout::kDbgFreeThreaded, 1, "free-threaded");
   refuse(pylayout::kDbgCodeLinetable, 0, "incomplete");

@@ -12,7 +12,7 @@
 
 #define MS_EXPORT __attribute__((visibility("default")))
 
-static int g_opened;  /* counted after each dlopen: none is a tail call */
+static int g_opened; /* counted after each dlopen: none is a tail call */
 static void* g_ctor_handle;
 static char g_ctor_error[512];
 

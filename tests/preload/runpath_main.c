@@ -6,14 +6,14 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-#define CHECK(cond)                                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      const char* e = dlerror();                                              \
-      fprintf(stderr, "CHECK failed at line %d: %s (dlerror: %s)\n", __LINE__, \
-              #cond, e != NULL ? e : "none");                                 \
-      return 1;                                                               \
-    }                                                                         \
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      const char* e = dlerror();                                                      \
+      fprintf(stderr, "CHECK failed at line %d: %s (dlerror: %s)\n", __LINE__, #cond, \
+              e != NULL ? e : "none");                                                \
+      return 1;                                                                       \
+    }                                                                                 \
   } while (0)
 
 typedef void* (*OpenFn)(const char*);

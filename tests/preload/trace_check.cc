@@ -44,8 +44,8 @@ struct Stats {
 std::set<uint64_t> g_stacks, g_strings, g_maps;
 bool g_dump = false;
 bool g_allow_truncated_tail = false;  // a kill -9 may cut the last write
-uint64_t g_planted_size = 0;            // --expect-planted-top: allocation size
-std::set<uint64_t> g_planted_stacks;    // stacks of allocations of that size
+uint64_t g_planted_size = 0;          // --expect-planted-top: allocation size
+std::set<uint64_t> g_planted_stacks;  // stacks of allocations of that size
 std::vector<std::pair<uint64_t, std::string>> g_string_text;
 
 bool Fail(const char* what) {
@@ -204,9 +204,8 @@ bool Take(const fmt::StageRecord& r, Stats* s) {
     if (id != r.stage_str) continue;
     s->stage_names.push_back(text);
     if (g_dump) {
-      std::printf("STAGE %s step=%llu phase=%llu live=%llu peak=%llu\n", text.c_str(),
-                  (ull)r.step, (ull)r.phase, (ull)r.counters.live_bytes,
-                  (ull)r.counters.peak_bytes);
+      std::printf("STAGE %s step=%llu phase=%llu live=%llu peak=%llu\n", text.c_str(), (ull)r.step,
+                  (ull)r.phase, (ull)r.counters.live_bytes, (ull)r.counters.peak_bytes);
     }
   }
   ++s->stages;
@@ -293,7 +292,7 @@ bool ParseRecords(const uint8_t* p, size_t n, Stats* s) {
     uint8_t tag;
     if (!d.Byte(&tag)) return Fail("truncated tag");
     switch (tag) {
-#define MEMSTEP_CHECK_CASE(Name, t, doc, fields)                  \
+#define MEMSTEP_CHECK_CASE(Name, t, doc, fields)                \
   case fmt::t: {                                                \
     fmt::Name##Record r;                                        \
     if (!fmt::Decode(d, &r)) return Fail("bad " doc " record"); \
@@ -401,7 +400,8 @@ int main(int argc, char** argv) {
       "trailers=%d clean=%d fork_child=%d epochs=%d alerts=%d snapshots=%d parent=%s\n",
       ok, s.chunks, s.allocs, s.frees, s.stacks, s.nonzero_stacks, s.strings, s.mappings, s.mmaps,
       s.munmaps, s.mremaps, s.steps, s.stages, s.counters, s.lost, s.notices, s.trailers, s.clean,
-      (s.flags & fmt::kFlagForkChild) != 0, s.epochs, s.alerts, s.snapshots, s.parent.empty() ? "-" : s.parent.c_str());
+      (s.flags & fmt::kFlagForkChild) != 0, s.epochs, s.alerts, s.snapshots,
+      s.parent.empty() ? "-" : s.parent.c_str());
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto need = [&](const char* what, long have) {

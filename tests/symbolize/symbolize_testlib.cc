@@ -88,8 +88,8 @@ extern "C" SYMTEST_NOINLINE void memstep_symtest_plain_c(memstep_symtest::Captur
 
 // Hidden visibility: in .symtab, never in .dynsym. Only a copy stripped of
 // .symtab that carries MiniDebugInfo (.gnu_debugdata) can still name it.
-extern "C" __attribute__((visibility("hidden"))) SYMTEST_NOINLINE void
-memstep_symtest_hidden_c(memstep_symtest::Capture* capture) {
+extern "C" __attribute__((visibility("hidden"))) SYMTEST_NOINLINE void memstep_symtest_hidden_c(
+    memstep_symtest::Capture* capture) {
   memstep_symtest::RecordCaller(capture, __LINE__);
   memstep_symtest::g_sink = memstep_symtest::g_sink + 10;
 }

@@ -93,7 +93,7 @@ std::string MiniDebugInfoCopy(const std::string& lib, const std::string& dir) {
             "strip --strip-all -R .comment -o \"$3\" \"$2\"\n"
             "objcopy --add-section .gnu_debugdata=mini_debuginfo.xz \"$3\"\n");
   return Shell("sh '" + dir + "/make.sh' '" + dir + "' '" + lib + "' '" + out + "'") == 0 ? out
-                                                                                         : "";
+                                                                                          : "";
 }
 
 // True when `path` has a section named `name` (readelf -S).

@@ -232,7 +232,8 @@ std::map<uint64_t, std::vector<A2lFrame>> Addr2line(const std::string& file,
 }
 
 TEST_F(SymbolizerTest, AgreesWithAddr2lineOnEveryByteOfTheTestFunctions) {
-  ASSERT_TRUE(HaveTool("addr2line")) << "addr2line not installed (binutils: scripts/install-deps.sh)";
+  ASSERT_TRUE(HaveTool("addr2line"))
+      << "addr2line not installed (binutils: scripts/install-deps.sh)";
   const Module module = LibModule();
   std::vector<uint64_t> pcs;
   for (void* fn : {reinterpret_cast<void*>(&memstep_symtest::OuterNamespaced),

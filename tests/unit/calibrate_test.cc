@@ -88,9 +88,10 @@ TEST(CalibrateTest, SmallLeakRateWithinTenPercentOverTwoHundredSteps) {
       covered += site.slope_low <= truth && truth <= site.slope_high;
     }
   }
-  printf("100 KiB/step leak, 200 steps: LEAK %d, sampled rate within 10%% %d, calibrated %d, "
-         "within 10%% after calibration %d, CI covers the truth %d (of 100 seeds)\n",
-         leak, sampled_within, applied, within, covered);
+  printf(
+      "100 KiB/step leak, 200 steps: LEAK %d, sampled rate within 10%% %d, calibrated %d, "
+      "within 10%% after calibration %d, CI covers the truth %d (of 100 seeds)\n",
+      leak, sampled_within, applied, within, covered);
   EXPECT_GE(leak, 95);
   EXPECT_GE(within, 95);
   EXPECT_GE(covered, 85);  // a 95 % interval

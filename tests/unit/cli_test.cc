@@ -139,10 +139,11 @@ TEST_F(CliRunTest, PassesExitCodesThrough) {
 
 TEST_F(CliRunTest, SetsTheEnvironment) {
   const std::string out = dir_.File("a/b");  // created with its parents
-  Result r = Memstep({"run", "--out", out, "--sample-interval", "512KiB", "--flush-ms=50", "--",
-                      "sh", "-c", "echo $LD_PRELOAD; echo $MEMSTEP_DIR; "
-                                  "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_FLUSH_MS"},
-                     Env({"LD_PRELOAD=/usr/lib/user.so"}));
+  Result r = Memstep(
+      {"run", "--out", out, "--sample-interval", "512KiB", "--flush-ms=50", "--", "sh", "-c",
+       "echo $LD_PRELOAD; echo $MEMSTEP_DIR; "
+       "echo $MEMSTEP_SAMPLE_INTERVAL $MEMSTEP_FLUSH_MS"},
+      Env({"LD_PRELOAD=/usr/lib/user.so"}));
   // The user's LD_PRELOAD is kept after ours (and the loader may complain
   // that /usr/lib/user.so does not exist: that is fine).
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -171,9 +172,9 @@ TEST_F(CliRunTest, SetsTheEnvironment) {
   r = Memstep({"run", "--", "sh", "-c", "echo $MEMSTEP_PROGRESSIVE"},
               Env({"MEMSTEP_OUT=" + out, "MEMSTEP_PROGRESSIVE=0"}));
   EXPECT_EQ(r.out, "0\n");
-  EXPECT_EQ(Memstep({"run", "--sample-warm", "0", "--", "true"}, Env({"MEMSTEP_OUT=" + out}))
-                .exit_code,
-            1);
+  EXPECT_EQ(
+      Memstep({"run", "--sample-warm", "0", "--", "true"}, Env({"MEMSTEP_OUT=" + out})).exit_code,
+      1);
 
   // Sizes in the one grammar (src/format/quantity.h): SI and IEC, fractions.
   r = Memstep({"run", "--sample-interval", "1MB", "--sample-warm", "1.5KiB", "--", "sh", "-c",

@@ -151,8 +151,13 @@ TEST(CoverageTest, LiveBytesIntervalsCoverTheTruth) {
   MomentCoverage c;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) RunTrainingSim(seed, c);
   const int min = MinCovered(kSeeds);
-  const char* names[] = {"", "64 KiB leak", "512 B leak", "1 KiB cache", "1.5 MiB activations",
-                         "2 MiB batch", "4 KiB two-step buffers"};
+  const char* names[] = {"",
+                         "64 KiB leak",
+                         "512 B leak",
+                         "1 KiB cache",
+                         "1.5 MiB activations",
+                         "2 MiB batch",
+                         "4 KiB two-step buffers"};
   for (int s = 1; s <= kSites; ++s) {
     printf("site %-22s live at end %d, at peak %d, in the stage %d of %d seeds (accept >= %d)\n",
            names[s], c.end[s], c.peak[s], c.stage[s], kSeeds, min);
@@ -176,8 +181,8 @@ GrowthInput LeakSeries(uint64_t seed, double size, int64_t per_step, double chur
   in.end_var_by_cohort.assign(steps, 0);
   in.interval_by_row.assign(steps, kT);
   auto sampled = [&](double s, int64_t n) {
-    std::binomial_distribution<int64_t> d(n, SampleProbability(static_cast<uint64_t>(s),
-                                                               static_cast<uint64_t>(kT)));
+    std::binomial_distribution<int64_t> d(
+        n, SampleProbability(static_cast<uint64_t>(s), static_cast<uint64_t>(kT)));
     return d(rng);
   };
   for (size_t r = 0; r < steps; ++r) {
@@ -226,9 +231,10 @@ TEST(CoverageTest, LeakRateIntervalCoversTheTruth) {
       below += g.cls == GrowthClass::kLeak && g.slope_high < truth;
     }
     const int min = MinCovered(leak);
-    printf("%s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d of them "
-           "(accept >= %d; above the truth %d, below %d)\n", k.name, leak, kSeeds, covered, min,
-           above, below);
+    printf(
+        "%s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d of them "
+        "(accept >= %d; above the truth %d, below %d)\n",
+        k.name, leak, kSeeds, covered, min, above, below);
     EXPECT_GE(leak, kSeeds / 2) << k.name;  // enough intervals to test
     EXPECT_GE(covered, min) << k.name;
   }
@@ -270,8 +276,8 @@ TEST(CoverageTest, HuntScheduleLeakRateIntervalCoversTheTruth) {
       in.end_var_by_cohort.assign(kSteps, 0);
       in.interval_by_row = t_by_row;
       for (size_t r = 0; r < kSteps; ++r) {
-        const double p = SampleProbability(static_cast<uint64_t>(k.size),
-                                           static_cast<uint64_t>(t_by_row[r]));
+        const double p =
+            SampleProbability(static_cast<uint64_t>(k.size), static_cast<uint64_t>(t_by_row[r]));
         std::binomial_distribution<int64_t> d(k.per_step, p);
         const double n = static_cast<double>(d(rng));
         const double w = k.size / p;
@@ -287,9 +293,10 @@ TEST(CoverageTest, HuntScheduleLeakRateIntervalCoversTheTruth) {
       below += g.cls == GrowthClass::kLeak && g.slope_high < truth;
     }
     const int min = MinCovered(leak);
-    printf("hunt schedule, %s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d "
-           "(accept >= %d; above the truth %d, below %d)\n", k.name, leak, kSeeds, covered, min,
-           above, below);
+    printf(
+        "hunt schedule, %s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d "
+        "(accept >= %d; above the truth %d, below %d)\n",
+        k.name, leak, kSeeds, covered, min, above, below);
     EXPECT_GE(leak, kSeeds * 95 / 100) << k.name;
     EXPECT_GE(covered, min) << k.name;
   }
@@ -320,8 +327,10 @@ TEST(CoverageTest, ExactSeriesSlopeIntervalCoversTheTruth) {
       covered += g.slope_low <= 100 * kKiB && 100 * kKiB <= g.slope_high;
       width += (g.slope_high - g.slope_low) / kSeeds;
     }
-    printf("exact series, AR(1) phi = %.1f: 95%% interval covers the slope in %d of %d seeds "
-           "(accept >= %d) width %.1f KiB\n", phi, covered, kSeeds, min, width / kKiB);
+    printf(
+        "exact series, AR(1) phi = %.1f: 95%% interval covers the slope in %d of %d seeds "
+        "(accept >= %d) width %.1f KiB\n",
+        phi, covered, kSeeds, min, width / kKiB);
     EXPECT_GE(covered, min) << "phi " << phi;
   }
 }

@@ -490,9 +490,9 @@ std::vector<uint8_t> CachingTrace(Torch mode) {
     b.DevAlloc(ts++, 1, format::kDevDevice, 0, 0x7f0000000000 + s * (32 * kMiB), 20 * kMiB,
                format::kApiCudaMalloc, 0, s);
     const int64_t reserved = static_cast<int64_t>((s + 1) * 20 * kMiB);
-    const int64_t allocated =
-        mode == Torch::kTensorsGrow ? reserved - static_cast<int64_t>(kMiB)
-                                    : static_cast<int64_t>(15 * kMiB + (s % 3) * kMiB);
+    const int64_t allocated = mode == Torch::kTensorsGrow
+                                  ? reserved - static_cast<int64_t>(kMiB)
+                                  : static_cast<int64_t>(15 * kMiB + (s % 3) * kMiB);
     const int64_t split = mode == Torch::kSplitsGrow ? static_cast<int64_t>(s * 8 * kMiB)
                                                      : static_cast<int64_t>(2 * kMiB);
     b.Counter(ts++, 1, allocated);

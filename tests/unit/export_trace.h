@@ -28,7 +28,9 @@ inline std::vector<uint8_t> ExportTrace() {
   info.pid = 42;
   info.start_mono_ns = 0;
   info.start_real_ns = 1700000000000000000ull;
-  info.tlvs.push_back({f::kTlvCmdline, std::string("train\0--steps\0" "40\0", 17)});
+  info.tlvs.push_back({f::kTlvCmdline, std::string("train\0--steps\0"
+                                                   "40\0",
+                                                   17)});
   info.tlvs.push_back({f::kTlvRankEnv, std::string("RANK=3\0", 7)});
   reader::TraceBuilder b(info);
   b.String(1, "forward");

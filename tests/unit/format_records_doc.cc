@@ -11,7 +11,8 @@ int main() {
   for (int tag = 0; tag < 256; ++tag) {
     const char* name = fmt::RecordName(static_cast<uint8_t>(tag));
     if (name == nullptr) continue;
-    std::printf("| 0x%02X | %s | `%s`\n", tag, name, fmt::FieldSignature(static_cast<uint8_t>(tag)));
+    std::printf("| 0x%02X | %s | `%s`\n", tag, name,
+                fmt::FieldSignature(static_cast<uint8_t>(tag)));
   }
   return 0;
 }

@@ -17,13 +17,21 @@ namespace memstep::analysis {
 namespace {
 
 const std::vector<std::string> kSeeds = {
-    "growth > 1MiB/step",      "peak(forward) >= 2GiB",       "leaks > 0",
-    "device_peak(backward) < 70GiB", "live_end <= 512KiB",    "rss_peak > 1.5G",
-    "device_growth > 1.5MiB/step",   "live_growth > 0.25 M/step", "device_peak > 80G",
+    "growth > 1MiB/step",
+    "peak(forward) >= 2GiB",
+    "leaks > 0",
+    "device_peak(backward) < 70GiB",
+    "live_end <= 512KiB",
+    "rss_peak > 1.5G",
+    "device_growth > 1.5MiB/step",
+    "live_growth > 0.25 M/step",
+    "device_peak > 80G",
 };
 
 // Bytes that matter to the grammar, plus a few that must be refused cleanly.
-const char kAlphabet[] = "()<>=/.0123456789 \t_-+eEKMGTBbik" "step\xff\x80";
+const char kAlphabet[] =
+    "()<>=/.0123456789 \t_-+eEKMGTBbik"
+    "step\xff\x80";
 
 std::string Mutate(std::string s, std::mt19937& rng) {
   std::uniform_int_distribution<int> op(0, 5);
@@ -71,7 +79,8 @@ TEST(GatesMutationTest, MutationsParseOrAreRefusedClearly) {
     if (g.ok()) {
       ++parsed;
       EXPECT_FALSE(g->metric.empty()) << input;
-      EXPECT_TRUE(std::isfinite(g->threshold) && g->threshold >= 0) << input << " -> " << g->threshold;
+      EXPECT_TRUE(std::isfinite(g->threshold) && g->threshold >= 0)
+          << input << " -> " << g->threshold;
       EXPECT_EQ(g->expression, input);
     } else {
       ++refused;

@@ -75,8 +75,9 @@ class SiteSim {
 // (a) 100 KiB/step of 1 KiB objects leaked, hidden in 50 MiB/step of 4 KiB
 // churn from the same site: `survivors` (default 5 MiB) live until the
 // step after next; the rest is freed, half within its step and half during
-// the next step. The survivors live one step longer than the others and so count as long-lived at one step end (sampling noise:
-// SD ~ sqrt(survivors x T) = 1.6 MiB per step end against 100 KiB/step).
+// the next step. The survivors live one step longer than the others and so count as long-lived at
+// one step end (sampling noise: SD ~ sqrt(survivors x T) = 1.6 MiB per step end against 100
+// KiB/step).
 GrowthInput LeakInChurn(uint64_t seed, size_t steps, double leak_per_step = 100 * kKiB,
                         double survivors = 5 * kMiB) {
   SiteSim sim(steps, seed);
@@ -163,10 +164,10 @@ TEST(GrowthTest, LeakInChurnIsLeakWithin100StepsAfterWarmup) {
 TEST(GrowthTest, LeakInHeavyLongLivedChurn) {
   int at100 = 0, at200 = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
-    at100 += ClassifyGrowth(LeakInChurn(seed, 120, 100 * kKiB, 50 * kMiB), 20).cls ==
-             GrowthClass::kLeak;
-    at200 += ClassifyGrowth(LeakInChurn(seed, 220, 100 * kKiB, 50 * kMiB), 20).cls ==
-             GrowthClass::kLeak;
+    at100 +=
+        ClassifyGrowth(LeakInChurn(seed, 120, 100 * kKiB, 50 * kMiB), 20).cls == GrowthClass::kLeak;
+    at200 +=
+        ClassifyGrowth(LeakInChurn(seed, 220, 100 * kKiB, 50 * kMiB), 20).cls == GrowthClass::kLeak;
   }
   printf("heavy churn: LEAK in %d of 100 seeds at 100 steps, %d at 200 steps\n", at100, at200);
   EXPECT_GE(at100, 85);
@@ -262,8 +263,10 @@ TEST(GrowthTest, HuntedLeakWithSparseHalvesIsLeak) {
     churn_leaks += ClassifyGrowth(churn, 0, ExactBounds(true)).cls == GrowthClass::kLeak;
     cache_leaks += ClassifyGrowth(cache, 0, ExactBounds(false)).cls == GrowthClass::kLeak;
   }
-  printf("hunted leak: LEAK %d, interval covers the truth %d; churn LEAK %d; stopped cache "
-         "LEAK %d (of 100 seeds)\n", leaks, covered, churn_leaks, cache_leaks);
+  printf(
+      "hunted leak: LEAK %d, interval covers the truth %d; churn LEAK %d; stopped cache "
+      "LEAK %d (of 100 seeds)\n",
+      leaks, covered, churn_leaks, cache_leaks);
   EXPECT_GE(leaks, 95);
   EXPECT_GE(covered, 90);
   EXPECT_EQ(churn_leaks, 0);

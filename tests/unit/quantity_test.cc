@@ -124,10 +124,27 @@ TEST(QuantityTest, GatesReadTheSameGrammar) {
 // past the end), never crash and never yield a non-finite value. Seeded.
 TEST(QuantityTest, SeededFuzz) {
   std::mt19937_64 rng(20261125);
-  const char* units[] = {"", "B", "b", "K", "k", "KiB", "kib", "kB", "KB", "M", "MiB", "MB", "mb",
-                         "G", "GiB", "GB", "T", "TiB", "TB"};
-  const double scales[] = {1, 1, 1, 1024, 1024, 1024, 1024, 1e3, 1e3, 1048576, 1048576, 1e6, 1e6,
-                           1073741824.0, 1073741824.0, 1e9, 1099511627776.0, 1099511627776.0, 1e12};
+  const char* units[] = {"",    "B",  "b",  "K", "k",   "KiB", "kib", "kB",  "KB", "M",
+                         "MiB", "MB", "mb", "G", "GiB", "GB",  "T",   "TiB", "TB"};
+  const double scales[] = {1,
+                           1,
+                           1,
+                           1024,
+                           1024,
+                           1024,
+                           1024,
+                           1e3,
+                           1e3,
+                           1048576,
+                           1048576,
+                           1e6,
+                           1e6,
+                           1073741824.0,
+                           1073741824.0,
+                           1e9,
+                           1099511627776.0,
+                           1099511627776.0,
+                           1e12};
   std::vector<std::string> valid;
   for (int i = 0; i < 20000; ++i) {
     const uint64_t whole = rng() % 100000;
@@ -162,9 +179,15 @@ TEST(QuantityTest, SeededFuzz) {
       for (int e = 0; e < edits && !s.empty(); ++e) {
         const size_t at = rng() % s.size();
         switch (rng() % 3) {
-          case 0: s.erase(at, 1); break;
-          case 1: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-          default: s[at] = static_cast<char>(rng() % 256); break;
+          case 0:
+            s.erase(at, 1);
+            break;
+          case 1:
+            s.insert(at, 1, alphabet[rng() % alphabet.size()]);
+            break;
+          default:
+            s[at] = static_cast<char>(rng() % 256);
+            break;
         }
       }
     } else {

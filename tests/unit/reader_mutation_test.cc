@@ -77,11 +77,21 @@ TEST(ReaderMutationTest, RandomMutationsNeverCrash) {
     for (int m = 0; m < mutations && !bytes.empty(); ++m) {
       const size_t pos = rng() % bytes.size();
       switch (rng() % 6) {
-        case 0: bytes[pos] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-        case 1: bytes[pos] = static_cast<uint8_t>(rng()); break;
-        case 2: bytes[pos] = (rng() % 2) ? 0xFF : 0x80; break;
-        case 3: bytes.resize(pos); break;
-        case 4: bytes.insert(bytes.begin() + pos, static_cast<uint8_t>(rng())); break;
+        case 0:
+          bytes[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          break;
+        case 1:
+          bytes[pos] = static_cast<uint8_t>(rng());
+          break;
+        case 2:
+          bytes[pos] = (rng() % 2) ? 0xFF : 0x80;
+          break;
+        case 3:
+          bytes.resize(pos);
+          break;
+        case 4:
+          bytes.insert(bytes.begin() + pos, static_cast<uint8_t>(rng()));
+          break;
         default: {
           const size_t n = std::min<size_t>(bytes.size() - pos, 1 + rng() % 16);
           bytes.erase(bytes.begin() + pos, bytes.begin() + pos + n);

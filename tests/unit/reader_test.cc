@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "gmock/gmock.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/reader/trace_builder.h"
 #include "tests/unit/test_util.h"
@@ -28,13 +28,13 @@ TraceBuilder AllRecords(uint8_t codec) {
   info.pid = 4242;
   info.ppid = 7;
   info.sample_interval = 524288;
-  info.tlvs = {{format::kTlvCmdline, std::string("python\0train.py\0", 16)},
-               {format::kTlvHostname, "node1"},
-               {format::kTlvRankEnv, std::string("RANK=3\0LOCAL_RANK=1\0", 20)},
-               {0x7777, "unknown tlv payload"},
-               {format::kTlvAllocator, "glibc"},
-               {format::kTlvProfiler,
-                reader::ProfilerTlv(0x7f0000000000, 0x7f0000200000, "\xbe\xef")}};
+  info.tlvs = {
+      {format::kTlvCmdline, std::string("python\0train.py\0", 16)},
+      {format::kTlvHostname, "node1"},
+      {format::kTlvRankEnv, std::string("RANK=3\0LOCAL_RANK=1\0", 20)},
+      {0x7777, "unknown tlv payload"},
+      {format::kTlvAllocator, "glibc"},
+      {format::kTlvProfiler, reader::ProfilerTlv(0x7f0000000000, 0x7f0000200000, "\xbe\xef")}};
   TraceBuilder b(info, codec);
   b.String(1, "/usr/lib/libfoo.so");
   b.String(2, "forward");
@@ -61,8 +61,8 @@ TraceBuilder AllRecords(uint8_t codec) {
 
 // A profiler TLV too short, or with an empty range, is ignored (not an error).
 TEST(ReaderTest, MalformedProfilerTlvIgnored) {
-  for (const std::string& value :
-       {std::string(8, '\x01'), ProfilerTlv(0x2000, 0x2000, ""), ProfilerTlv(0x3000, 0x1000, "x")}) {
+  for (const std::string& value : {std::string(8, '\x01'), ProfilerTlv(0x2000, 0x2000, ""),
+                                   ProfilerTlv(0x3000, 0x1000, "x")}) {
     TraceHeaderInfo info;
     info.tlvs = {{format::kTlvProfiler, value}};
     TraceBuilder b(info);
@@ -170,8 +170,7 @@ TEST_P(RoundTripTest, StepAwareRecords) {
   b.Epoch(5, 2);
   b.Step(6, 10, 0, MakeCounters(0));
   b.Alert(7, 10, format::kAlertStagePeak, 3u << 30, 2u << 30, 2, 7);
-  b.SiteSnapshot(8, 10, format::kSnapshotStagePeak, 2,
-                 {{7, 1u << 20, 16}, {8, 12345678901ull, 3}});
+  b.SiteSnapshot(8, 10, format::kSnapshotStagePeak, 2, {{7, 1u << 20, 16}, {8, 12345678901ull, 3}});
   b.Flush();
   b.Alert(9, 11, format::kAlertGrowth, 100, 50);
   b.SiteSnapshot(10, 11, format::kSnapshotRunPeak, 0, {});
@@ -224,7 +223,8 @@ TEST(ReaderTest, SnapshotWithHugeCountIsMalformed) {
   b.Epoch(1, 0);
   b.Flush();
   // SITE_SNAPSHOT claiming 2^40 sites in a few bytes.
-  b.RawBytes({format::kTagSiteSnapshot, 1, 1, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 1, 1, 1});
+  b.RawBytes(
+      {format::kTagSiteSnapshot, 1, 1, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 1, 1, 1});
   const std::vector<uint8_t>& bytes = b.Finish();
   absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
   ASSERT_TRUE(t.ok()) << t.status();
@@ -247,8 +247,8 @@ TEST(ReaderTest, DeviceRecordsRoundTrip) {
   TraceBuilder b;
   b.String(2, "forward");
   b.Stack(7, {0x401000});
-  b.DevAlloc(5, 7, format::kDevPool, 1, 0x7f00dead0000, 3 << 20, format::kApiCudaMallocAsync,
-             0xabc, 4, 2, 9);
+  b.DevAlloc(5, 7, format::kDevPool, 1, 0x7f00dead0000, 3 << 20, format::kApiCudaMallocAsync, 0xabc,
+             4, 2, 9);
   b.DevFree(6, format::kDevPool, 1, 0x7f00dead0000, 3 << 20, format::kApiCudaFreeAsync);
   b.DevFail(7, 7, format::kDevDevice, -1, uint64_t{80} << 30, format::kApiCuMemAlloc, 2, 5, 2);
   b.DevInfo(8, 5, 0, 1000, 8000, 300, 200);
@@ -414,7 +414,7 @@ TEST(ReaderTest, OutOfOrderSeqIsSorted) {
 TEST(ReaderTest, UnknownReferencesAreCounted) {
   TraceBuilder b;
   b.Alloc(1, 99, 0x10, 8, 0, 0, 0, 55);  // undefined stack 99 and string 55
-  b.MappingGone(3, 2);                     // undefined mapping
+  b.MappingGone(3, 2);                   // undefined mapping
   const std::vector<uint8_t>& bytes = b.Finish();
   absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
   ASSERT_TRUE(t.ok());

@@ -130,11 +130,11 @@ TEST(HeapReplayTest, MmapIntervalArithmetic) {
   HeapReplay r;
   r.Apply(Mmap(3, 0x10000, 0x4000));  // [0x10000, 0x14000)
   EXPECT_EQ(r.mmap_live_bytes(), 0x4000);
-  r.Apply(Munmap(0x11000, 0x1000));   // hole in the middle: two ranges
+  r.Apply(Munmap(0x11000, 0x1000));  // hole in the middle: two ranges
   EXPECT_EQ(r.mmap_live_bytes(), 0x3000);
   EXPECT_EQ(r.mmap_ranges(), 2u);
   EXPECT_EQ(r.sites()[0].live_bytes, 0x3000);
-  r.Apply(Munmap(0x0, 0x10800));      // covers the head of the first range
+  r.Apply(Munmap(0x0, 0x10800));  // covers the head of the first range
   EXPECT_EQ(r.mmap_live_bytes(), 0x2800);
   r.Apply(Mremap(0x12000, 0x2000, 0x40000, 0x8000));  // move and grow
   EXPECT_EQ(r.mmap_live_bytes(), 0x800 + 0x8000);
@@ -144,7 +144,7 @@ TEST(HeapReplayTest, MmapIntervalArithmetic) {
   r.Apply(Mmap(4, 0x44000, 0x8000));  // MAP_FIXED over the tail of site 3's range
   EXPECT_EQ(r.sites()[0].live_bytes, 0x800 + 0x4000);
   EXPECT_EQ(r.sites()[1].live_bytes, 0x8000);
-  r.Apply(Munmap(0x0, UINT64_MAX));   // everything, without overflow
+  r.Apply(Munmap(0x0, UINT64_MAX));  // everything, without overflow
   EXPECT_EQ(r.mmap_live_bytes(), 0);
   EXPECT_EQ(r.mmap_ranges(), 0u);
   EXPECT_EQ(r.sites()[0].live_bytes, 0);

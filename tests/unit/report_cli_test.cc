@@ -97,8 +97,8 @@ TEST_F(ReportCliTest, GatesPassAndFail) {
   EXPECT_THAT(pass.out, HasSubstr("pass  leaks > 1  (value 1; LEAK call sites)"));
   EXPECT_THAT(pass.out, HasSubstr("pass  growth > 1MiB/step  (value 256 KiB/step; LEAK site #1"));
 
-  Result fail = Report({trace_, "--no-symbolize", "--fail-on", "growth > 100KiB/step",
-                        "--fail-on", "peak(forward) > 2GiB", "--fail-on", "leaks>0"});
+  Result fail = Report({trace_, "--no-symbolize", "--fail-on", "growth > 100KiB/step", "--fail-on",
+                        "peak(forward) > 2GiB", "--fail-on", "leaks>0"});
   EXPECT_EQ(fail.exit_code, 3);
   EXPECT_THAT(fail.out, HasSubstr("Gates: 2 of 3 failed"));
   EXPECT_THAT(fail.out, HasSubstr("FAIL  growth > 100KiB/step  (value 256 KiB/step; LEAK site #"));
@@ -112,7 +112,8 @@ TEST_F(ReportCliTest, GatesPassAndFail) {
 
   Result json = Report({trace_, "--no-symbolize", "--format", "json", "--fail-on", "peak > 1K"});
   EXPECT_EQ(json.exit_code, 3);
-  EXPECT_THAT(json.out, HasSubstr("\"gates\":[{\"expression\":\"peak > 1K\",\"metric\":\"peak\",\"value\":"));
+  EXPECT_THAT(json.out,
+              HasSubstr("\"gates\":[{\"expression\":\"peak > 1K\",\"metric\":\"peak\",\"value\":"));
   EXPECT_THAT(json.out, HasSubstr("\"passed\":false"));
   EXPECT_THAT(json.out, HasSubstr("\"class\":\"LEAK\",\"growth_bytes_per_step\":262144"));
 }
@@ -151,9 +152,8 @@ TEST(ReportCliDeviceTest, DeviceGatesExitThree) {
   testing::TempDir dir;
   const std::string trace = dir.File("dev.trace");
   ASSERT_TRUE(testing::WriteFile(trace, testing::PlantedDeviceTrace()));
-  Result pass = Report({trace, "--no-symbolize", "--fail-on", "device_peak > 353MiB",
-                        "--fail-on", "device_peak(forward) > 352M", "--fail-on",
-                        "device_growth > 2MiB/step"});
+  Result pass = Report({trace, "--no-symbolize", "--fail-on", "device_peak > 353MiB", "--fail-on",
+                        "device_peak(forward) > 352M", "--fail-on", "device_growth > 2MiB/step"});
   EXPECT_EQ(pass.exit_code, 0) << pass.err;
   EXPECT_THAT(pass.out, HasSubstr("Gates: 0 of 3 failed"));
   EXPECT_THAT(pass.out, HasSubstr("pass  device_peak > 353MiB  (value 353 MiB; device 0, pid 9, "
@@ -161,10 +161,10 @@ TEST(ReportCliDeviceTest, DeviceGatesExitThree) {
   EXPECT_THAT(pass.out, HasSubstr("pass  device_growth > 2MiB/step  (value 2.00 MiB/step; LEAK "
                                   "device site #1 (pid 9))"));
 
-  Result fail = Report({trace, "--no-symbolize", "--fail-on", "device_peak > 8GiB", "--fail-on",
-                        "device_peak >= 353M", "--fail-on", "device_peak(backward) > 300M",
-                        "--fail-on", "device_growth > 1M/step", "--fail-on",
-                        "device_peak(optimizer) > 1G"});
+  Result fail =
+      Report({trace, "--no-symbolize", "--fail-on", "device_peak > 8GiB", "--fail-on",
+              "device_peak >= 353M", "--fail-on", "device_peak(backward) > 300M", "--fail-on",
+              "device_growth > 1M/step", "--fail-on", "device_peak(optimizer) > 1G"});
   EXPECT_EQ(fail.exit_code, 3);
   EXPECT_THAT(fail.out, HasSubstr("Gates: 4 of 5 failed"));
   EXPECT_THAT(fail.out, HasSubstr("pass  device_peak > 8GiB"));
@@ -176,8 +176,8 @@ TEST(ReportCliDeviceTest, DeviceGatesExitThree) {
   EXPECT_THAT(fail.err, HasSubstr("memstep: gate failed: device_peak(optimizer) > 1G (no stage "
                                   "'optimizer' in the trace)"));
 
-  Result json = Report({trace, "--no-symbolize", "--format", "json", "--fail-on",
-                        "device_peak > 100M"});
+  Result json =
+      Report({trace, "--no-symbolize", "--format", "json", "--fail-on", "device_peak > 100M"});
   EXPECT_EQ(json.exit_code, 3);
   EXPECT_THAT(json.out, HasSubstr("{\"expression\":\"device_peak > 100M\",\"metric\":"
                                   "\"device_peak\",\"value\":370147328,\"passed\":false,"

@@ -146,7 +146,8 @@ TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
   EXPECT_THAT(text, HasSubstr("leaks; heap peak +100% over the median"));
   // The two alike ranks carry no note.
   size_t notes = 0;
-  for (size_t at = text.find("<- "); at != std::string::npos; at = text.find("<- ", at + 1)) ++notes;
+  for (size_t at = text.find("<- "); at != std::string::npos; at = text.find("<- ", at + 1))
+    ++notes;
   EXPECT_EQ(notes, 1u) << text;
   r.processes.resize(1);
   EXPECT_THAT(FormatText(r), Not(HasSubstr("Ranks (")));
@@ -191,8 +192,10 @@ TEST(JsonReportTest, Fields) {
   bool in_string = false;
   for (size_t i = 0; i < json.size(); ++i) {
     if (in_string) {
-      if (json[i] == '\\') ++i;
-      else if (json[i] == '"') in_string = false;
+      if (json[i] == '\\')
+        ++i;
+      else if (json[i] == '"')
+        in_string = false;
     } else if (json[i] == '"') {
       in_string = true;
     } else if (json[i] == '{' || json[i] == '[') {
@@ -288,7 +291,7 @@ TEST(TextReportTest, MemstepFramesDroppedAndUnnamedFramesShowOffset) {
   b.String(5, "/nonexistent/lib/libgone.so");
   b.String(6, "forward");
   b.Mapping(1, 0, 0x1000000, 0x1100000, 0x1000000, 1, "APP");
-  b.Mapping(2, 0, 0x7000000, 0x7100000, 0x7000000, 2, "");  // the range says so
+  b.Mapping(2, 0, 0x7000000, 0x7100000, 0x7000000, 2, "");      // the range says so
   b.Mapping(3, 0, 0x8000000, 0x8100000, 0x8000000, 3, "PROF");  // the build-id says so
   b.Mapping(4, 0, 0x9000000, 0x9100000, 0x9000000, 4, "");
   b.Mapping(5, 0, 0xA000000, 0xA100000, 0xA000000, 5, "");

@@ -10,11 +10,12 @@
 // verdict from noise has probability well below 1e-9 per case; 50
 // repetitions per case must all agree.
 
+#include "src/analysis/rss_explain.h"
+
 #include <random>
 
 #include "gtest/gtest.h"
 #include "src/analysis/growth.h"
-#include "src/analysis/rss_explain.h"
 #include "src/reader/reader.h"
 #include "src/reader/trace_builder.h"
 
@@ -23,8 +24,8 @@ namespace {
 
 struct Rates {
   double live = 0, frag = 0, cache = 0, mmap = 0, file = 0, other = 0, own = 0;
-  bool stats = true;           // allocator statistics recorded
-  size_t stat_every = 1;       // ... at every k-th step (rate limit)
+  bool stats = true;      // allocator statistics recorded
+  size_t stat_every = 1;  // ... at every k-th step (rate limit)
 };
 
 constexpr size_t kSteps = 60;
@@ -75,9 +76,9 @@ void ExpectVerdict(const Rates& r, const std::string& verdict, RssInput* last = 
     RssInput in = Build(r, 1000 + rep);
     if (last != nullptr) in.sites = last->sites;
     const RssExplain x = ExplainRss(in, GrowthOptions{});
-    ASSERT_EQ(x.verdict, verdict) << "rep " << rep << ": " << x.reason << " rss "
-                                  << x.rss_per_step << " live " << x.live_per_step << " frag "
-                                  << x.frag_per_step << " cache " << x.cache_per_step;
+    ASSERT_EQ(x.verdict, verdict) << "rep " << rep << ": " << x.reason << " rss " << x.rss_per_step
+                                  << " live " << x.live_per_step << " frag " << x.frag_per_step
+                                  << " cache " << x.cache_per_step;
     if (out != nullptr && rep == 0) *out = x;
   }
 }

@@ -73,7 +73,8 @@ std::vector<uint8_t> PlantedTrace(bool restart) {
     const uint64_t bwd_peak = live1 + 4 * kMiB + (step == 33 ? 32 * kMiB : kMiB);
     b.Free(ts++, churn);
     b.Stage(ts++, 2, label(step), 1, C(live1, bwd_peak, rss));
-    if (step == 33) b.SiteSnapshot(ts++, label(33), format::kSnapshotStagePeak, 2, {{2, 36 * kMiB, 9}});
+    if (step == 33)
+      b.SiteSnapshot(ts++, label(33), format::kSnapshotStagePeak, 2, {{2, 36 * kMiB, 9}});
     ts += 1000000;
     b.Step(ts++, label(step), 1, C(live1, std::max(fwd_peak, bwd_peak), 2 * live1 + step * kMiB));
     if (step == 40) b.Alert(ts++, label(40), format::kAlertGrowth, 300 * kKiB, 200 * kKiB, 0, 1);
@@ -200,7 +201,8 @@ TEST_P(StepAnalysisTest, RepeatedStepNumbersAreWarnedAbout) {
   absl::StatusOr<Report> r = AnalyzeRun(dir_.path(), options_);
   ASSERT_TRUE(r.ok()) << r.status();
   bool warned = false;
-  for (const std::string& w : r->warnings) warned |= w.find("step numbers repeat") != std::string::npos;
+  for (const std::string& w : r->warnings)
+    warned |= w.find("step numbers repeat") != std::string::npos;
   EXPECT_EQ(warned, GetParam());
   for (size_t k = 0; k < r->steps.size(); ++k) EXPECT_EQ(r->steps[k].step, k);
 }

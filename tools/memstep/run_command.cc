@@ -54,14 +54,16 @@ std::string StepUsage() {
          "                          than BYTES per step (Theil-Sen over the last 50 steps)\n"
          "  --alert-peak BYTES      alert when a step's peak exceeds     MEMSTEP_ALERT_PEAK\n"
          "  --alert-device-peak BYTES\n"
-         "                          alert when a step's device peak      MEMSTEP_ALERT_DEVICE_PEAK\n"
+         "                          alert when a step's device peak      "
+         "MEMSTEP_ALERT_DEVICE_PEAK\n"
          "                          (device + managed + VMM + pool bytes of one device)\n"
          "                          exceeds BYTES\n"
          "  --alert-stage-peak STAGE=BYTES  alert when STAGE's peak in a step exceeds BYTES;\n"
          "                          repeatable                           MEMSTEP_ALERT_STAGE_PEAK\n"
          "                          (\"forward=2GiB,backward=3GiB\")\n"
          "  --alert-command CMD     run CMD (/bin/sh -c) on each alert  MEMSTEP_ALERT_COMMAND\n"
-         "                          with MEMSTEP_ALERT_RULE/VALUE/THRESHOLD/STEP set; never waited on\n"
+         "                          with MEMSTEP_ALERT_RULE/VALUE/THRESHOLD/STEP set; never waited "
+         "on\n"
          "  --alert-abort           abort the program after an alert    MEMSTEP_ALERT_ABORT=1\n"
          "  --window SECONDS        without step markers, time windows  MEMSTEP_WINDOW (10)\n"
          "                          act as steps (0 = off)\n"
@@ -72,7 +74,8 @@ std::string StepUsage() {
          "Alerts print one line on stderr (\"memstep: ALERT growth: ...\") and never stop the\n"
          "program unless --alert-abort. NVTX_INJECTION64_PATH is set to libmemstep.so unless\n"
          "already set. Python: PYTHONPATH gets <python>/startup and <python>, where <python>\n"
-         "is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/" MEMSTEP_BIN_TO_PYTHON "; its\n"
+         "is $MEMSTEP_PYTHON_DIR, <bin>/../python or <bin>/" MEMSTEP_BIN_TO_PYTHON
+         "; its\n"
          "start-up hook also hooks Python's own allocator (pymalloc), also with\n"
          "--no-python-hooks; MEMSTEP_PYMEM=0 leaves it alone.\n";
 }
@@ -101,10 +104,9 @@ struct StepEnv {
 // fills `env`. Returns an error message, or "" when all are valid.
 std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
                            const std::string& peak, const std::string& device_peak,
-                           const std::vector<std::string>& stage_peaks,
-                           const std::string& command, bool abort_on_alert,
-                           const std::string& window, const std::string& step_range,
-                           bool python_hooks, StepEnv* env) {
+                           const std::vector<std::string>& stage_peaks, const std::string& command,
+                           bool abort_on_alert, const std::string& window,
+                           const std::string& step_range, bool python_hooks, StepEnv* env) {
   if (!warmup.empty()) {
     absl::StatusOr<uint64_t> v = ParseUint(warmup);
     if (!v.ok()) return absl::StrCat("--warmup / MEMSTEP_WARMUP: ", v.status().message());
@@ -262,8 +264,8 @@ int RunMain(const std::vector<std::string>& args) {
   if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
   std::string warmup = Env("MEMSTEP_WARMUP"), growth = Env("MEMSTEP_ALERT_GROWTH"),
               peak = Env("MEMSTEP_ALERT_PEAK"), device_peak = Env("MEMSTEP_ALERT_DEVICE_PEAK"),
-              alert_command = Env("MEMSTEP_ALERT_COMMAND"),
-              window = Env("MEMSTEP_WINDOW"), step_range = Env("MEMSTEP_STEP_RANGE");
+              alert_command = Env("MEMSTEP_ALERT_COMMAND"), window = Env("MEMSTEP_WINDOW"),
+              step_range = Env("MEMSTEP_STEP_RANGE");
   std::vector<std::string> stage_peaks;
   bool stage_peaks_from_options = false;
   if (std::string e = Env("MEMSTEP_ALERT_STAGE_PEAK"); !e.empty()) stage_peaks.push_back(e);
@@ -379,8 +381,9 @@ int RunMain(const std::vector<std::string>& args) {
   }
 
   StepEnv step_env;
-  if (std::string err = PrepareStepEnv(warmup, growth, peak, device_peak, stage_peaks, alert_command,
-                                       abort_on_alert, window, step_range, python_hooks, &step_env);
+  if (std::string err =
+          PrepareStepEnv(warmup, growth, peak, device_peak, stage_peaks, alert_command,
+                         abort_on_alert, window, step_range, python_hooks, &step_env);
       !err.empty()) {
     return UsageError(err);
   }
@@ -426,12 +429,13 @@ int RunMain(const std::vector<std::string>& args) {
   for (int k = 0; k < 4; ++k) sigaction(kForwarded[k], &sa, &old_actions[k]);
 
   std::cout.flush();
-  std::cerr.flush();  std::string hunt;
+  std::cerr.flush();
+  std::string hunt;
   if (!hunt_text.empty()) {
     absl::StatusOr<double> pct = ParsePercent(hunt_text);
     if (!pct.ok()) {
-      return UsageError(absl::StrCat("--hunt-budget / MEMSTEP_HUNT_BUDGET: ", pct.status().message(),
-                                     " (0 = no leak hunt)"));
+      return UsageError(absl::StrCat(
+          "--hunt-budget / MEMSTEP_HUNT_BUDGET: ", pct.status().message(), " (0 = no leak hunt)"));
     }
     hunt = absl::StrCat(*pct);
   }

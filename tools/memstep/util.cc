@@ -9,8 +9,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "tools/memstep/cli.h"
 #include "src/format/quantity.h"
+#include "tools/memstep/cli.h"
 
 #ifndef MEMSTEP_BIN_TO_LIB
 #define MEMSTEP_BIN_TO_LIB "../lib"
@@ -40,8 +40,8 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
   const char* err = fmt::ParseQuantity(text.data(), text.size(), kAccept, &q);
   if (err == nullptr && !q.fits) err = "too large";
   if (err != nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a size (", err, "); expected ", fmt::QuantityForms(kAccept)));
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a size (", err,
+                                                   "); expected ", fmt::QuantityForms(kAccept)));
   }
   return q.bytes;
 }
@@ -89,9 +89,9 @@ absl::StatusOr<std::string> FindPreloadLibrary(const std::string& exe_dir) {
       return c;
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      "libmemstep.so not found (looked in ", candidates[0], ", ", candidates[1], ", ",
-      candidates[2], ", ", candidates[3], "); set MEMSTEP_LIB to its path"));
+  return absl::NotFoundError(absl::StrCat("libmemstep.so not found (looked in ", candidates[0],
+                                          ", ", candidates[1], ", ", candidates[2], ", ",
+                                          candidates[3], "); set MEMSTEP_LIB to its path"));
 }
 
 std::string MainUsage() {
@@ -100,7 +100,8 @@ std::string MainUsage() {
          "memstep profiles the memory of a training job, step by step.\n"
          "\n"
          "commands:\n"
-         "  run [options] -- COMMAND ARGS...   run COMMAND with the profiler, write a run directory\n"
+         "  run [options] -- COMMAND ARGS...   run COMMAND with the profiler, write a run "
+         "directory\n"
          "  report RUN_DIR|TRACE [options]     analyze a run directory or one trace file\n"
          "\n"
          "  memstep --help | -h                this help\n"
@@ -145,7 +146,8 @@ std::string RunUsage() {
          "\n"
          "environment:\n"
          "  MEMSTEP_LIB             path of libmemstep.so (default: next to this program,\n"
-         "                          <bin>/" MEMSTEP_BIN_TO_LIB "/libmemstep.so (installed), <bin>/../lib,\n"
+         "                          <bin>/" MEMSTEP_BIN_TO_LIB
+         "/libmemstep.so (installed), <bin>/../lib,\n"
          "                          <bin>, <bin>/../lib/memstep)\n"
          "The command sees LD_PRELOAD (libmemstep.so first, then yours), MEMSTEP_DIR and the\n"
          "MEMSTEP_* settings above.\n";

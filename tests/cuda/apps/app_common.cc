@@ -71,7 +71,8 @@ std::string Hex(uint64_t v) {
 std::string Where() {  // " step=S stage=NAME" of the current position
   Tally& t = *g_tally;
   std::string s = " step=" + (t.step_open ? std::to_string(t.step) : std::string("-"));
-  s += " stage=" + (t.open_stages.empty() ? std::string("-") : t.stages[t.open_stages.back()].stage);
+  s +=
+      " stage=" + (t.open_stages.empty() ? std::string("-") : t.stages[t.open_stages.back()].stage);
   return s;
 }
 
@@ -132,11 +133,15 @@ bool ViaDriver() {
 const char* Lowest(const char* api) {
   if (!ViaDriver()) return api;
   static const char* const kMap[][2] = {
-      {"cudaMalloc", "cuMemAlloc_v2"},          {"cudaFree", "cuMemFree_v2"},
-      {"cudaMallocAsync", "cuMemAllocAsync"},   {"cudaFreeAsync", "cuMemFreeAsync"},
+      {"cudaMalloc", "cuMemAlloc_v2"},
+      {"cudaFree", "cuMemFree_v2"},
+      {"cudaMallocAsync", "cuMemAllocAsync"},
+      {"cudaFreeAsync", "cuMemFreeAsync"},
       {"cudaMallocFromPoolAsync", "cuMemAllocFromPoolAsync"},
-      {"cudaHostRegister", "cuMemHostRegister_v2"}, {"cudaHostUnregister", "cuMemHostUnregister"},
-      {"cudaMallocArray", "cuArray3DCreate_v2"},    {"cudaMalloc3DArray", "cuArray3DCreate_v2"},
+      {"cudaHostRegister", "cuMemHostRegister_v2"},
+      {"cudaHostUnregister", "cuMemHostUnregister"},
+      {"cudaMallocArray", "cuArray3DCreate_v2"},
+      {"cudaMalloc3DArray", "cuArray3DCreate_v2"},
       {"cudaMallocMipmappedArray", "cuMipmappedArrayCreate"},
       {"cudaFreeArray", "cuArrayDestroy"},
       {"cudaFreeMipmappedArray", "cuMipmappedArrayDestroy"},
@@ -164,10 +169,9 @@ void Alloc(Kind kind, const char* api, int dev, uint64_t addr, uint64_t size, co
         api);
   std::lock_guard<std::mutex> l(g_mu);
   Tally& t = *g_tally;
-  t.lines.push_back(std::string("alloc kind=") + fc_kind_name(kind) + " api=" + api +
-                    " dev=" + std::to_string(dev) + " addr=" + Hex(addr) +
-                    " size=" + std::to_string(size) + " aux=" + Hex(aux) + Where() +
-                    " func=" + func);
+  t.lines.push_back(std::string("alloc kind=") + fc_kind_name(kind) + " api=" + api + " dev=" +
+                    std::to_string(dev) + " addr=" + Hex(addr) + " size=" + std::to_string(size) +
+                    " aux=" + Hex(aux) + Where() + " func=" + func);
   t.live_blocks[addr] = Block{kind, size, api};
   t.used[kind] = true;
   t.count[kind]++;
@@ -261,7 +265,8 @@ void StepEnd(uint64_t step) {
   MEMSTEP_STEP_END(step);
   std::lock_guard<std::mutex> l(g_mu);
   Tally& t = *g_tally;
-  if (!t.step_open || t.step != step) Die("StepEnd(%llu) without that step", (unsigned long long)step);
+  if (!t.step_open || t.step != step)
+    Die("StepEnd(%llu) without that step", (unsigned long long)step);
   for (int k = 0; k < kKinds; ++k) t.steps.back().live[k] = t.live[k];
   t.step_open = false;
 }

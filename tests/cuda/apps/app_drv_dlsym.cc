@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
   auto first = Sym<PFN_cuGetProcAddress_v2>("cuGetProcAddress_v2");
   void* fn = nullptr;
   int status = -1;
-  CheckRc(first("cuGetProcAddress", &fn, 12000, 0, &status), 0, "cuGetProcAddress(cuGetProcAddress)");
+  CheckRc(first("cuGetProcAddress", &fn, 12000, 0, &status), 0,
+          "cuGetProcAddress(cuGetProcAddress)");
   g_gpa = reinterpret_cast<PFN_cuGetProcAddress_v2>(fn);
   Check(g_gpa != nullptr && status == 0, "the driver's cuGetProcAddress");
 

@@ -91,8 +91,8 @@ PLANTED void planted_dyn_async_ptsz() {
   CheckRc(cudaMallocAsync_ptsz(&b.async_ptsz, MiB + 13, nullptr), 0, "cudaMallocAsync_ptsz");
   Alloc(kPool, Lowest("cudaMallocAsync"), 0, (uint64_t)b.async_ptsz, MiB + 13, __func__);
   // The per-thread form must reach the per-thread function, at every layer.
-  CheckMadeBy((uint64_t)b.async_ptsz,
-              ViaDriver() ? "cuMemAllocAsync_ptsz" : "cudaMallocAsync_ptsz", Owner());
+  CheckMadeBy((uint64_t)b.async_ptsz, ViaDriver() ? "cuMemAllocAsync_ptsz" : "cudaMallocAsync_ptsz",
+              Owner());
 }
 
 PLANTED void planted_dyn_frompool() {
@@ -103,8 +103,8 @@ PLANTED void planted_dyn_frompool() {
   CheckRc(cudaMemPoolCreate(&b.pool, &props), 0, "cudaMemPoolCreate");
   CheckRc(cudaMallocFromPoolAsync(&b.frompool, 512 * KiB + 17, b.pool, nullptr), 0,
           "cudaMallocFromPoolAsync");
-  Alloc(kPool, Lowest("cudaMallocFromPoolAsync"), 0, (uint64_t)b.frompool, 512 * KiB + 17,
-        __func__, (uint64_t)b.pool);
+  Alloc(kPool, Lowest("cudaMallocFromPoolAsync"), 0, (uint64_t)b.frompool, 512 * KiB + 17, __func__,
+        (uint64_t)b.pool);
 }
 
 PLANTED void planted_dyn_frompool_ptsz() {

@@ -63,8 +63,7 @@ PLANTED void planted_local_module_call() {
 PLANTED void planted_local_dlsym_malloc() {
   g_cudart = Open("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
   void* p = nullptr;
-  CheckRc(Sym<MallocFn>(g_cudart, "cudaMalloc")(&p, 2 * MiB + 43), 0,
-          "dlsym(handle, cudaMalloc)");
+  CheckRc(Sym<MallocFn>(g_cudart, "cudaMalloc")(&p, 2 * MiB + 43), 0, "dlsym(handle, cudaMalloc)");
   Alloc(kDevice, Lowest("cudaMalloc"), 0, (uint64_t)p, 2 * MiB + 43, __func__);
   CheckOwner((uint64_t)p);
   CheckRc(Sym<FreeFn>(g_cudart, "cudaFree")(p), 0, "dlsym(handle, cudaFree)");

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
       fprintf(stderr, "call_bench: a call failed\n");
       return 1;
     }
-    printf("RESULT %s ns_per_pair %.1f\n", async ? "cudaMallocAsync+cudaFreeAsync" : "cudaMalloc+cudaFree",
+    printf("RESULT %s ns_per_pair %.1f\n",
+           async ? "cudaMallocAsync+cudaFreeAsync" : "cudaMalloc+cudaFree",
            (NowNs() - t0) / static_cast<double>(n));
   }
   return 0;

@@ -93,8 +93,7 @@ typedef CUresult (*PFN_cuMemUnmap)(CUdeviceptr ptr, size_t size);
 typedef CUresult (*PFN_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                        size_t count);
 typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t* granularity,
-                                                      const CUmemAllocationProp* prop,
-                                                      int option);
+                                                      const CUmemAllocationProp* prop, int option);
 typedef CUresult (*PFN_cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize);
 typedef CUresult (*PFN_cuMemFree_v2)(CUdeviceptr dptr);
 

@@ -129,8 +129,8 @@ static CUresult CtxAlloc(const char* call, int kind, uint64_t size, fc_pool* poo
   }
   if (kind == FC_POOL && pool == NULL) pool = fc_default_pool(dev);
   uint64_t addr = 0;
-  int err = fc_alloc(call, kind, kind == FC_PINNED ? -1 : dev, size, pool, aux, FC_OWNER_DRIVER,
-                     &addr);
+  int err =
+      fc_alloc(call, kind, kind == FC_PINNED ? -1 : dev, size, pool, aux, FC_OWNER_DRIVER, &addr);
   if (err == 0) memcpy(out, &addr, sizeof addr); /* a CUdeviceptr or a void* */
   return err;
 }
@@ -207,8 +207,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* d, size_t n, CUmemoryPool p
   (void)s;
   return AllocFromPool("cuMemAllocFromPoolAsync", d, n, p);
 }
-EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool p,
-                                             CUstream s) {
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t n, CUmemoryPool p, CUstream s) {
   (void)s;
   return AllocFromPool("cuMemAllocFromPoolAsync_ptsz", d, n, p);
 }
@@ -272,7 +271,11 @@ EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value) 
 static pthread_mutex_t g_vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { uint64_t base, size; } g_res[MAX_RESERVATIONS];
 static struct { uint64_t va, size, handle; } g_maps[MAX_MAPPINGS];
-static struct { uint64_t handle; int maps; int released; } g_handles[MAX_MAPPINGS];
+static struct {
+  uint64_t handle;
+  int maps;
+  int released;
+} g_handles[MAX_MAPPINGS];
 
 static int HandleSlot(uint64_t h, int create) {
   int free_slot = -1;
@@ -297,7 +300,8 @@ static void MaybeReturn(const char* call, int i) {
 
 static int InReservation(uint64_t va, uint64_t size) {
   for (int i = 0; i < MAX_RESERVATIONS; ++i) {
-    if (g_res[i].size && va >= g_res[i].base && va + size <= g_res[i].base + g_res[i].size) return 1;
+    if (g_res[i].size && va >= g_res[i].base && va + size <= g_res[i].base + g_res[i].size)
+      return 1;
   }
   return 0;
 }
@@ -327,8 +331,10 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignm
     }
   }
   pthread_mutex_unlock(&g_vmm_mu);
-  if (r != CUDA_SUCCESS) fc_unreserve(base, size);
-  else *ptr = (CUdeviceptr)base;
+  if (r != CUDA_SUCCESS)
+    fc_unreserve(base, size);
+  else
+    *ptr = (CUdeviceptr)base;
   fc_log("cuMemAddressReserve", "none", 0, -1, size, r ? 0 : (uint64_t)base, 0, r);
   return r;
 }
@@ -468,9 +474,10 @@ EXPORT CUresult cuMemHostUnregister(void* p) {
 
 /* Bytes per element of a CUarray_format x channels (0: not supported here). */
 static uint64_t FormatBytes(int format, unsigned channels) {
-  uint64_t b = format == 0x01 || format == 0x08 ? 1
+  uint64_t b = format == 0x01 || format == 0x08                     ? 1
                : format == 0x02 || format == 0x09 || format == 0x10 ? 2
-               : format == 0x03 || format == 0x0a || format == 0x20 ? 4 : 0;
+               : format == 0x03 || format == 0x0a || format == 0x20 ? 4
+                                                                    : 0;
   return channels >= 1 && channels <= 4 ? b * channels : 0;
 }
 
@@ -505,17 +512,17 @@ EXPORT CUresult cuArrayCreate_v2(CUarray* a, const CUDA_ARRAY_DESCRIPTOR* d) {
 
 EXPORT CUresult cuArray3DCreate_v2(CUarray* a, const CUDA_ARRAY3D_DESCRIPTOR* d) {
   if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
-  return ArrayCreate("cuArray3DCreate_v2", a,
-                     ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height,
-                                d->Depth, 1));
+  return ArrayCreate(
+      "cuArray3DCreate_v2", a,
+      ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height, d->Depth, 1));
 }
 
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* a, const CUDA_ARRAY3D_DESCRIPTOR* d,
                                        unsigned int levels) {
   if (d == NULL || levels == 0) return CUDA_ERROR_INVALID_VALUE;
-  return ArrayCreate("cuMipmappedArrayCreate", (CUarray*)a,
-                     ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height,
-                                d->Depth, levels));
+  return ArrayCreate(
+      "cuMipmappedArrayCreate", (CUarray*)a,
+      ArrayBytes(FormatBytes(d->Format, d->NumChannels), d->Width, d->Height, d->Depth, levels));
 }
 
 EXPORT CUresult cuArrayDestroy(CUarray a) {
@@ -535,8 +542,8 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* d, CUipcMemHandle h, unsigned
   if (d == NULL || flags > 1) return CUDA_ERROR_INVALID_VALUE;
   if (fc_ctx_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
   uint64_t addr = 0;
-  CUresult r = fc_ipc_open("cuIpcOpenMemHandle_v2", (const fc_ipc_handle*)&h, FC_OWNER_DRIVER,
-                           &addr);
+  CUresult r =
+      fc_ipc_open("cuIpcOpenMemHandle_v2", (const fc_ipc_handle*)&h, FC_OWNER_DRIVER, &addr);
   if (r == CUDA_SUCCESS) *d = addr;
   return r;
 }
@@ -614,50 +621,78 @@ EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void* value
 /* ---------------------------------------------------------------- cuGetProcAddress */
 
 struct Entry {
-  const char* name;   /* what callers ask for */
-  int min_version;    /* below: VERSION_NOT_SUFFICIENT */
-  int v2_from;        /* from this version on, `v2` is returned (0: never) */
+  const char* name; /* what callers ask for */
+  int min_version;  /* below: VERSION_NOT_SUFFICIENT */
+  int v2_from;      /* from this version on, `v2` is returned (0: never) */
   void* fn;
   void* v2;
-  void* ptsz;         /* flags & 2 */
+  void* ptsz; /* flags & 2 */
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
                                     cuuint64_t flags, int* symbolStatus);
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags);
 
-#define E(name, minv) {#name, minv, 0, (void*)name, NULL, NULL}
-#define EV2(name, minv, from, v2) {#name, minv, from, (void*)name, (void*)v2, NULL}
-#define EPT(name, minv) {#name, minv, 0, (void*)name, NULL, (void*)name##_ptsz}
+#define E(name, minv) \
+  { #name, minv, 0, (void*)name, NULL, NULL }
+#define EV2(name, minv, from, v2) \
+  { #name, minv, from, (void*)name, (void*)v2, NULL }
+#define EPT(name, minv) \
+  { #name, minv, 0, (void*)name, NULL, (void*)name##_ptsz }
 static const struct Entry kEntries[] = {
     EV2(cuGetProcAddress, 11030, 12000, cuGetProcAddress_v2),
-    E(cuInit, 2000), E(cuDriverGetVersion, 2020), E(cuDeviceGet, 2000), E(cuDeviceGetCount, 2000),
-    E(cuDevicePrimaryCtxRetain, 7000), E(cuDevicePrimaryCtxRelease, 7000),
-    E(cuCtxSetCurrent, 4000), E(cuCtxGetCurrent, 4000), E(cuCtxGetDevice, 2000),
-    E(cuGetExportTable, 3000), E(cuGetErrorString, 6000),
+    E(cuInit, 2000),
+    E(cuDriverGetVersion, 2020),
+    E(cuDeviceGet, 2000),
+    E(cuDeviceGetCount, 2000),
+    E(cuDevicePrimaryCtxRetain, 7000),
+    E(cuDevicePrimaryCtxRelease, 7000),
+    E(cuCtxSetCurrent, 4000),
+    E(cuCtxGetCurrent, 4000),
+    E(cuCtxGetDevice, 2000),
+    E(cuGetExportTable, 3000),
+    E(cuGetErrorString, 6000),
     {"cuMemGetInfo", 2000, 3020, NULL, (void*)cuMemGetInfo_v2, NULL},
     EV2(cuMemAlloc, 2000, 3020, cuMemAlloc_v2),
     {"cuMemFree", 2000, 3020, NULL, (void*)cuMemFree_v2, NULL},
     {"cuMemAllocPitch", 2000, 3020, NULL, (void*)cuMemAllocPitch_v2, NULL},
     {"cuMemAllocHost", 2000, 3020, NULL, (void*)cuMemAllocHost_v2, NULL},
-    E(cuMemHostAlloc, 2020), E(cuMemFreeHost, 2000), E(cuMemAllocManaged, 6000),
-    EPT(cuMemAllocAsync, 11020), EPT(cuMemFreeAsync, 11020), EPT(cuMemAllocFromPoolAsync, 11020),
-    E(cuDeviceGetDefaultMemPool, 11020), E(cuMemPoolCreate, 11020), E(cuMemPoolDestroy, 11020),
-    E(cuMemPoolTrimTo, 11020), E(cuMemPoolGetAttribute, 11020), E(cuMemPoolSetAttribute, 11020),
-    E(cuMemAddressReserve, 10020), E(cuMemAddressFree, 10020), E(cuMemCreate, 10020),
-    E(cuMemRelease, 10020), E(cuMemMap, 10020), E(cuMemUnmap, 10020), E(cuMemSetAccess, 10020),
+    E(cuMemHostAlloc, 2020),
+    E(cuMemFreeHost, 2000),
+    E(cuMemAllocManaged, 6000),
+    EPT(cuMemAllocAsync, 11020),
+    EPT(cuMemFreeAsync, 11020),
+    EPT(cuMemAllocFromPoolAsync, 11020),
+    E(cuDeviceGetDefaultMemPool, 11020),
+    E(cuMemPoolCreate, 11020),
+    E(cuMemPoolDestroy, 11020),
+    E(cuMemPoolTrimTo, 11020),
+    E(cuMemPoolGetAttribute, 11020),
+    E(cuMemPoolSetAttribute, 11020),
+    E(cuMemAddressReserve, 10020),
+    E(cuMemAddressFree, 10020),
+    E(cuMemCreate, 10020),
+    E(cuMemRelease, 10020),
+    E(cuMemMap, 10020),
+    E(cuMemUnmap, 10020),
+    E(cuMemSetAccess, 10020),
     E(cuMemGetAllocationGranularity, 10020),
     {"cuMemHostRegister", 4000, 6050, NULL, (void*)cuMemHostRegister_v2, NULL},
     E(cuMemHostUnregister, 4000),
     {"cuArrayCreate", 2000, 3020, NULL, (void*)cuArrayCreate_v2, NULL},
     {"cuArray3DCreate", 2000, 3020, NULL, (void*)cuArray3DCreate_v2, NULL},
-    E(cuMipmappedArrayCreate, 5000), E(cuArrayDestroy, 2000), E(cuMipmappedArrayDestroy, 5000),
+    E(cuMipmappedArrayCreate, 5000),
+    E(cuArrayDestroy, 2000),
+    E(cuMipmappedArrayDestroy, 5000),
     E(cuIpcGetMemHandle, 4010),
     {"cuIpcOpenMemHandle", 4010, 4010, NULL, (void*)cuIpcOpenMemHandle_v2, NULL},
     E(cuIpcCloseMemHandle, 4010),
     {"cuMemGetAddressRange", 2000, 3020, NULL, (void*)cuMemGetAddressRange_v2, NULL},
-    E(cuGraphCreate, 10000), E(cuGraphDestroy, 10000), E(cuGraphAddMemAllocNode, 11040),
-    E(cuGraphAddMemFreeNode, 11040), E(cuDeviceGraphMemTrim, 11040),
+    E(cuGraphCreate, 10000),
+    E(cuGraphDestroy, 10000),
+    E(cuGraphAddMemAllocNode, 11040),
+    E(cuGraphAddMemFreeNode, 11040),
+    E(cuDeviceGraphMemTrim, 11040),
     E(cuDeviceGetGraphMemAttribute, 11040),
 };
 
@@ -684,6 +719,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVers
   return r;
 }
 
-EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                 cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }

@@ -135,12 +135,12 @@ static int Ready(void) {
   return 1;
 }
 
-#define NO_DRIVER_FAIL(call, kind, size)                                           \
-  do {                                                                             \
-    if (!Ready()) {                                                                \
-      fc_log(call, (kind) ? "fail" : "none", kind, -1, size, 0, 0, 35);            \
-      return cudaErrorInsufficientDriver;                                          \
-    }                                                                              \
+#define NO_DRIVER_FAIL(call, kind, size)                                \
+  do {                                                                  \
+    if (!Ready()) {                                                     \
+      fc_log(call, (kind) ? "fail" : "none", kind, -1, size, 0, 0, 35); \
+      return cudaErrorInsufficientDriver;                               \
+    }                                                                   \
   } while (0)
 
 static cudaError_t Alloc(const char* call, int kind, int dev, uint64_t size, fc_pool* pool,
@@ -355,7 +355,8 @@ EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKee
 EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, int attr, void* value) {
   NO_DRIVER_FAIL("cudaMemPoolGetAttribute", 0, 0);
   uint64_t v = 0;
-  if (value == NULL || !fc_pool_valid((fc_pool*)memPool) || fc_pool_attr((fc_pool*)memPool, attr, &v)) {
+  if (value == NULL || !fc_pool_valid((fc_pool*)memPool) ||
+      fc_pool_attr((fc_pool*)memPool, attr, &v)) {
     return Ret(cudaErrorInvalidValue);
   }
   memcpy(value, &v, sizeof v);
@@ -367,7 +368,8 @@ EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, int attr, void
   uint64_t v = 0;
   if (value == NULL || !fc_pool_valid((fc_pool*)memPool)) return Ret(cudaErrorInvalidValue);
   memcpy(&v, value, sizeof v);
-  return Ret(fc_pool_set_attr((fc_pool*)memPool, attr, v) == 0 ? cudaSuccess : cudaErrorInvalidValue);
+  return Ret(fc_pool_set_attr((fc_pool*)memPool, attr, v) == 0 ? cudaSuccess
+                                                               : cudaErrorInvalidValue);
 }
 
 /* ---------------------------------------------------------------- devices */
@@ -451,9 +453,12 @@ static int ChannelFormat(const struct cudaChannelFormatDesc* d, unsigned* channe
   *channels = (d->x > 0) + (d->y > 0) + (d->z > 0) + (d->w > 0);
   if ((d->y && d->y != bits) || (d->z && d->z != bits) || (d->w && d->w != bits)) return 0;
   switch (d->f) {
-    case cudaChannelFormatKindFloat: return bits == 32 ? 0x20 : bits == 16 ? 0x10 : 0;
-    case cudaChannelFormatKindUnsigned: return bits == 8 ? 0x01 : bits == 16 ? 0x02 : bits == 32 ? 0x03 : 0;
-    case cudaChannelFormatKindSigned: return bits == 8 ? 0x08 : bits == 16 ? 0x09 : bits == 32 ? 0x0a : 0;
+    case cudaChannelFormatKindFloat:
+      return bits == 32 ? 0x20 : bits == 16 ? 0x10 : 0;
+    case cudaChannelFormatKindUnsigned:
+      return bits == 8 ? 0x01 : bits == 16 ? 0x02 : bits == 32 ? 0x03 : 0;
+    case cudaChannelFormatKindSigned:
+      return bits == 8 ? 0x08 : bits == 16 ? 0x09 : bits == 32 ? 0x0a : 0;
   }
   return 0;
 }
@@ -521,8 +526,8 @@ static cudaError_t FreeArrayCommon(const char* call, void* a, int mipmapped) {
   if (a == NULL) return cudaSuccess;
   if (fc_via_driver()) {
     fc_enter_runtime();
-    CUresult r = mipmapped ? g_drv.mipmapped_destroy((CUmipmappedArray)a)
-                           : g_drv.array_destroy((CUarray)a);
+    CUresult r =
+        mipmapped ? g_drv.mipmapped_destroy((CUmipmappedArray)a) : g_drv.array_destroy((CUarray)a);
     fc_leave_runtime();
     return ViaDriver(call, 0, r, (uint64_t)a);
   }
@@ -568,7 +573,7 @@ EXPORT cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
     return ViaDriver("cudaIpcCloseMemHandle", 0, r, (uint64_t)devPtr);
   }
   return Ret(fc_ipc_close("cudaIpcCloseMemHandle", (uint64_t)devPtr) ? cudaErrorInvalidValue
-                                                                       : cudaSuccess);
+                                                                     : cudaSuccess);
 }
 
 static char g_rt_graphs[64];
@@ -715,13 +720,20 @@ EXPORT cudaError_t cudaPeekAtLastError(void) {
 
 EXPORT const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorSymbolNotFound: return "cudaErrorSymbolNotFound";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInsufficientDriver:
+      return "cudaErrorInsufficientDriver";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorSymbolNotFound:
+      return "cudaErrorSymbolNotFound";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 

@@ -43,7 +43,7 @@ struct cudaMemLocation {
   int id;
 };
 struct cudaMemPoolProps {
-  int allocType;   /* cudaMemAllocationTypePinned = 1 */
+  int allocType; /* cudaMemAllocationTypePinned = 1 */
   int handleTypes;
   struct cudaMemLocation location;
   void* win32SecurityAttributes;

@@ -60,10 +60,20 @@ static uint64_t ParseBytes(const char* s, uint64_t dflt) {
   char* end = NULL;
   unsigned long long v = strtoull(s, &end, 10);
   switch (end && *end ? *end : 0) {
-    case 'k': case 'K': v <<= 10; break;
-    case 'm': case 'M': v <<= 20; break;
-    case 'g': case 'G': v <<= 30; break;
-    default: break;
+    case 'k':
+    case 'K':
+      v <<= 10;
+      break;
+    case 'm':
+    case 'M':
+      v <<= 20;
+      break;
+    case 'g':
+    case 'G':
+      v <<= 30;
+      break;
+    default:
+      break;
   }
   return v;
 }
@@ -94,10 +104,19 @@ static void ReadKnobs(void) {
 }
 
 void fc_init(void) { pthread_once(&g_knobs.once, ReadKnobs); }
-int fc_via_driver(void) { fc_init(); return g_knobs.via_driver; }
-int fc_device_count(void) { fc_init(); return g_knobs.devices; }
+int fc_via_driver(void) {
+  fc_init();
+  return g_knobs.via_driver;
+}
+int fc_device_count(void) {
+  fc_init();
+  return g_knobs.devices;
+}
 int fc_rt_device(void) { return t_rt_device; }
-void fc_set_rt_device(int dev) { t_rt_device = dev; t_ctx_device = dev; }
+void fc_set_rt_device(int dev) {
+  t_rt_device = dev;
+  t_ctx_device = dev;
+}
 int fc_ctx_device(void) { return t_ctx_device; }
 void fc_set_ctx_device(int dev) { t_ctx_device = dev; }
 void fc_enter_runtime(void) { ++t_runtime_depth; }
@@ -138,7 +157,10 @@ uint64_t fc_budget_used(int dev) {
   return v;
 }
 
-uint64_t fc_budget_total(void) { fc_init(); return g_knobs.mem_limit; }
+uint64_t fc_budget_total(void) {
+  fc_init();
+  return g_knobs.mem_limit;
+}
 
 /* ---------------------------------------------------------------- memory */
 
@@ -277,7 +299,9 @@ int fc_pool_destroy(fc_pool* p) {
   return 0;
 }
 
-static uint64_t GranuleRound(uint64_t n) { return (n + FC_GRANULARITY - 1) & ~(FC_GRANULARITY - 1); }
+static uint64_t GranuleRound(uint64_t n) {
+  return (n + FC_GRANULARITY - 1) & ~(FC_GRANULARITY - 1);
+}
 
 int fc_pool_alloc(fc_pool* p, uint64_t size) {
   int rc = -1;
@@ -317,12 +341,24 @@ int fc_pool_attr(fc_pool* p, int attr, uint64_t* value) {
   Lock();
   int rc = 0;
   switch (attr) {
-    case 4: *value = p->threshold; break;
-    case 5: *value = p->reserved; break;
-    case 6: *value = p->reserved_high; break;
-    case 7: *value = p->used; break;
-    case 8: *value = p->used_high; break;
-    default: rc = -1; break;
+    case 4:
+      *value = p->threshold;
+      break;
+    case 5:
+      *value = p->reserved;
+      break;
+    case 6:
+      *value = p->reserved_high;
+      break;
+    case 7:
+      *value = p->used;
+      break;
+    case 8:
+      *value = p->used_high;
+      break;
+    default:
+      rc = -1;
+      break;
   }
   Unlock();
   return rc;
@@ -346,10 +382,16 @@ int fc_alloc(const char* call, int kind, int dev, uint64_t size, fc_pool* pool, 
   int took = 0, pooled = 0;
   uint64_t addr = 0;
   if (err == 0 && CountsAgainstBudget(kind)) {
-    if (fc_budget_take(dev, size) == 0) took = 1; else err = 2;
+    if (fc_budget_take(dev, size) == 0)
+      took = 1;
+    else
+      err = 2;
   }
   if (err == 0 && kind == FC_POOL) {
-    if (fc_pool_alloc(pool, size) == 0) pooled = 1; else err = 2;
+    if (fc_pool_alloc(pool, size) == 0)
+      pooled = 1;
+    else
+      err = 2;
   }
   if (err == 0) {
     addr = kind == FC_VMM ? fc_next_handle() : (uint64_t)fc_map(size);
@@ -576,9 +618,15 @@ int fc_graph_attr(int dev, int attr, uint64_t* value) {
   Lock();
   int rc = 0;
   switch (attr) {
-    case 0: *value = g_graph_used[dev]; break;      /* UsedMemCurrent */
-    case 2: *value = g_graph_reserved[dev]; break;  /* ReservedMemCurrent */
-    default: rc = -1; break;
+    case 0:
+      *value = g_graph_used[dev];
+      break; /* UsedMemCurrent */
+    case 2:
+      *value = g_graph_reserved[dev];
+      break; /* ReservedMemCurrent */
+    default:
+      rc = -1;
+      break;
   }
   Unlock();
   return rc;
@@ -596,12 +644,18 @@ int fc_address_range(uint64_t addr, uint64_t* base, uint64_t* size) {
 
 const char* fc_kind_name(int kind) {
   switch (kind) {
-    case FC_DEVICE: return "device";
-    case FC_MANAGED: return "device_managed";
-    case FC_PINNED: return "pinned_host";
-    case FC_VMM: return "device_vmm";
-    case FC_POOL: return "device_pool";
-    default: return "-";
+    case FC_DEVICE:
+      return "device";
+    case FC_MANAGED:
+      return "device_managed";
+    case FC_PINNED:
+      return "pinned_host";
+    case FC_VMM:
+      return "device_vmm";
+    case FC_POOL:
+      return "device_pool";
+    default:
+      return "-";
   }
 }
 

@@ -50,9 +50,9 @@ enum { FC_OWNER_DRIVER = 1, FC_OWNER_RT12 = 12, FC_OWNER_RT13 = 13 };
 typedef struct fc_block {
   uint64_t addr; /* pointer, or the handle for FC_VMM */
   uint64_t size;
-  uint64_t aux;  /* FC_POOL: the pool (struct fc_pool*) */
+  uint64_t aux; /* FC_POOL: the pool (struct fc_pool*) */
   int kind;
-  int dev;       /* -1 for pinned host memory */
+  int dev; /* -1 for pinned host memory */
   int owner;
   const char* api; /* the exported function that created it (a string literal) */
   int borrowed;    /* the memory is not the fakes' (registered host memory): never retired */
@@ -64,12 +64,12 @@ typedef struct fc_pool fc_pool;
 void fc_init(void);
 int fc_via_driver(void);
 int fc_device_count(void);
-int fc_rt_device(void);          /* the runtime's current device (default 0) */
-void fc_set_rt_device(int dev);  /* also makes that device's context current */
-int fc_ctx_device(void);         /* the current context's device, -1 if none */
+int fc_rt_device(void);         /* the runtime's current device (default 0) */
+void fc_set_rt_device(int dev); /* also makes that device's context current */
+int fc_ctx_device(void);        /* the current context's device, -1 if none */
 void fc_set_ctx_device(int dev);
-void fc_enter_runtime(void);     /* the runtime is calling the driver ... */
-void fc_leave_runtime(void);     /* ... until this */
+void fc_enter_runtime(void); /* the runtime is calling the driver ... */
+void fc_leave_runtime(void); /* ... until this */
 int fc_in_runtime(void);
 
 /* Counts one allocation call; returns the injected error (FAKECUDA_FAIL_CALL)
@@ -83,18 +83,18 @@ uint64_t fc_budget_used(int dev);
 uint64_t fc_budget_total(void);
 
 /* ---- backing memory (raw syscalls) */
-void* fc_map(uint64_t bytes);              /* read-write; NULL on failure */
-void fc_retire(void* p, uint64_t bytes);   /* PROT_NONE in place */
+void* fc_map(uint64_t bytes);                     /* read-write; NULL on failure */
+void fc_retire(void* p, uint64_t bytes);          /* PROT_NONE in place */
 void* fc_reserve(uint64_t bytes, uint64_t align); /* PROT_NONE address range */
 void fc_unreserve(void* p, uint64_t bytes);
 void fc_remap_none(void* p, uint64_t bytes); /* fresh PROT_NONE pages, same range */
 int fc_protect_rw(void* p, uint64_t bytes);
 
 /* ---- registry of live blocks, keyed by addr (or handle) */
-int fc_block_add(const fc_block* b);        /* 0, or -1 when full */
+int fc_block_add(const fc_block* b); /* 0, or -1 when full */
 int fc_block_find(uint64_t addr, fc_block* out);
 int fc_block_remove(uint64_t addr, fc_block* out);
-uint64_t fc_next_handle(void);              /* unique VMM handles */
+uint64_t fc_next_handle(void); /* unique VMM handles */
 
 /* ---- one allocation or free, start to end, for both fakes */
 /* Allocates `size` bytes of `kind` on `dev` for the exported function `call`:
@@ -114,8 +114,8 @@ int fc_free(const char* call, uint64_t addr, unsigned kind_mask);
  * counts against the device budget; freeing keeps it (release threshold
  * "infinite", as PyTorch sets it) until fc_pool_trim. */
 fc_pool* fc_default_pool(int dev);
-fc_pool* fc_pool_create(int dev);          /* NULL when the table is full */
-int fc_pool_destroy(fc_pool* p);           /* 0, or -1 if invalid or default */
+fc_pool* fc_pool_create(int dev); /* NULL when the table is full */
+int fc_pool_destroy(fc_pool* p);  /* 0, or -1 if invalid or default */
 int fc_pool_valid(fc_pool* p);
 int fc_pool_dev(fc_pool* p);
 int fc_pool_alloc(fc_pool* p, uint64_t size); /* 0, or -1 out of memory */
