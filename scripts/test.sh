@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# Every C and C++ file is formatted by .clang-format (fails fast, before the build).
+scripts/check_format.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 300
 # The libFuzzer targets (reader, parsers) for a bounded time over real traces.
