@@ -97,12 +97,23 @@ struct AllocStats {
   uint32_t arenas;
   uint64_t arena[kArenaStatsMax][4];
 };
-// Outside every lock, before a STEP end record: true when a collection was due
-// (rate-limited to 1 % of wall time by its own measured cost) and *s is filled.
-bool AllocStatsCollect(AllocStats* s);
+// Two parts (steps/alloc_stats.cc). The heap allocator's statistics change
+// within a step (freed blocks are reused at once), so the program's thread
+// reads them at the step end itself: outside every lock, before a STEP end
+// record; true when a collection was due (rate-limited to 0.5 % of wall time
+// by its own measured cost) and *s is filled.
+bool AllocStatsCollectHeap(AllocStats* s);
 // g_api_lock held, just before the STEP end record: COUNTER records of *s and
 // an ARENA_STATS record when it has arenas.
 void AllocStatsEmit(ThreadState& t, const AllocStats& s);
+// The resident split (smaps_rollup or statm) and memstep's own resident
+// memory change slowly, so the writer thread reads them: at a step end (after
+// its STEP end record, any thread) AllocStatsRequest asks for them when due
+// (one clock read; when due, one futex wake), and AllocStatsWriterPoll, on
+// the writer thread, reads them for the latest requested step and writes a
+// `stats.step` COUNTER naming it, then their COUNTER records.
+void AllocStatsRequest(uint64_t step);
+void AllocStatsWriterPoll(ThreadState& t);
 void AllocStatsForkChild();
 
 // Sets the reentrancy guard for a scope and restores the previous value.

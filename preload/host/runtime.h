@@ -259,6 +259,9 @@ bool WriterOpen(bool fork_child, const char* parent_path);
 void WriterStartThread();
 // Wakes the writer before its period ends (a ring is half full).
 void WakeWriter();
+// Wakes the writer to collect the allocator's statistics (AllocStatsRequest);
+// no flush cycle unless one is due.
+void WakeWriterForStats();
 // The pid whose trace is open (set by WriterOpen, also in fork children). A
 // vfork child shares our memory but has another pid: it must not flush.
 extern std::atomic<int> g_trace_pid;

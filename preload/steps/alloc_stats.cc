@@ -31,16 +31,24 @@
 //     its live blocks (`memstep.sampled_bytes`: the program's data, counted in
 //     its live bytes).
 //
-// Rate limit: the collection measures its own cost and runs again only once
-// 100 times that cost has passed (at most 1 % of wall time), so on a small
-// heap it runs at every step end and on a heap with many free chunks less
-// often; smaps_rollup likewise on its own clock (another 1 % at most). Each
-// collection records its cost (`memstep.stats_ns`, smaps_rollup's included).
-// MEMSTEP_ALLOC_STATS=0 turns it off.
+// Two parts, two threads. The heap allocator's statistics (glibc, jemalloc)
+// change within a step, as freed blocks are reused at once, so the thread that
+// ends a step reads them there (AllocStatsCollectHeap): it measures its own
+// cost and runs again only once 200 times that cost has passed (at most 0.5 %
+// of wall time), so on a small heap it runs at every step end and on a heap
+// with many free chunks less often. The resident split and memstep's own
+// memory change slowly, so the writer thread reads them just after the step
+// end (AllocStatsRequest wakes it; AllocStatsWriterPoll), on its own clocks
+// (100 times their cost: smaps_rollup on one, statm and the mincore scan on
+// the other), and writes them after a `stats.step` COUNTER naming the step.
+// Each part records its cost (`memstep.stats_ns`; `rss.smaps_ns`,
+// `memstep.own_ns`). MEMSTEP_ALLOC_STATS=0 turns it off.
 //
 // Nothing here allocates from the hooked heap after the FILE above (the
 // caller holds the guard; mallctl may allocate internally, forwarded
-// uncounted). One collector at a time (g_collect_lock, never waited for).
+// uncounted). One heap collector at a time (g_collect_lock, never waited
+// for). g_name_ids: the heap names are interned under g_api_lock, the
+// resident ones by the writer thread (disjoint entries).
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -122,10 +130,12 @@ enum {
 
 using MallctlFn = int (*)(const char*, void*, size_t*, void*, size_t);
 
-uint32_t g_name_ids[kAllocStatsMax];       // g_api_lock (Emit)
-std::atomic<uint64_t> g_next_ns{0};        // earliest next collection
-std::atomic<uint64_t> g_next_smaps_ns{0};  // earliest next smaps_rollup read
-std::atomic<int> g_mallctl_state{0};       // 0 not looked up, 1 found, 2 absent
+uint32_t g_name_ids[kAllocStatsMax];          // see the file comment
+std::atomic<uint64_t> g_request{0};           // 1 + the step of the pending request; 0 none
+std::atomic<uint64_t> g_next_ns{0};           // earliest next collection
+std::atomic<uint64_t> g_next_smaps_ns{0};     // earliest next smaps_rollup read
+std::atomic<uint64_t> g_next_resident_ns{0};  // earliest next resident split / own memory
+std::atomic<int> g_mallctl_state{0};          // 0 not looked up, 1 found, 2 absent
 MallctlFn g_mallctl = nullptr;
 SpinLock g_collect_lock;  // one collector (TryLock only)
 
@@ -423,7 +433,42 @@ void CollectOwn(AllocStats* s) {
 
 }  // namespace
 
-bool AllocStatsCollect(AllocStats* s) {
+namespace {
+
+// Rate limits: a part runs again only once this many times its measured cost
+// has passed (1 / kBudget of wall time at most).
+constexpr uint64_t kHeapBudget = 200;      // the program's thread: 0.5 %
+constexpr uint64_t kResidentBudget = 100;  // the writer thread: 1 % of a core
+
+void Clear(AllocStats* s) {
+  for (int i = 0; i < kAllocStatsMax; ++i) s->values[i] = -1;
+  s->arenas = 0;
+}
+
+void EmitCounter(ThreadState& t, uint32_t name, int64_t value) {
+  uint8_t buf[64];
+  fmt::CounterRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.name_str = name;
+  rec.value = value;
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+// The COUNTER records of the collected values, in kNames order.
+void EmitValues(ThreadState& t, const AllocStats& s) {
+  for (int i = 0; i < kAllocStatsMax; ++i) {
+    if (s.values[i] < 0 || kNames[i] == nullptr) continue;
+    if (g_name_ids[i] == 0) g_name_ids[i] = g_dict.InternString(kNames[i], StrLen(kNames[i]));
+    if (g_name_ids[i] != 0) EmitCounter(t, g_name_ids[i], s.values[i]);
+  }
+}
+
+}  // namespace
+
+bool AllocStatsCollectHeap(AllocStats* s) {
   if (!g_features.alloc_stats) return false;
   const uint64_t start = MonoNs();
   uint64_t next = g_next_ns.load(std::memory_order_relaxed);
@@ -433,54 +478,22 @@ bool AllocStatsCollect(AllocStats* s) {
     return false;
   }
   if (!g_collect_lock.TryLock()) return false;
-  for (int i = 0; i < kAllocStatsMax; ++i) s->values[i] = -1;
-  s->arenas = 0;
-  uint64_t anon = 0, file = 0, smaps_cost = 0;
-  if (start >= g_next_smaps_ns.load(std::memory_order_relaxed) && ReadSmapsRollup(&anon, &file)) {
-    const uint64_t t = MonoNs();
-    const uint64_t cost = t > start ? t - start : 0;
-    smaps_cost = cost;
-    g_next_smaps_ns.store(t + 100 * cost, std::memory_order_relaxed);
-    s->values[kAnon] = static_cast<int64_t>(anon);
-    s->values[kFile] = static_cast<int64_t>(file);
-    s->values[kSource] = 1;
-    s->values[kSmapsCost] = static_cast<int64_t>(cost);
-  } else if (ReadStatm(&anon, &file)) {  // resident, shared
-    s->values[kAnon] = static_cast<int64_t>(anon > file ? anon - file : 0);
-    s->values[kFile] = static_cast<int64_t>(file);
-    s->values[kSource] = 2;
-  }
+  Clear(s);
   if (g_hot.glibc) {
     if (!CollectMallocInfo(s)) CollectMallinfo2(s);
   } else if (MallctlFn ctl = Mallctl()) {
     CollectJemalloc(ctl, s);
   }
-  CollectOwn(s);
   g_collect_lock.Unlock();
   const uint64_t end = MonoNs();
   const uint64_t cost = end > start ? end - start : 0;
   s->values[kCost] = static_cast<int64_t>(cost);
-  // smaps_rollup has its own limit above: each part at most 1 % of wall time.
-  g_next_ns.store(end + 100 * (cost > smaps_cost ? cost - smaps_cost : 0),
-                  std::memory_order_relaxed);
+  g_next_ns.store(end + kHeapBudget * cost, std::memory_order_relaxed);
   return true;
 }
 
 void AllocStatsEmit(ThreadState& t, const AllocStats& s) {
-  uint8_t buf[64];
-  for (int i = 0; i < kAllocStatsMax; ++i) {
-    if (s.values[i] < 0 || kNames[i] == nullptr) continue;
-    if (g_name_ids[i] == 0) g_name_ids[i] = g_dict.InternString(kNames[i], StrLen(kNames[i]));
-    if (g_name_ids[i] == 0) continue;
-    fmt::CounterRecord rec;
-    rec.ts = NowRel();
-    rec.seq = NextSeq();
-    rec.tid = t.tid;
-    rec.name_str = g_name_ids[i];
-    rec.value = s.values[i];
-    fmt::RecordEncoder e(buf, sizeof(buf));
-    if (fmt::Encode(e, rec)) Push(t, buf, e.size());
-  }
+  EmitValues(t, s);  // g_api_lock: g_name_ids
   if (s.arenas == 0) return;
   uint8_t big[32 + kArenaStatsMax * 4 * 10];
   fmt::ArenaStatsRecord rec;
@@ -493,10 +506,52 @@ void AllocStatsEmit(ThreadState& t, const AllocStats& s) {
   if (fmt::Encode(e, rec)) Push(t, big, e.size());
 }
 
+void AllocStatsRequest(uint64_t step) {
+  if (!g_features.alloc_stats) return;
+  if (MonoNs() < g_next_resident_ns.load(std::memory_order_relaxed)) return;
+  g_request.store(step + 1, std::memory_order_relaxed);
+  WakeWriterForStats();
+}
+
+void AllocStatsWriterPoll(ThreadState& t) {
+  const uint64_t request = g_request.exchange(0, std::memory_order_relaxed);
+  if (request == 0 || !Recording()) return;
+  const uint64_t start = MonoNs();
+  if (start < g_next_resident_ns.load(std::memory_order_relaxed)) return;
+  AllocStats s;
+  Clear(&s);
+  uint64_t anon = 0, file = 0;
+  if (start >= g_next_smaps_ns.load(std::memory_order_relaxed) && ReadSmapsRollup(&anon, &file)) {
+    const uint64_t t1 = MonoNs();
+    const uint64_t cost = t1 > start ? t1 - start : 0;
+    g_next_smaps_ns.store(t1 + kResidentBudget * cost, std::memory_order_relaxed);
+    s.values[kAnon] = static_cast<int64_t>(anon);
+    s.values[kFile] = static_cast<int64_t>(file);
+    s.values[kSource] = 1;
+    s.values[kSmapsCost] = static_cast<int64_t>(cost);
+  } else if (ReadStatm(&anon, &file)) {  // resident, shared
+    s.values[kAnon] = static_cast<int64_t>(anon > file ? anon - file : 0);
+    s.values[kFile] = static_cast<int64_t>(file);
+    s.values[kSource] = 2;
+  }
+  CollectOwn(&s);
+  // smaps_rollup has its own clock above; memstep's own memory and statm this one.
+  const int64_t own = s.values[kOwnCost] > 0 ? s.values[kOwnCost] : 0;
+  g_next_resident_ns.store(MonoNs() + kResidentBudget * static_cast<uint64_t>(own),
+                           std::memory_order_relaxed);
+  static uint32_t step_name = 0;  // the writer thread only
+  if (step_name == 0) step_name = g_dict.InternString("stats.step", StrLen("stats.step"));
+  if (step_name == 0) return;  // rows without their step would attach nowhere
+  EmitCounter(t, step_name, static_cast<int64_t>(request - 1));
+  EmitValues(t, s);
+}
+
 // The child's trace re-emits the parent's dictionary: the name ids stay valid.
 void AllocStatsForkChild() {
   g_next_ns.store(0, std::memory_order_relaxed);
   g_next_smaps_ns.store(0, std::memory_order_relaxed);
+  g_next_resident_ns.store(0, std::memory_order_relaxed);
+  g_request.store(0, std::memory_order_relaxed);
   g_collect_lock.Reset();
 }
 

@@ -97,10 +97,10 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   FlushCounters(&t);
   bool rec = Recording();
   uint64_t rss = rec ? ReadRssBytes() : 0;
-  // The allocator's statistics, when this call ends a step (a hint read
+  // The heap allocator's statistics, when this call ends a step (a hint read
   // without the lock: at worst one collection is wasted or one step lacks it).
   AllocStats stats;
-  const bool have_stats = rec && (!begin || g_step_open) && AllocStatsCollect(&stats);
+  const bool have_stats = rec && (!begin || g_step_open) && AllocStatsCollectHeap(&stats);
   bool notice = false;
   bool first_user_step = false;
   bool ended = false;
@@ -160,7 +160,8 @@ void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
   }
   if (first_user_step && rec) ProgressiveStepsBegin(t);
   if (ended && rec) {
-    CudaStepEnd(t, ended_step);  // device counters and the step's device peak (alerts use it)
+    AllocStatsRequest(ended_step);  // the resident split, by the writer thread
+    CudaStepEnd(t, ended_step);     // device counters and the step's device peak (alerts use it)
     AlertsStepEnd(t, ended_step, ended_live, ended_peak);
     ProgressiveStepEnd(t, ended_live, ended_peak, g_user_steps.load(std::memory_order_relaxed));
   }

@@ -91,7 +91,10 @@ struct Writer {
   bool names_ready = false;
 };
 Writer g_w;
-std::atomic<int> g_wake{0};   // futex word: 1 = a producer asked for an early cycle
+// Futex word, a set of wake reasons: kWakeFlush (a producer asked for an early
+// cycle), kWakeStats (a step end asked for the allocator's statistics).
+constexpr int kWakeFlush = 1, kWakeStats = 2;
+std::atomic<int> g_wake{0};
 uint64_t g_heads[kMaxRings];  // flush_mu
 std::atomic<bool> g_degraded{false};
 
@@ -473,16 +476,17 @@ void* WriterMain(void*) {
     struct timespec ts = {static_cast<time_t>(wait / 1000000000),
                           static_cast<long>(wait % 1000000000)};
     // Sleeps unless a producer wakes us (ring half full).
-    long r = syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
-    bool woken = r == 0 || g_wake.load(std::memory_order_relaxed) != 0;
-    g_wake.store(0, std::memory_order_relaxed);
+    syscall(SYS_futex, &g_wake, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    const int why = g_wake.exchange(0, std::memory_order_relaxed);
     if (g_state.load() != kRecording) break;
     if (MonoNs() >= next_liveness) {  // not on every early wake: it reads a /proc file
       next_liveness = MonoNs() + kLivenessNs;
       if (ApplicationThreadsGone())
         exit(0);  // as glibc's last thread would; our destructor flushes
     }
-    if (!woken && MonoNs() < next_flush) continue;
+    // Before the cycle, so that its records are flushed in this one when it is due.
+    if (why & kWakeStats) AllocStatsWriterPoll(t);
+    if (!(why & kWakeFlush) && MonoNs() < next_flush) continue;
     next_flush = MonoNs() + period_ns;
     SnapshotWriterPoll();  // before the cycle: a requested snapshot is written in this one
     RunCycle(false);
@@ -588,11 +592,19 @@ void WriterStartThread() {
 
 void WriterCycle(bool final) { RunCycle(final); }
 
-void WakeWriter() {
-  if (g_wake.load(std::memory_order_relaxed) != 0 || g_wake.exchange(1) != 0) return;
+namespace {
+
+void Wake(int why) {
+  if ((g_wake.load(std::memory_order_relaxed) & why) != 0) return;
+  if (g_wake.fetch_or(why) != 0) return;  // woken already: the writer reads every reason
   ErrnoSaver errno_saver;
   syscall(SYS_futex, &g_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
+
+}  // namespace
+
+void WakeWriter() { Wake(kWakeFlush); }
+void WakeWriterForStats() { Wake(kWakeStats); }
 
 Ring* AcquireRing(uint32_t tid) {
   SpinLockHolder lock(&g_registry_lock);

@@ -61,88 +61,126 @@ Component Fit(size_t b, size_t e, F value) {
 
 }  // namespace
 
+namespace {
+
+// One collection's COUNTER values by name and its ARENA_STATS record.
+struct Collected {
+  std::map<std::string, int64_t> values;
+  const reader::ArenaStats* arenas = nullptr;
+};
+
+// Which collection a COUNTER name belongs to.
+enum class StatsPart { kNone, kHeap, kResident };
+StatsPart PartOf(const std::string& name) {
+  if (name.rfind("glibc.", 0) == 0 || name.rfind("jemalloc.", 0) == 0 ||
+      name == "memstep.stats_ns") {
+    return StatsPart::kHeap;
+  }
+  if (name.rfind("rss.", 0) == 0 || name == "memstep.own_bytes" || name == "memstep.region_bytes" ||
+      name == "memstep.sampled_bytes" || name == "memstep.own_ns") {
+    return StatsPart::kResident;
+  }
+  return StatsPart::kNone;
+}
+
+void FillRow(const Collected& c, RowAllocStats& r) {
+  auto get = [&](const char* n) {
+    auto it = c.values.find(n);
+    return it == c.values.end() ? int64_t{-1} : it->second;
+  };
+  r = RowAllocStats{};
+  r.has = true;
+  r.anon_bytes = get("rss.anon_bytes");
+  r.file_bytes = get("rss.file_bytes");
+  const int64_t source = get("rss.source");
+  r.rss_source = source == 1 || source == 2 ? static_cast<int>(source) : 0;
+  if (r.rss_source == 0 && r.anon_bytes >= 0) r.rss_source = 2;  // older traces: statm
+  r.cost_ns = get("memstep.stats_ns");
+  r.smaps_ns = get("rss.smaps_ns");
+  r.own_ns = get("memstep.own_ns");
+  // memstep's own: its mappings, plus what its sampled-block region
+  // holds beyond the live blocks' requested bytes (the program's data).
+  const int64_t own = get("memstep.own_bytes"), region = get("memstep.region_bytes");
+  const int64_t sampled = get("memstep.sampled_bytes");
+  if (own >= 0) {
+    r.own_bytes = own + std::max<int64_t>(region - std::max<int64_t>(sampled, 0), 0);
+  }
+  const int64_t fordblks = get("glibc.free_bytes"), keepcost = get("glibc.top_bytes");
+  const int64_t allocated = get("jemalloc.allocated"), active = get("jemalloc.active");
+  const int64_t dirty = get("jemalloc.dirty_bytes"), muzzy = get("jemalloc.muzzy_bytes");
+  if (c.arenas != nullptr && !c.arenas->arenas.empty()) {
+    // Per arena: free chunks inside it (fragmentation) and its top (caching).
+    r.allocator = "glibc";
+    r.frag_bytes = 0;
+    r.cache_bytes = 0;
+    // (Clamped: the record's values are untrusted; 64 arenas of 2^56 sum
+    // without overflow.)
+    auto clamp = [](uint64_t v) {
+      return static_cast<int64_t>(std::min<uint64_t>(v, uint64_t{1} << 56));
+    };
+    for (const reader::ArenaStats::Arena& a : c.arenas->arenas) {
+      const int64_t free = clamp(a.free), top = std::min(clamp(a.top), free);
+      r.frag_bytes += free - top;
+      r.cache_bytes += top;
+      r.arenas.push_back({clamp(a.system), free, top});
+    }
+  } else if (fordblks >= 0 && keepcost >= 0) {
+    r.allocator = "glibc";
+    r.frag_bytes = std::max<int64_t>(fordblks - keepcost, 0);
+    r.cache_bytes = keepcost;
+  } else if (allocated >= 0 && active >= 0) {
+    r.allocator = "jemalloc";
+    r.frag_bytes = std::max<int64_t>(active - allocated, 0);
+    r.cache_bytes = (dirty >= 0 ? dirty : 0) + (muzzy >= 0 ? muzzy : 0);
+  }
+}
+
+}  // namespace
+
+// Two sources (docs/format.md "Step-end allocator statistics"): the
+// step-ending thread writes the heap allocator's COUNTERs and ARENA_STATS
+// record between the previous STEP record and the step's STEP end record; the
+// writer thread writes the resident split and memstep's own memory after a
+// `stats.step` COUNTER naming their step (same thread; older traces have them
+// with the heap's). A step's row merges both. ARENA_STATS is always the heap's.
 std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
                                           const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
                                           size_t rows) {
-  std::vector<RowAllocStats> out(rows);
-  std::map<std::string, int64_t> pending;      // counters since the previous STEP record
-  const reader::ArenaStats* arenas = nullptr;  // ARENA_STATS since then
+  std::map<uint64_t, Collected> by_step;
+  absl::flat_hash_map<uint32_t, uint64_t> step_of;  // tid -> the step its `stats.step` named
+  Collected before_end;                             // since the last STEP record, no `stats.step`
+  auto merge = [](Collected& into, Collected& from) {
+    into.values.merge(from.values);
+    if (from.arenas != nullptr) into.arenas = from.arenas;
+  };
   size_t next_arena = 0;
-  uint64_t prev_step_seq = 0;
+  auto take_arenas_before = [&](uint64_t seq) {
+    for (; next_arena < t.arena_stats.size() && t.arena_stats[next_arena].seq < seq; ++next_arena) {
+      before_end.arenas = &t.arena_stats[next_arena];
+    }
+  };
   for (const reader::Event& e : t.events) {
     if (e.tag == format::kTagCounter) {
+      take_arenas_before(e.seq);
       const std::string& name = t.String(e.str);
-      if (name.rfind("glibc.", 0) == 0 || name.rfind("jemalloc.", 0) == 0 ||
-          name.rfind("rss.", 0) == 0 || name == "memstep.stats_ns" || name == "memstep.own_bytes" ||
-          name == "memstep.region_bytes" || name == "memstep.sampled_bytes" ||
-          name == "memstep.own_ns") {
-        pending[name] = e.value;
+      if (name == "stats.step") {
+        step_of[e.tid] = static_cast<uint64_t>(e.value);
+      } else if (const StatsPart part = PartOf(name); part != StatsPart::kNone) {
+        auto it = part == StatsPart::kResident ? step_of.find(e.tid) : step_of.end();
+        (it != step_of.end() ? by_step[it->second] : before_end).values[name] = e.value;
       }
       continue;
     }
     if (e.tag != format::kTagStep) continue;
-    // The ARENA_STATS records between the previous STEP record and this one.
-    arenas = nullptr;
-    while (next_arena < t.arena_stats.size() && t.arena_stats[next_arena].seq < e.seq) {
-      if (t.arena_stats[next_arena].seq > prev_step_seq) arenas = &t.arena_stats[next_arena];
-      ++next_arena;
-    }
-    prev_step_seq = e.seq;
-    if (e.phase == 1 && !pending.empty()) {
-      auto row = row_of_step.find(e.step);
-      if (row != row_of_step.end() && row->second < rows) {
-        RowAllocStats& r = out[row->second];
-        auto get = [&](const char* n) {
-          auto it = pending.find(n);
-          return it == pending.end() ? int64_t{-1} : it->second;
-        };
-        r.has = true;
-        r.anon_bytes = get("rss.anon_bytes");
-        r.file_bytes = get("rss.file_bytes");
-        const int64_t source = get("rss.source");
-        r.rss_source = source == 1 || source == 2 ? static_cast<int>(source) : 0;
-        if (r.rss_source == 0 && r.anon_bytes >= 0) r.rss_source = 2;  // older traces: statm
-        r.cost_ns = get("memstep.stats_ns");
-        r.smaps_ns = get("rss.smaps_ns");
-        r.own_ns = get("memstep.own_ns");
-        // memstep's own: its mappings, plus what its sampled-block region
-        // holds beyond the live blocks' requested bytes (the program's data).
-        const int64_t own = get("memstep.own_bytes"), region = get("memstep.region_bytes");
-        const int64_t sampled = get("memstep.sampled_bytes");
-        if (own >= 0) {
-          r.own_bytes = own + std::max<int64_t>(region - std::max<int64_t>(sampled, 0), 0);
-        }
-        const int64_t fordblks = get("glibc.free_bytes"), keepcost = get("glibc.top_bytes");
-        const int64_t allocated = get("jemalloc.allocated"), active = get("jemalloc.active");
-        const int64_t dirty = get("jemalloc.dirty_bytes"), muzzy = get("jemalloc.muzzy_bytes");
-        if (arenas != nullptr && !arenas->arenas.empty()) {
-          // Per arena: free chunks inside it (fragmentation) and its top (caching).
-          r.allocator = "glibc";
-          r.frag_bytes = 0;
-          r.cache_bytes = 0;
-          // (Clamped: the record's values are untrusted; 64 arenas of 2^56 sum
-          // without overflow.)
-          auto clamp = [](uint64_t v) {
-            return static_cast<int64_t>(std::min<uint64_t>(v, uint64_t{1} << 56));
-          };
-          for (const reader::ArenaStats::Arena& a : arenas->arenas) {
-            const int64_t free = clamp(a.free), top = std::min(clamp(a.top), free);
-            r.frag_bytes += free - top;
-            r.cache_bytes += top;
-            r.arenas.push_back({clamp(a.system), free, top});
-          }
-        } else if (fordblks >= 0 && keepcost >= 0) {
-          r.allocator = "glibc";
-          r.frag_bytes = std::max<int64_t>(fordblks - keepcost, 0);
-          r.cache_bytes = keepcost;
-        } else if (allocated >= 0 && active >= 0) {
-          r.allocator = "jemalloc";
-          r.frag_bytes = std::max<int64_t>(active - allocated, 0);
-          r.cache_bytes = (dirty >= 0 ? dirty : 0) + (muzzy >= 0 ? muzzy : 0);
-        }
-      }
-    }
-    pending.clear();
+    take_arenas_before(e.seq);
+    if (e.phase == 1 && !before_end.values.empty()) merge(by_step[e.step], before_end);
+    before_end = Collected{};
+  }
+  std::vector<RowAllocStats> out(rows);
+  for (const auto& [step, c] : by_step) {
+    auto row = row_of_step.find(step);
+    if (c.values.empty() || row == row_of_step.end() || row->second >= rows) continue;
+    FillRow(c, out[row->second]);
   }
   return out;
 }

@@ -244,6 +244,65 @@ TEST(RssExplain, StepAllocStatsReadsArenasAndOwnMemory) {
   }
 }
 
+// The writer thread's part: a `stats.step` COUNTER names the step its
+// resident split and own-memory COUNTERs belong to, written after that step's
+// STEP end (and after the next step's begin); the heap part stays before the
+// STEP end, also when the writer thread ends the steps (time windows: same tid).
+TEST(RssExplain, StepAllocStatsMergesTheWritersPartByItsStep) {
+  reader::TraceBuilder b;
+  b.String(1, "memstep.stats_ns");
+  b.String(2, "stats.step");
+  b.String(3, "rss.anon_bytes");
+  b.String(4, "rss.source");
+  b.String(5, "glibc.free_bytes");
+  b.String(6, "glibc.top_bytes");
+  const format::Counters c = {};
+  constexpr uint64_t kWriter = 7;
+  for (uint64_t k = 0; k < 4; ++k) {
+    const uint64_t ts = 1000 * (k + 1);
+    const uint64_t tid = k == 3 ? kWriter : 1;  // step 3 ended by the writer thread
+    b.Step(ts, k, 0, c, tid);
+    if (k == 1 || k == 3) {  // the heap part (steps 0 and 2: rate-limited away)
+      b.Counter(ts, 1, 100 + static_cast<int64_t>(k), tid);
+      b.Counter(ts, 5, 1000 * static_cast<int64_t>(k + 1), tid);
+      b.Counter(ts, 6, 10 * static_cast<int64_t>(k + 1), tid);
+    }
+    b.Step(ts + 1, k, 1, c, tid);
+    if (k >= 1) {
+      // The writer's part for the step that just ended, after the next begins.
+      b.Step(ts + 2, k + 1, 0, c, tid);
+      b.Counter(ts + 3, 2, static_cast<int64_t>(k), kWriter);
+      b.Counter(ts + 3, 3, (5 << 20) + static_cast<int64_t>(k), kWriter);
+      b.Counter(ts + 3, 4, 2, kWriter);
+      b.Step(ts + 4, k + 1, 1, c, tid);  // (an empty step k + 1: ignored below)
+    }
+  }
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<reader::Trace> t = reader::ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const absl::flat_hash_map<uint64_t, size_t> rows = {{0, 0}, {1, 1}, {2, 2}, {3, 3}};
+  const std::vector<RowAllocStats> s = StepAllocStats(*t, rows, 4);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_FALSE(s[0].has);
+  // Step 1: both parts.
+  ASSERT_TRUE(s[1].has);
+  EXPECT_EQ(s[1].cost_ns, 101);
+  EXPECT_EQ(s[1].frag_bytes, 2000 - 20);
+  EXPECT_EQ(s[1].anon_bytes, (5 << 20) + 1);
+  EXPECT_EQ(s[1].rss_source, 2);
+  // Step 2: the writer's part only.
+  ASSERT_TRUE(s[2].has);
+  EXPECT_EQ(s[2].cost_ns, -1);
+  EXPECT_EQ(s[2].allocator, "");
+  EXPECT_EQ(s[2].anon_bytes, (5 << 20) + 2);
+  // Step 3, ended by the writer thread itself: its heap part is step 3's,
+  // not the step its last `stats.step` named.
+  ASSERT_TRUE(s[3].has);
+  EXPECT_EQ(s[3].cost_ns, 103);
+  EXPECT_EQ(s[3].frag_bytes, 4000 - 40);
+  EXPECT_EQ(s[3].anon_bytes, (5 << 20) + 3);
+}
+
 TEST(RssExplain, NoVerdictWhenRssIsFlat) {
   Rates r;
   ExpectVerdict(r, "");
