@@ -10,8 +10,9 @@ page's own error handler counted; it saves a screenshot and checks it is a
 PNG of the window's size.
 
   html_browser_test.py MEMSTEP EXPORT_TRACE_WRITER HTML_TEST_WRITER
-      the export trace (values, gates, screenshot) and the hostile trace
+      the export trace (values, gates, screenshot), the hostile trace
       (names with <script>, </script>, quotes: shown as text, nothing runs)
+      and a report with nothing in it
   html_browser_test.py --scale MEMSTEP EXPORT_TRACE_WRITER HTML_TEST_WRITER
       a report of 100,000 steps and 50,000 sites must render in under 3 s
 
@@ -251,6 +252,14 @@ def hostile_checks(args, out_dir):
     screenshot(page, out_dir, os.path.join(out_dir, 'hostile.png'))
 
 
+def empty_checks(args, out_dir):
+    page = os.path.join(out_dir, 'empty.html')
+    subprocess.run([args.html_writer, 'empty', page], check=True)
+    dom, errors, _ = dump_dom(page, out_dir)
+    rendered(dom, errors, 'a report with no steps and no sites')
+    check('no steps recorded' in ''.join(dom.text), 'it says there are no steps')
+
+
 def scale_checks(args, out_dir):
     page = os.path.join(out_dir, 'scale.html')
     p = subprocess.run([args.html_writer, 'scale', '100000', '50000', page], capture_output=True,
@@ -304,6 +313,7 @@ def main():
             detector_self_check(out_dir)
             export_trace_checks(args, out_dir)
             hostile_checks(args, out_dir)
+            empty_checks(args, out_dir)
     finally:
         if not keep:
             shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,6 +1,8 @@
 // Writes the HTML report tests' inputs (html_test_data.h) for
 // html_browser_test.py:
 //   html_test_writer hostile FILE        the hostile trace
+//   html_test_writer empty FILE          the HTML report of a process that
+//                                        recorded nothing (no steps, sites)
 //   html_test_writer scale STEPS SITES FILE
 //                                        the HTML report of ScaleReport
 //                                        (prints the seconds FormatHtml took)
@@ -18,6 +20,13 @@ int main(int argc, char** argv) {
   if (mode == "hostile" && argc == 3) {
     return memstep::testing::WriteFile(argv[2], memstep::testing::HostileTrace()) ? 0 : 1;
   }
+  if (mode == "empty" && argc == 3) {
+    memstep::analysis::Report r;
+    r.path = "empty";
+    r.processes.emplace_back();
+    r.processes.back().pid = 1;
+    return memstep::testing::WriteFile(argv[2], memstep::report::FormatHtml(r)) ? 0 : 1;
+  }
   if (mode == "scale" && argc == 5) {
     const memstep::analysis::Report r =
         memstep::testing::ScaleReport(strtoul(argv[2], nullptr, 10), strtoul(argv[3], nullptr, 10));
@@ -27,6 +36,6 @@ int main(int argc, char** argv) {
     printf("FormatHtml: %.3f s, %zu bytes\n", s, html.size());
     return memstep::testing::WriteFile(argv[4], html) ? 0 : 1;
   }
-  fprintf(stderr, "usage: html_test_writer hostile FILE | scale STEPS SITES FILE\n");
+  fprintf(stderr, "usage: html_test_writer hostile FILE | empty FILE | scale STEPS SITES FILE\n");
   return 1;
 }
