@@ -199,6 +199,9 @@ function chart(c, host) {
     var first = 0, lastI = c.x.length - 1;
     while (first < lastI && xEnd(first) <= x0) first++;
     while (lastI > first && c.x[lastI] >= x1) lastI--;
+    // one point beyond each edge, so that lines reach the edges (clipped)
+    first = Math.max(first - 1, 0);
+    lastI = Math.min(lastI + 1, c.x.length - 1);
     var ymax = 0;
     p.series.forEach(function (s) {
       if (hidden[s.name]) return;

@@ -226,6 +226,85 @@ def export_trace_checks(args, out_dir):
     check(len(dom.find('option')) == 2 + len(report['stage_peaks']),
           'flame graphs: end (host, device) and one per stage peak')
     screenshot(page, out_dir, os.path.join(out_dir, 'export.png'))
+    interaction_checks(page, out_dir, report)
+
+
+# Drives the page the way a user does: a harness page loads the report in an
+# iframe (same origin with --allow-file-access-from-files), dispatches mouse
+# events on it, and writes what the report shows after each into its own DOM.
+HARNESS = '''<!DOCTYPE html><html><body>
+<iframe id="f" src="%s" width="1400" height="3000"></iframe>
+<script>
+var f = document.getElementById('f');
+function note(k, v) { document.body.setAttribute('data-' + k, String(v)); }
+f.onload = function () {
+  try {
+    var d = f.contentDocument, w = f.contentWindow, chart = d.querySelector('div.chart');
+    var svg = chart.querySelector('svg.plot'), r = svg.getBoundingClientRect();
+    function at(frac) { return r.left + (80 + frac * (1100 - 96)) * r.width / 1100; }
+    function fire(target, type, x) {
+      target.dispatchEvent(new w.MouseEvent(type, {clientX: x, clientY: r.top + 100,
+                                                   bubbles: true, deltaY: 0}));
+    }
+    note('view0', chart.getAttribute('data-view'));
+    fire(svg, 'mousedown', at(0.25));
+    fire(svg, 'mousemove', at(0.5));
+    note('tip', chart.querySelector('.tip').textContent.split('\\n')[0]);
+    fire(w, 'mouseup', at(0.5));
+    note('view1', chart.getAttribute('data-view'));
+    note('points1', svg.querySelector('path[data-series="host live"]').getAttribute('d')
+                        .split(/[ML]/).length - 1);
+    fire(svg, 'dblclick', at(0.5));
+    note('view2', chart.getAttribute('data-view'));
+    var box = d.querySelector('div.flame'), nodes = box.querySelectorAll('.fn');
+    note('flame0', nodes.length);
+    nodes[2].dispatchEvent(new w.MouseEvent('click', {bubbles: true}));
+    note('flame1', box.querySelector('.fn').getAttribute('title').split('\\n')[0]);
+    box.querySelector('.fn').dispatchEvent(new w.MouseEvent('click', {bubbles: true}));
+    note('flame2', box.querySelectorAll('.fn').length);
+    var pick = d.getElementById('flame-pick');
+    pick.value = '1';
+    pick.dispatchEvent(new w.Event('change'));
+    note('flame3', box.getAttribute('data-total'));
+    note('done', 1);
+  } catch (e) { note('error', e); }
+};
+</script></body></html>'''
+
+
+def interaction_checks(page, out_dir, report):
+    harness = os.path.join(out_dir, 'harness.html')
+    with open(harness, 'w') as f:
+        f.write(HARNESS % os.path.basename(page))
+    out, errors, _ = run_chromium(harness, out_dir, ['--allow-file-access-from-files',
+                                                     '--virtual-time-budget=5000', '--dump-dom'])
+    dom = Dom()
+    dom.feed(out)
+    body = dom.find('body')[0] if dom.find('body') else {}
+    check(body.get('data-done') == '1', 'interactions ran (error: %s)' % body.get('data-error'))
+    check(not errors, 'no console errors while interacting: %s' % errors)
+    check(body.get('data-view0') == '0-39', 'the chart shows steps 0-39 first (%s)' %
+          body.get('data-view0'))
+    view = body.get('data-view1', '')
+    check(re.fullmatch(r'(9|10)-(19|20)', view) is not None,
+          'dragging over the second quarter zooms to steps ~10-19 (%s)' % view)
+    check(body.get('data-points1') == '12',
+          'the zoomed line has the points of those steps and one beyond each edge (%s)' %
+          body.get('data-points1'))
+    check(body.get('data-tip') == 'steps 20', 'hovering names the step under the pointer (%r)' %
+          body.get('data-tip'))
+    check(body.get('data-view2') == '0-39', 'double-click shows every step again (%s)' %
+          body.get('data-view2'))
+    check(int(body.get('data-flame0', '0')) >= 3, 'the flame graph has frames')
+    check(body.get('data-flame1', '') not in ('', 'all'),
+          'clicking a frame zooms into it (top frame now %r)' % body.get('data-flame1'))
+    check(body.get('data-flame2') is not None and
+          int(body.get('data-flame2')) > 0, 'clicking the top frame zooms out')
+    device_live = round(sum(s['live_bytes_end'] for s in report['sites']
+                            if s['kind'] not in ('host', 'mmap')))
+    check(body.get('data-flame3') == str(device_live),
+          'choosing the device flame graph shows the device sites\' %d bytes (%s)' %
+          (device_live, body.get('data-flame3')))
 
 
 def hostile_checks(args, out_dir):
