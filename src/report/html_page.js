@@ -465,7 +465,8 @@ function flames() {
       var pct = (n[1] / f.total * 100).toFixed(2);
       var div = el('div', {'class': 'fn', title: n[0] + '\n' + bytes(n[1]) + ' (' + pct + '%)',
         style: 'left:' + x.toFixed(1) + 'px;top:' + d * RH + 'px;width:' + Math.max(w - 1, 0.5)
-          .toFixed(1) + 'px;background:' + color(n[0])}, w > 30 ? n[0] : '');
+          .toFixed(1) + 'px;background:' + (n === f.tree ? '#c7c7c7' : color(n[0]))},
+        w > 30 ? n[0] : '');
       div.addEventListener('click', function () { show(f, n === root && path.length ?
         path[path.length - 1] : n); });
       div.addEventListener('mouseenter', function () {
