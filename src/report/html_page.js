@@ -99,8 +99,9 @@ function attention() {
   A.growth.forEach(function (g) {
     items.push(el('li', {'class': g['class'] === 'LEAK' ? 'bad' : 'warn'},
       [el('b', null, g['class']), ' ' + g.what + ' ' + rate(g.slope) + ' [95% CI ' +
-       bytes(g.low) + ', ' + bytes(g.high) + ']' + (D.processes.length > 1 ? ' (pid ' + g.pid + ')'
-       : '') + ': ' + g.reason]));
+       bytes(g.low) + ', ' + bytes(g.high) + ']' + (g.steps_to_limit >= 0 ? ', memory limit in ' +
+       thousands(g.steps_to_limit) + ' steps' : '') + (D.processes.length > 1 ? ' (pid ' + g.pid +
+       ')' : '') + ': ' + g.reason]));
   });
   A.unattributed.forEach(function (u) {
     items.push(el('li', {'class': 'bad', 'data-unattributed': u.bytes_per_step},
