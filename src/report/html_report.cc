@@ -1,7 +1,8 @@
 // The HTML report (`memstep report --format html`): one self-contained page.
 // This file turns an analysis::Report into one JSON object, aggregated so
-// that its size does not grow with the run; html_page.cc holds the page
-// (inline CSS and script) that draws it. Nothing in the page loads anything
+// that its size does not grow with the run; html_page.cc wraps it in the
+// page, whose style sheet and script (html_page.css, html_page.js, compiled
+// in through html_assets.cc) draw it. Nothing in the page loads anything
 // from the network.
 //
 // Worked example of the aggregation (100,000 steps, 50,000 sites, 4 stages):
@@ -38,29 +39,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/report/formats.h"
+#include "src/report/html_internal.h"
 #include "src/report/html_page.h"
 #include "src/report/report.h"
 
 namespace memstep::report {
-namespace {
-
-using analysis::GrowthClass;
-using analysis::ProcessSummary;
-using analysis::Report;
-using analysis::Site;
-using analysis::SiteKind;
-using analysis::StepRow;
-
-constexpr size_t kChartBuckets = 1000;  // points per memory chart
-constexpr size_t kMaxCharts = 16;       // processes drawn (the rest are listed)
-constexpr size_t kMaxMarkers = 200;     // step markers per chart
-constexpr size_t kGrowthRows = 50;      // growing sites listed
-constexpr size_t kSparkPoints = 60;     // points per sparkline
-constexpr size_t kMaxFrames = 12;       // frames listed per growing site
-constexpr size_t kMaxFlames = 48;       // flame graphs (end, then stage peaks)
-constexpr size_t kFlameMaxDepth = 48;   // frames below the kind frame
-constexpr double kFlameMinFraction = 0.002;
-constexpr size_t kMaxListRows = 100;  // alerts, OOMs listed at the top
+namespace html {
 
 // A JSON string safe inside <script type="application/json">.
 std::string HtmlJsonString(const std::string& s) {
@@ -89,63 +73,33 @@ std::string HtmlJsonString(const std::string& s) {
   return out;
 }
 
-// A small JSON writer: commas follow from the nesting.
-class Json {
- public:
-  void Open(char c) {
-    Comma();
-    out_ += c;
-    first_ = true;
-  }
-  void Close(char c) {
-    out_ += c;
-    first_ = false;
-  }
-  void Key(const char* k) {
-    Comma();
-    absl::StrAppend(&out_, "\"", k, "\":");
-    first_ = true;
-  }
-  void Str(const std::string& s) {
-    Comma();
-    out_ += HtmlJsonString(s);
-  }
-  void Num(double v) {
-    Comma();
-    if (!std::isfinite(v)) {
-      out_ += "null";
-    } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
-      absl::StrAppend(&out_, static_cast<int64_t>(v));
-    } else {
-      absl::StrAppend(&out_, absl::StrFormat("%.6g", v));
-    }
-  }
-  void Bool(bool b) {
-    Comma();
-    out_ += b ? "true" : "false";
-  }
-  // Key and value in one.
-  void F(const char* k, const std::string& v) { Key(k), Str(v); }
-  void F(const char* k, const char* v) { Key(k), Str(v); }
-  void F(const char* k, double v) { Key(k), Num(v); }
-  void B(const char* k, bool v) { Key(k), Bool(v); }
-  std::string& out() { return out_; }
-
- private:
-  void Comma() {
-    if (!first_) out_ += ',';
-    first_ = false;
-  }
-  std::string out_;
-  bool first_ = true;
-};
-
-double D(uint64_t v) { return static_cast<double>(v); }
-
-std::string KindName(SiteKind kind, int32_t device) {
+std::string KindName(analysis::SiteKind kind, int32_t device) {
   if (analysis::IsHost(kind) || device < 0) return SiteKindName(kind);
   return absl::StrCat(SiteKindName(kind), " ", device);
 }
+
+}  // namespace html
+
+namespace {
+
+using html::D;
+using html::Json;
+using html::KindName;
+
+using analysis::GrowthClass;
+using analysis::ProcessSummary;
+using analysis::Report;
+using analysis::Site;
+using analysis::SiteKind;
+using analysis::StepRow;
+
+constexpr size_t kChartBuckets = 1000;  // points per memory chart
+constexpr size_t kMaxCharts = 16;       // processes drawn (the rest are listed)
+constexpr size_t kMaxMarkers = 200;     // step markers per chart
+constexpr size_t kGrowthRows = 50;      // growing sites listed
+constexpr size_t kSparkPoints = 60;     // points per sparkline
+constexpr size_t kMaxFrames = 12;       // frames listed per growing site
+constexpr size_t kMaxListRows = 100;    // alerts, OOMs listed at the top
 
 // The innermost frame outside the allocator (as the text report names sites).
 std::string SiteName(const Site& s) {
@@ -570,140 +524,6 @@ void WriteGrowth(const Report& r, const std::map<uint32_t, std::pair<size_t, siz
   j.Close('}');
 }
 
-// A flame graph's tree: stacks merged root first.
-class FlameTree {
- public:
-  FlameTree() { nodes_.push_back({"all", 0, {}}); }
-  void Add(const std::vector<std::string>& path, double value) {
-    if (!(value > 0)) return;
-    size_t at = 0;
-    nodes_[0].value += value;
-    for (const std::string& name : path) {
-      auto [it, inserted] = nodes_[at].children.try_emplace(name, nodes_.size());
-      if (inserted) nodes_.push_back({name, 0, {}});
-      at = it->second;
-      nodes_[at].value += value;
-    }
-  }
-  double total() const { return nodes_[0].value; }
-  // [name, value, [children...]] with small siblings merged.
-  void Write(Json& j) const { Write(0, 0, nodes_[0].value * kFlameMinFraction, j); }
-
- private:
-  struct Node {
-    std::string name;
-    double value;
-    std::map<std::string, size_t> children;
-  };
-  void Write(size_t at, size_t depth, double min_value, Json& j) const {
-    const Node& node = nodes_[at];
-    j.Open('[');
-    j.Str(node.name);
-    j.Num(std::round(node.value));
-    j.Open('[');
-    if (depth < kFlameMaxDepth + 2) {
-      std::vector<size_t> kids;
-      for (const auto& [name, index] : node.children) kids.push_back(index);
-      std::stable_sort(kids.begin(), kids.end(),
-                       [&](size_t a, size_t b) { return nodes_[a].value > nodes_[b].value; });
-      double rest = 0;
-      size_t merged = 0;
-      for (size_t k : kids) {
-        if (nodes_[k].value >= min_value) {
-          Write(k, depth + 1, min_value, j);
-        } else {
-          rest += nodes_[k].value;
-          ++merged;
-        }
-      }
-      if (merged > 0 && std::round(rest) > 0) {
-        j.Open('[');
-        j.Str(merged == 1 ? "[1 smaller frame]" : absl::StrCat("[", merged, " smaller frames]"));
-        j.Num(std::round(rest));
-        j.Open('[');
-        j.Close(']');
-        j.Close(']');
-      }
-    }
-    j.Close(']');
-    j.Close(']');
-  }
-  std::vector<Node> nodes_;
-};
-
-std::vector<std::string> StackPath(const Report& r, uint32_t pid, const std::string& kind,
-                                   const Site* site, uint64_t stack_id) {
-  std::vector<std::string> path;
-  if (r.processes.size() > 1) {
-    std::string root = absl::StrCat("[pid ", pid);
-    for (const ProcessSummary& p : r.processes) {
-      if (p.pid == pid && !p.rank.empty()) absl::StrAppend(&root, " rank ", p.rank);
-    }
-    path.push_back(root + "]");
-  }
-  path.push_back(absl::StrCat("[", kind, "]"));
-  if (site == nullptr) {
-    path.push_back(absl::StrCat("[stack ", stack_id, "]"));
-  } else if (site->frames.empty()) {
-    path.push_back("[no stack]");
-  } else {
-    for (auto f = site->frames.rbegin(); f != site->frames.rend(); ++f) path.push_back(f->function);
-  }
-  return path;
-}
-
-void WriteFlame(const std::string& title, const char* group, const FlameTree& tree, Json& j) {
-  j.Open('{');
-  j.F("title", title);
-  j.F("group", group);
-  j.F("total", std::round(tree.total()));
-  j.Key("tree");
-  tree.Write(j);
-  j.Close('}');
-}
-
-void WriteFlames(const Report& r, Json& j) {
-  std::map<uint64_t, const Site*> by_id;
-  for (const Site& s : r.sites) by_id[s.id] = &s;
-  j.Key("flames");
-  j.Open('[');
-  FlameTree host_end, device_end;
-  for (const Site& s : r.sites) {
-    const bool host = analysis::IsHost(s.kind);
-    (host ? host_end : device_end)
-        .Add(StackPath(r, s.pid, KindName(s.kind, s.device), &s, s.stack_id), s.live_bytes_end);
-  }
-  size_t written = 0, stage_written = 0;
-  if (host_end.total() > 0 || device_end.total() == 0) {
-    WriteFlame("host: live at the end", "end", host_end, j);
-    ++written;
-  }
-  if (device_end.total() > 0) {
-    WriteFlame("device: live at the end", "end", device_end, j);
-    ++written;
-  }
-  for (const analysis::StagePeak& sp : r.stage_peaks) {
-    if (written >= kMaxFlames) break;
-    FlameTree tree;
-    const std::string kind = KindName(sp.kind, sp.device);
-    for (const analysis::PeakSite& ps : sp.top_sites) {
-      auto it = by_id.find(ps.site_id);
-      const Site* site = it == by_id.end() ? nullptr : it->second;
-      tree.Add(StackPath(r, sp.pid, site != nullptr ? KindName(site->kind, site->device) : kind,
-                         site, ps.stack_id),
-               ps.live_bytes);
-    }
-    std::string title = absl::StrCat(sp.kind == SiteKind::kHost ? "host" : kind, ": stage ",
-                                     sp.stage, " at its peak (step ", sp.step_of_max, ")");
-    if (r.processes.size() > 1) absl::StrAppend(&title, ", pid ", sp.pid);
-    WriteFlame(title, "stage", tree, j);
-    ++written;
-    ++stage_written;
-  }
-  j.Close(']');
-  j.F("flames_left_out", D(r.stage_peaks.size() - stage_written));
-}
-
 }  // namespace
 
 std::string FormatHtmlData(const Report& r) {
@@ -732,7 +552,7 @@ std::string FormatHtmlData(const Report& r) {
   j.F("charts_left_out", D(ranges.size() - charts));
   WriteStagePeaks(r, j);
   WriteGrowth(r, ranges, j);
-  WriteFlames(r, j);
+  html::WriteFlames(r, j);
   j.Close('}');
   return std::move(j.out());
 }
