@@ -1,6 +1,7 @@
 // Exports of an analysis::Report for other tools (`memstep report --format`):
 // folded stacks (flame graphs), CSV (the per-step table), Chrome trace-event
-// JSON (Perfetto UI, chrome://tracing) and pprof (profile.proto, gzipped).
+// JSON (Perfetto UI, chrome://tracing), pprof (profile.proto, gzipped) and
+// a self-contained HTML page.
 //
 // Contract:
 //  - Pure functions of the Report and their options: no I/O, deterministic
@@ -86,6 +87,20 @@ std::string FormatPerfetto(const analysis::Report& report);
 // Locations, functions and lines from the symbolized frames, mappings from
 // their modules.
 std::string FormatPprof(const analysis::Report& report);
+
+// One self-contained HTML page (html_report.cc; no network, script and
+// style inline): what needs attention (failed gates, alerts, growth of the
+// heap, RSS or device memory, unattributed growth, out-of-memory), memory
+// over steps per process (host live and peak, RSS, device allocated, peak
+// and reserved per device) with stage shading and step markers, stage peak
+// bars, the growing sites with sparklines and intervals, and flame graphs of
+// live memory at the end and at each stage's peak. Aggregated so that its
+// size is bounded whatever the number of steps and sites; gates are
+// Report::gates as EvaluateGates left them.
+std::string FormatHtml(const analysis::Report& report);
+// The JSON object the page draws (schema "memstep.html/1"), in which '<',
+// '>', '&', U+2028 and U+2029 are \u escapes.
+std::string FormatHtmlData(const analysis::Report& report);
 
 }  // namespace memstep::report
 

@@ -262,7 +262,8 @@ class ExportTest(unittest.TestCase):
         csv = run(self.trace, "--format", "csv").stdout.decode()
         self.assertEqual(len(csv.split("\r\n")), 1 + 40 + 1)
         for args, message in (
-                (["--format", "svg"], "--format must be text, json, folded, csv, perfetto or pprof"),
+                (["--format", "svg"],
+                 "--format must be text, json, folded, csv, perfetto, pprof or html"),
                 (["--view", "peak"], "--view applies to --format folded only"),
                 (["--format", "folded", "--view", "top"], "is not a view"),
                 (["--format", "folded", "--view", "stage:nope"], "no stage 'nope'"),
@@ -340,7 +341,7 @@ class DocsTest(unittest.TestCase):
         self.assertIn("--view", options)
         for option in options - {"--help"}:
             self.assertTrue(f"`{option}" in cli_md, f"{option} of --help not in docs/cli.md")
-        for fmt in ("text", "json", "folded", "csv", "perfetto", "pprof"):
+        for fmt in ("text", "json", "folded", "csv", "perfetto", "pprof", "html"):
             self.assertIn(f"`--format {fmt}`", cli_md, fmt)
             self.assertRegex(help_text, rf"\n +{fmt} ", fmt)
         self.assertNotIn("reserved", cli_md.split("## Exit status")[1].split("##")[0])

@@ -23,7 +23,7 @@ int UsageError(const std::string& message) {
   return kExitError;
 }
 
-constexpr const char* kFormats[] = {"text", "json", "folded", "csv", "perfetto", "pprof"};
+constexpr const char* kFormats[] = {"text", "json", "folded", "csv", "perfetto", "pprof", "html"};
 
 // Writes `data` to `path` ("" = stdout); false with a message on failure.
 bool WriteOutput(const std::string& path, const std::string& data) {
@@ -90,7 +90,8 @@ int ReportMain(const std::vector<std::string>& args) {
       if (name == "--format") {
         if (std::find(std::begin(kFormats), std::end(kFormats), value) == std::end(kFormats)) {
           return UsageError(absl::StrCat(
-              "--format must be text, json, folded, csv, perfetto or pprof, not '", value, "'"));
+              "--format must be text, json, folded, csv, perfetto, pprof or html, not '", value,
+              "'"));
         }
         format = value;
       } else if (name == "--view") {
@@ -174,6 +175,8 @@ int ReportMain(const std::vector<std::string>& args) {
     data = report::FormatPerfetto(*report);
   } else if (format == "pprof") {
     data = report::FormatPprof(*report);
+  } else if (format == "html") {
+    data = report::FormatHtml(*report);
   } else {
     if (top >= 0) ro.top = top;
     if (frames >= 0) ro.frames = frames;
