@@ -111,8 +111,12 @@ TEST(HuntTest, ExactSeriesHasNothingOfTheProfiler) {
   }
 }
 
-// 10 KiB/step in 512-byte objects, 30 seeds: named in >= 28 (95 %); its
-// interval covers the truth in most; never another LEAK site.
+// 10 KiB/step in 512-byte objects, 30 seeds. Stated rates: the site is named
+// in 99 % of seeds (measured: 200 of 200), so the test accepts down to
+// MinCovered(30, 0.99) = 27 (P(Binomial(30, 0.99) < 27) = 2.2e-4; the earlier
+// bound, 28 of 30, was the 95 % mean and failed a 95 % rate 19 % of the
+// time); its 95 % interval covers the truth (the binomial bound over the
+// named seeds); never another LEAK site (0 of 200 measured).
 int Seeds() {
   const char* e = getenv("MEMSTEP_HUNT_TEST_SEEDS");  // more, to measure the rates
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 30;
@@ -140,7 +144,7 @@ TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
       "sites\n",
       hunted, kSeeds, named, covered, false_sites);
   EXPECT_EQ(hunted, kSeeds);
-  EXPECT_GE(named, kSeeds * 95 / 100);
+  EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99));
   // The named site's 95 % rate interval covers the truth in 95 % of the
   // seeds that name it: at least the binomial bound (tests/coverage_bound.h,
   // a false failure in <= 0.1 % of runs).

@@ -41,6 +41,12 @@ TEST(CoverageTest, MinCoveredIsTheBinomialQuantile) {
   EXPECT_LE(MinCovered(1000), 932);
   EXPECT_EQ(MinCovered(10, 0.5), 1);  // P(X = 0) = 0.00098 <= 0.001
   EXPECT_EQ(MinCovered(20), 15);      // P(X <= 14) = 0.0003, P(X <= 15) = 0.0026
+  EXPECT_EQ(MinCovered(100), 87);     // P(X <= 86) = 0.0005, P(X <= 87) = 0.0015
+  // The upper bound mirrors it: P(Binomial(20, 0.05) > 5) = 0.0003.
+  EXPECT_EQ(testing::MaxSuccesses(20, 0.05, 0.001), 5);
+  // Bernstein with no bounded-term correction is sqrt(2 v ln(2 / rate)).
+  EXPECT_NEAR(testing::BernsteinHalfWidth(4, 0, 0.05), std::sqrt(8 * std::log(40.0)), 1e-12);
+  EXPECT_GT(testing::BernsteinHalfWidth(4, 1, 0.05), testing::BernsteinHalfWidth(4, 0, 0.05));
 }
 
 // Sites allocating groups of same-size objects, sampled like the profiler,
