@@ -303,7 +303,7 @@ TEST(Cli, RunPassesExitCodeAndReportNamesTheLeak) {
   const std::string out = absl::StrCat(dir.path(), "/run");
   ChildResult r = RunChild({MemstepCli(), "run", "--out", out, "--sample-interval", "16KiB", "--",
                             PlantedProgram(), "exit", "7"},
-                           {}, 60);
+                           {"MEMSTEP_SEED=1"}, 60);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 7) << r.output;
   // The run directory is printed: `out` itself or a directory inside it.
