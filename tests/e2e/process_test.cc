@@ -238,9 +238,20 @@ TEST(PlantedHostile, KillNineAtRandomMomentsOverSeeds) {
     std::vector<std::string> env = TracedEnv(dir.path(), 0);
     env.push_back("MEMSTEP_FLUSH_MS=100");
     Child child = Spawn({PlantedProgram(), "progress"}, env);
-    const uint64_t until = MonoNow() + static_cast<uint64_t>(delay_ms(rng)) * 1000000;
     std::string line;
     int64_t last_seen = -1;
+    // The delay counts from the program's first step, not from the spawn: on
+    // a loaded machine starting the process can take longer than the
+    // shortest delay, and a kill before any step has no step to report.
+    const uint64_t start_deadline = MonoNow() + 30000000000u;
+    while (last_seen < 0 && MonoNow() < start_deadline) {
+      if (ReadLine(child.out_fd, &line, 5) && absl::StartsWith(line, "step ")) {
+        (void)absl::SimpleAtoi(line.substr(5), &last_seen);
+      }
+    }
+    if (last_seen < 0) kill(child.pid, SIGKILL);
+    ASSERT_GE(last_seen, 0) << "no step within 30 s";
+    const uint64_t until = MonoNow() + static_cast<uint64_t>(delay_ms(rng)) * 1000000;
     while (MonoNow() < until) {  // drain its output while it runs
       if (ReadLine(child.out_fd, &line, 5) && absl::StartsWith(line, "step ")) {
         (void)absl::SimpleAtoi(line.substr(5), &last_seen);
