@@ -150,7 +150,11 @@ int ParseSignal(const char* s) {
 void ReadFeatureConfig() {
   uint64_t v;
   g_features.device_interval = kDefaultDeviceInterval;
-  g_features.snapshot_signal = SIGUSR2;
+  // No snapshot signal unless asked for: a handler of memstep's would change
+  // what the program sees (sigaction's old action, Python's getsignal() is
+  // None, so CPython's test_threadsignals cannot restore it) and what the
+  // signal does (SIGUSR2 no longer ends a program that left it at default).
+  g_features.snapshot_signal = 0;
   if (EnvSize("MEMSTEP_DEVICE_SAMPLE_INTERVAL", &v)) g_features.device_interval = v;
   if (EnvSize("MEMSTEP_DEVICE_SAMPLE_WARM", &v)) g_features.device_warm_interval = v;
   if (const char* sig = getenv("MEMSTEP_SNAPSHOT_SIGNAL"); sig != nullptr && sig[0] != '\0') {

@@ -26,6 +26,7 @@
 # Exit status: 0 pass, 1 fail (the nodriver modes fail where a libcuda.so.1 is
 # installed; CMakeLists.txt does not register them there).
 set -u
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 MODE=$1; VIA=$2; WORK=$3; CHECK=$4; DRV=$5; CLI=$6; APP=$7; shift 7
 PRE=${1:-}
 rm -rf "$WORK"; mkdir -p "$WORK/facts"

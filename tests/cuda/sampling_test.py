@@ -5,8 +5,8 @@ usage: sampling_test.py MEMSTEP APP_SAMPLE FAKEDRV_DIR WORK
 
 Runs apps/app_sample.cc under `memstep run` with the default device sampling
 interval (T_dev = 8 MiB, warm-up 2 MiB) and MEMSTEP_SEED=1, sends it the
-snapshot signal (SIGUSR2) when it says "ready", lets it make its planted
-out-of-memory call, and checks `memstep report --format json`:
+snapshot signal (SIGUSR2, opted in with MEMSTEP_SNAPSHOT_SIGNAL=USR2) when it
+says "ready", lets it make its planted out-of-memory call, and checks `memstep report --format json`:
 
   - device totals are exact (allocated bytes and count, live at the end);
   - the sampler unwound a small share of the allocations (few stacks);
@@ -46,7 +46,9 @@ def run(cli, app, drv, out, ignore_usr2):
            if not k.startswith("MEMSTEP_") and not k.startswith("FAKECUDA_")
            and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     env.update({"LD_LIBRARY_PATH": drv, "FAKECUDA_MEM_LIMIT": str(4 << 30), "MEMSTEP_SEED": "1",
-                "MEMSTEP_HUNT_BUDGET": "100", "MEMSTEP_WINDOW": "0"})
+                "MEMSTEP_HUNT_BUDGET": "100", "MEMSTEP_WINDOW": "0",
+                # The snapshot signal is opt-in (docs/gpu.md).
+                "MEMSTEP_SNAPSHOT_SIGNAL": "USR2"})
 
     def pre():
         if ignore_usr2:

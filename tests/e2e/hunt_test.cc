@@ -111,8 +111,14 @@ TEST(HuntTest, ExactSeriesHasNothingOfTheProfiler) {
   }
 }
 
-// 10 KiB/step in 512-byte objects, 30 seeds: named in >= 28 (95 %); its
-// interval covers the truth in most; never another LEAK site.
+// 10 KiB/step in 512-byte objects, 30 seeds. Each check fails by chance with
+// probability <= 1e-4 (the leak hunt follows measured time, so every CI run
+// is a fresh draw; docs/testing.md). Stated rates: the site is named in 99 %
+// of seeds (measured: 200 of 200), so the test accepts down to
+// MinCovered(30, 0.99, 1e-4) = 26 (P(Binomial(30, 0.99) < 26) = 1.2e-5; the
+// earlier bound, 28 of 30, was the 95 % mean and failed a 95 % rate 19 % of
+// the time); its 95 % interval covers the truth (the binomial bound over the
+// named seeds, 23 of 30); never another LEAK site (0 of 200 measured).
 int Seeds() {
   const char* e = getenv("MEMSTEP_HUNT_TEST_SEEDS");  // more, to measure the rates
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 30;
@@ -140,18 +146,18 @@ TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
       "sites\n",
       hunted, kSeeds, named, covered, false_sites);
   EXPECT_EQ(hunted, kSeeds);
-  EXPECT_GE(named, kSeeds * 95 / 100);
+  EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99, 1e-4));
   // The named site's 95 % rate interval covers the truth in 95 % of the
   // seeds that name it: at least the binomial bound (tests/coverage_bound.h,
-  // a false failure in <= 0.1 % of runs).
-  EXPECT_GE(covered, testing::MinCovered(named));
+  // a false failure in <= 1e-4 of runs).
+  EXPECT_GE(covered, testing::MinCovered(named, 0.95, 1e-4));
   EXPECT_EQ(false_sites, 0);
 }
 
 // The smallest leak the issue names, 1 KiB/step of 64-byte objects, over the
 // same 60 steps: the exact heap grows only 60 KiB in all, and the site has
 // samples almost only from the hunt's steps. 10 seeds: named in at least
-// MinCovered(10) = 6 at a stated 95 % (a false failure in <= 0.1 % of runs;
+// MinCovered(10) = 6 at a stated 95 % (a false failure in 6.4e-5 of runs;
 // 10 of 10 measured, and 10 of 10 with 16-byte and 256-byte objects).
 TEST(HuntTest, TinyLeakIsNamedAtItsSite) {
   constexpr int kSeeds = 10;

@@ -163,13 +163,22 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
 }
 
 // One thread, 10 steps, known stage peaks relative to the live bytes at the
-// previous step's end. Exact counters are flushed at every boundary, so live
-// bytes at step end are exact; a peak may lag by the flush granularity, one
-// thread x 1 MiB. Vector bookkeeping adds a few KiB, hence the 16 KiB slack.
-TEST(PlantedSteps, PerStepCountersExactWithinOneMiB) {
+// previous step's end. No sampling error here: the counters are exact and
+// flushed at every boundary (docs/preload.md "Exact counters"). What remains,
+// bounded from the mechanism rather than tuned:
+//  * kBook: the planted loop's own pointer vectors (64 + 384 + 128 + 32
+//    pointers, 4.75 KiB, plus malloc's rounding of each), counted in alloc
+//    and free bytes and live while a stage runs: at most 8 KiB;
+//  * a peak reached between two flushes (allocations then frees within one
+//    stage: backward allocates the gradients, then frees the activations)
+//    is seen at the last flush before it, at most one flush threshold (1
+//    MiB, one thread) lower. Stages that only allocate (data, forward,
+//    optimizer) peak at their end boundary, which flushes: exact.
+TEST(PlantedSteps, PerStepCountersExact) {
   TempDir dir;
   analysis::Report report = TraceAndAnalyze(dir, "steps", 1 << 20);
-  const double kTol = (1 << 20) + (16 << 10);
+  const double kBook = 8 << 10;
+  const double kFlush = 1 << 20;
   const double b = kStepBlock;
   ASSERT_EQ(report.steps.size(), static_cast<size_t>(kSteps));
   for (size_t k = 0; k < report.steps.size(); ++k) EXPECT_EQ(report.steps[k].step, k);
@@ -177,17 +186,22 @@ TEST(PlantedSteps, PerStepCountersExactWithinOneMiB) {
     SCOPED_TRACE(testing::Message() << "step " << k);
     const analysis::StepRow& row = report.steps[k];
     const double start = static_cast<double>(report.steps[k - 1].live_bytes_end);
-    EXPECT_NEAR(row.live_bytes_end - start, kStepLeakBlocks * b, kTol);
     const double batch = kStepBatchBlocks * b, acts = kStepActBlocks * b,
                  grads = kStepGradBlocks * b, leak = kStepLeakBlocks * b;
-    EXPECT_NEAR(row.peak_bytes - start, batch + acts + grads, kTol);
+    // The vectors are freed by the step's end; what is left is one-off
+    // allocations of the runtime (284 B in step 1, measured; 0 after).
+    EXPECT_NEAR(row.live_bytes_end - start, leak, kBook);
     ASSERT_EQ(row.stage_peaks.size(), 4u);
-    EXPECT_NEAR(row.stage_peaks.at("data") - start, batch, kTol);
-    EXPECT_NEAR(row.stage_peaks.at("forward") - start, batch + acts, kTol);
-    EXPECT_NEAR(row.stage_peaks.at("backward") - start, batch + acts + grads, kTol);
-    EXPECT_NEAR(row.stage_peaks.at("optimizer") - start, batch + grads + leak, kTol);
-    EXPECT_NEAR(row.alloc_bytes, batch + acts + grads + leak, kTol);
-    EXPECT_NEAR(row.free_bytes, batch + acts + grads, kTol);
+    EXPECT_NEAR(row.stage_peaks.at("data") - start, batch, kBook);
+    EXPECT_NEAR(row.stage_peaks.at("forward") - start, batch + acts, kBook);
+    EXPECT_NEAR(row.stage_peaks.at("optimizer") - start, batch + grads + leak, kBook);
+    for (double peak : {static_cast<double>(row.peak_bytes),
+                        static_cast<double>(row.stage_peaks.at("backward"))}) {
+      EXPECT_GE(peak - start, batch + acts + grads - kFlush);
+      EXPECT_LE(peak - start, batch + acts + grads + kBook);
+    }
+    EXPECT_NEAR(row.alloc_bytes, batch + acts + grads + leak, kBook);
+    EXPECT_NEAR(row.free_bytes, batch + acts + grads, kBook);
   }
 }
 

@@ -32,7 +32,9 @@ std::vector<std::string> Inputs(const std::string& dir) {
   return files;
 }
 
-TEST(FuzzRegressTest, EveryKeptInputRunsCleanly) {
+// One suite name per target (MEMSTEP_REGRESS_SUITE, set in CMakeLists.txt),
+// so that ctest can tell the three replays apart.
+TEST(MEMSTEP_REGRESS_SUITE, EveryKeptInputRunsCleanly) {
   const std::vector<std::string> files = Inputs(MEMSTEP_REGRESS_DIR);
   ASSERT_FALSE(files.empty()) << "no inputs in " << MEMSTEP_REGRESS_DIR;
   for (const std::string& f : files) {

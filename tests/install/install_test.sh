@@ -8,6 +8,7 @@
 #      TMP's libmemstep.so and Python helper, and its report shows the steps.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR CMAKE CC
 set -eu
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 build=$1 src=$2 cmake=$3 cc=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

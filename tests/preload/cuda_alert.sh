@@ -5,6 +5,7 @@
 # on stderr and as ALERT records; none at a threshold equal to the peak.
 # usage: cuda_alert.sh LIB APP MEMSTEP FAKEDRV_DIR WORK
 set -u
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 LIB=$1; APP=$2; CLI=$3; DRV=$4; WORK=$5
 rm -rf "$WORK"; mkdir -p "$WORK"
 fail() { echo "FAIL: $*"; exit 1; }

@@ -8,6 +8,7 @@
 # functions, not themselves (that hung).
 # usage: dlsym_chain.sh LIB PROG DLSYM_INTERPOSER DLVSYM_INTERPOSER WORKDIR [BEHAVIOR]
 set -u
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 LIB=$1; PROG=$2; DLSYM=$3; DLVSYM=$4; WORK=$5; BEHAVIOR=${6:-}
 rm -rf "$WORK"; mkdir -p "$WORK"
 unset LD_PRELOAD MEMSTEP_DISABLE

@@ -36,6 +36,10 @@
 //                         detached), each allocating, while the main thread
 //                         allocates; then 8 threads each fork a child that
 //                         allocates and exits.
+//   signals               prints every signal's disposition, then raises
+//                         SIGUSR1 and SIGUSR2 in fork children: the output
+//                         must equal the run without memstep (memstep installs
+//                         no handler unless MEMSTEP_SNAPSHOT_SIGNAL asks).
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -457,6 +461,36 @@ static int ThreadStorm(void) {
   return 0;
 }
 
+// Every signal's disposition, printed, then SIGUSR1 and SIGUSR2 raised in
+// fork children: run_case.sh compares the output with the run without
+// memstep, so a handler memstep installed, or a signal it swallows, fails.
+static int Signals(void) {
+  Churn(20);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old;
+    if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &old) != 0) continue;
+    const int dfl = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_DFL;
+    const int ign = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN;
+    printf("signal %d: %s\n", sig, dfl ? "default" : ign ? "ignored" : "handled");
+  }
+  const int raised[] = {SIGUSR1, SIGUSR2};
+  for (int i = 0; i < 2; ++i) {
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) Fail("fork");
+    if (pid == 0) {
+      raise(raised[i]);
+      _exit(0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) Fail("waitpid");
+    printf("raise(%d): %s %d\n", raised[i], WIFSIGNALED(st) ? "killed by" : "exited",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  }
+  printf("ok\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s CASE [ARGS]\n", argv[0]);
@@ -478,6 +512,7 @@ int main(int argc, char** argv) {
   if (strcmp(c, "spawn") == 0) return Spawn();
   if (strcmp(c, "longjmp") == 0) return LongJmp();
   if (strcmp(c, "thread-storm") == 0) return ThreadStorm();
+  if (strcmp(c, "signals") == 0) return Signals();
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }

@@ -297,6 +297,14 @@ case "$CASE" in
     quiet
     all_traces 9  # the process and its 8 fork children (each ends with _exit: no trailer)
     ;;
+  signals)  # every signal's disposition as without memstep; SIGUSR1/2 still end a child
+    bare "$BIN" signals
+    run "$BIN" signals
+    grep -q '^ok$' "$WORK/stdout" || fail "no ok"
+    cmp -s "$WORK/bare.stdout" "$WORK/stdout" \
+      || fail "signals differ from the run without memstep: $(diff "$WORK/bare.stdout" "$WORK/stdout" | grep '^[<>]' | head -4 | tr '\n' ' ')"
+    quiet
+    ;;
   fork-thread)  # a thread forks, the child's thread returns: the child ends
     TIMEOUT=60 bare "$BIN" fork-thread
     TIMEOUT=60 run "$BIN" fork-thread

@@ -7,6 +7,7 @@
 # sees it, only the refresh made before the dlclose.
 # usage: runpath.sh LIB PROG TRACE_CHECK LIBDIR WORKDIR
 set -u
+export MEMSTEP_SEED="${MEMSTEP_SEED:-1}"  # samples from a fixed seed, never from the clock
 LIB=$1; PROG=$2; CHECK=$3; DIR=$4; WORK=$5
 rm -rf "$WORK"; mkdir -p "$WORK"
 unset LD_PRELOAD LD_LIBRARY_PATH MEMSTEP_DISABLE

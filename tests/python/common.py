@@ -33,12 +33,15 @@ def require_torch():
 
 
 def clean_env():
-    """The test's environment without anything memstep or Python-path related."""
+    """The test's environment without anything memstep or Python-path related,
+    but MEMSTEP_SEED=1: a test that preloads the library draws its samples
+    from a fixed seed, never from the clock (docs/testing.md)."""
     env = dict(os.environ)
     for key in list(env):
         if key.startswith("MEMSTEP_") or key in ("LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP"):
             del env[key]
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["MEMSTEP_SEED"] = "1"
     return env
 
 
