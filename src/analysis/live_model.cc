@@ -137,6 +137,10 @@ absl::Status LiveModel::Refresh() {
 void LiveModel::Update(Tracked& t) {
   LiveProcess& p = t.p;
   if (p.state == LiveProcess::State::kUnreadable || p.state == LiveProcess::State::kExited) return;
+  // Ended without a trailer (killed), decided before reading: whatever the
+  // poll below reads is then all the process ever wrote.
+  const bool dead = p.host == local_host_ && p.pid != 0 &&
+                    kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH;
   absl::Status polled = t.tailer.Poll();
   last_bytes_read_ += t.tailer.last_bytes_read();
   if (!polled.ok()) {
@@ -154,8 +158,9 @@ void LiveModel::Update(Tracked& t) {
     p.command = tr.cmdline.substr(0, tr.cmdline.find('\0'));
     p.start_real_ns = tr.header.start_real_ns;
     p.state = LiveProcess::State::kRunning;
+    caught_up_ = false;  // once more, now that the pid is known (is it still running?)
   }
-  if (t.tailer.last_bytes_read() >= (uint64_t{64} << 20)) caught_up_ = false;
+  if (!t.tailer.reached_end()) caught_up_ = false;
 
   for (const reader::Event& e : tr.events) {
     if (!t.device.Apply(e)) t.heap.Apply(e);
@@ -272,12 +277,8 @@ void LiveModel::Update(Tracked& t) {
   if (tr.has_trailer) {
     p.state = LiveProcess::State::kExited;
     p.clean_exit = tr.trailer.clean_exit;
-  } else if (t.tailer.last_bytes_read() == 0 && p.host == local_host_ && p.pid != 0 &&
-             kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH) {
-    // Ended without a trailer (killed) and everything it wrote was read.
+  } else if (dead && t.tailer.reached_end()) {
     p.state = LiveProcess::State::kGone;
-  } else if (p.state == LiveProcess::State::kGone) {
-    p.state = LiveProcess::State::kRunning;
   }
 }
 

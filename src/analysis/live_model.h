@@ -128,7 +128,8 @@ class LiveModel {
   // completed anywhere).
   uint64_t steps_done() const;
   // Bytes the last Refresh() read from the traces, and whether it read all
-  // there was (a refresh reads at most 64 MiB per trace).
+  // there was (a refresh reads at most 64 MiB per trace) and knew every
+  // process's pid before it read (so that a process gone is known as such).
   uint64_t last_bytes_read() const { return last_bytes_read_; }
   bool caught_up() const { return caught_up_; }
 

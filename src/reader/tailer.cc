@@ -54,6 +54,7 @@ void TraceTailer::ClearBatch() {
 absl::Status TraceTailer::Poll() {
   ClearBatch();
   last_read_ = 0;
+  reached_end_ = false;
   if (!corrupt_.empty()) return absl::OkStatus();
   if (fd_ < 0) {
     fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -90,6 +91,7 @@ absl::Status TraceTailer::Poll() {
     header_ready_ = true;
     offset_ = *header_len;
   }
+  reached_end_ = size - std::min(size, offset_) <= kMaxReadPerPoll;
   if (size <= offset_) return absl::OkStatus();
 
   const uint64_t want = std::min(size - offset_, kMaxReadPerPoll);

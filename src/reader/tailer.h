@@ -54,6 +54,9 @@ class TraceTailer {
   // Bytes read from the file by the last Poll() and in total.
   uint64_t last_bytes_read() const { return last_read_; }
   uint64_t total_bytes_read() const { return total_read_; }
+  // Whether the last Poll() read up to the end of the file as fstat saw it
+  // (it reads at most 64 MiB per call).
+  bool reached_end() const { return reached_end_; }
   // An invalid chunk at offset() that did not go away (its problem), or "".
   const std::string& corrupt() const { return corrupt_; }
 
@@ -67,6 +70,7 @@ class TraceTailer {
   uint64_t offset_ = 0;
   uint64_t last_read_ = 0;
   uint64_t total_read_ = 0;
+  bool reached_end_ = false;
   // An invalid chunk seen at offset_ when the file had this size.
   uint64_t invalid_size_ = UINT64_MAX;
   std::string corrupt_;

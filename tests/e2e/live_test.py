@@ -10,7 +10,8 @@ While it runs:
   * `memstep top` runs in a real terminal (a tmux pane): the frame's step
     advances and the planted site shows; `q` (and, in a second pane, Ctrl-C)
     ends it, and the terminal is restored (main screen, cursor, the same
-    `stty -a` as before);
+    `stty -a` as before); Ctrl-Z in an interactive shell gives the screen back
+    until `fg`;
   * `memstep top --once` prints one frame; a bad directory exits 1.
 After the job ends: the metrics file says so, top says the run ended.
 An unwritable --metrics-file is one warning and the job runs on.
@@ -268,6 +269,27 @@ class LiveTest(unittest.TestCase):
         wait_for("RUN ENDED on screen", lambda: "RUN ENDED" in self.capture("topend"))
         self.tmux("send-keys", "-t", "topend", "q")
         wait_for("top to exit", lambda: "TOP-EXITED rc=0" in self.capture("topend"))
+
+    def test_8_ctrl_z_gives_the_terminal_back_until_fg(self):
+        # An interactive shell in the pane, for job control.
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "topz", "-x", "150", "-y", "40",
+                  "bash", "--norc", "--noprofile", "-i")
+        self.tmux("send-keys", "-t", "topz", f"{MEMSTEP} top --interval 0.3 {self.run_dir}",
+                  "Enter")
+        alt = lambda: self.tmux("display", "-p", "-t", "topz", "#{alternate_on}").strip()
+        wait_for("top on the alternate screen", lambda: alt() == "1" and
+                 "memstep top" in self.capture("topz"))
+        self.tmux("send-keys", "-t", "topz", "C-z")
+        wait_for("the shell back after Ctrl-Z", lambda: "Stopped" in self.capture("topz"))
+        # The screen and the cursor are top's to give back (the modes: bash
+        # restores its own when a job stops, so they prove nothing here).
+        self.assertEqual(alt(), "0")
+        self.assertEqual(self.tmux("display", "-p", "-t", "topz", "#{cursor_flag}").strip(), "1")
+        self.tmux("send-keys", "-t", "topz", "fg", "Enter")
+        wait_for("top again after fg", lambda: alt() == "1" and
+                 "memstep top" in self.capture("topz"))
+        self.tmux("send-keys", "-t", "topz", "q")
+        wait_for("top to exit", lambda: alt() == "0")
 
     def test_7_unwritable_metrics_file_is_one_warning(self):
         stop = os.path.join(self.work, "stop7")

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -288,6 +289,29 @@ TEST_F(LiveModelTest, NewProcessesAppearAndTheRunEndsWhenAllDid) {
   ASSERT_TRUE(model.Refresh().ok());
   EXPECT_EQ(model.processes()[1].steps_done, 7u);
   EXPECT_EQ(model.steps_done(), 12u);
+  EXPECT_FALSE(model.ended());
+}
+
+TEST_F(LiveModelTest, AProcessKilledOnThisHostIsGone) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // now no such process
+  const std::vector<uint8_t> dead = StepTrace(4, static_cast<uint32_t>(child), host, false);
+  const std::vector<uint8_t> alive = StepTrace(4, static_cast<uint32_t>(getpid()), host, false);
+  Append(dir_.File("memstep.a.trace"), dead, 0, dead.size());
+  Append(dir_.File("memstep.b.trace"), alive, 0, alive.size());
+  LiveModel model(dir_.path(), Options(0));
+  ASSERT_TRUE(model.Refresh().ok());
+  EXPECT_FALSE(model.caught_up());  // the pids were learned: once more
+  ASSERT_TRUE(model.Refresh().ok());
+  EXPECT_TRUE(model.caught_up());
+  ASSERT_EQ(model.processes().size(), 2u);
+  EXPECT_EQ(model.processes()[0].state, LiveProcess::State::kGone);
+  EXPECT_EQ(model.processes()[0].steps_done, 4u);
+  EXPECT_EQ(model.processes()[1].state, LiveProcess::State::kRunning);
   EXPECT_FALSE(model.ended());
 }
 

@@ -81,26 +81,35 @@ std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_
   absl::StrAppend(&status, "   alerts: ", alerts, "   q quits");
   head.push_back(status);
   head.push_back("");
-  head.push_back(absl::StrFormat("%-24s %-8s %8s %7s %11s %12s %11s %11s %12s %6s", "PROCESS",
-                                 "STATE", "STEP", "STEP/S", "HOST LIVE", "GROWTH/STEP", "STEP PEAK",
-                                 "DEVICE LIVE", "DEV GROWTH", "ALERTS"));
+  // The device columns only when a process has device memory, so that a
+  // host-only job fits 80 columns.
+  bool device = false;
+  for (const LiveProcess& p : ps) device |= p.device_peak > 0;
+  std::string title = absl::StrFormat("%-26s %-8s %7s %6s %10s %12s %10s", "PROCESS", "STATE",
+                                      "STEP", "STEP/S", "HOST LIVE", "GROWTH/STEP", "STEP PEAK");
+  if (device) absl::StrAppend(&title, absl::StrFormat(" %11s %12s", "DEVICE LIVE", "DEV GROWTH"));
+  head.push_back(absl::StrCat(title, " ALERTS"));
   for (const LiveProcess& p : ps) {
     std::string who = absl::StrCat(Who(p), " ", Basename(p.command));
-    if (who.size() > 24) who.resize(24);
+    if (who.size() > 26) who.resize(26);
     if (p.state == LiveProcess::State::kUnreadable || p.state == LiveProcess::State::kStarting) {
-      rows.push_back(absl::StrFormat("%-24s %-8s %s", who, StateName(p),
+      rows.push_back(absl::StrFormat("%-26s %-8s %s", who, StateName(p),
                                      p.problem.empty() ? Basename(p.path) : p.problem));
       continue;
     }
-    rows.push_back(absl::StrFormat(
-        "%-24s %-8s %8s %7s %11s %12s %11s %11s %12s %6d", who, StateName(p),
-        p.has_step ? absl::StrCat(p.step) : "-",
-        p.steps_per_second > 0 ? absl::StrFormat("%.1f", p.steps_per_second) : "-",
-        Bytes(static_cast<double>(p.host_live)),
-        p.growth_points >= 2 ? Rate(p.growth_per_step) : "-",
-        p.steps_done > 0 ? Bytes(static_cast<double>(p.step_peak)) : "-",
-        Bytes(static_cast<double>(p.device_live)),
-        p.growth_points >= 2 ? Rate(p.device_growth_per_step) : "-", p.alerts_total));
+    std::string row =
+        absl::StrFormat("%-26s %-8s %7s %6s %10s %12s %10s", who, StateName(p),
+                        p.has_step ? absl::StrCat(p.step) : "-",
+                        p.steps_per_second > 0 ? absl::StrFormat("%.1f", p.steps_per_second) : "-",
+                        Bytes(static_cast<double>(p.host_live)),
+                        p.growth_points >= 2 ? Rate(p.growth_per_step) : "-",
+                        p.steps_done > 0 ? Bytes(static_cast<double>(p.step_peak)) : "-");
+    if (device) {
+      absl::StrAppend(&row,
+                      absl::StrFormat(" %11s %12s", Bytes(static_cast<double>(p.device_live)),
+                                      p.growth_points >= 2 ? Rate(p.device_growth_per_step) : "-"));
+    }
+    rows.push_back(absl::StrFormat("%s %6d", row, p.alerts_total));
     if (!p.problem.empty()) rows.push_back(absl::StrCat("  ", p.problem));
   }
 
