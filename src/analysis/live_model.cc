@@ -249,25 +249,30 @@ void LiveModel::Update(Tracked& t) {
       s.device = device;
       s.growth_per_step = ranked[i].first;
       s.live_bytes = device ? t.device.sites()[index].live_bytes : t.heap.sites()[index].live_bytes;
-      auto [it, inserted] = t.site_names.try_emplace(key);
-      if (inserted) {
+      // Names are kept once symbolized; until then (its STACK record or its
+      // module's MAPPING not read yet, no symbols) it is asked again.
+      auto it = t.site_names.find(key);
+      if (it == t.site_names.end()) {
         const uint64_t stack =
             device ? t.device.sites()[index].key.stack : t.heap.sites()[index].key.stack;
         const uint64_t ts =
             device ? t.device.sites()[index].first_ts : t.heap.sites()[index].first_ts;
         std::vector<Frame> frames = t.resolver->Resolve(stack, ts, device);
-        if (frames.empty()) {
-          it->second = absl::StrCat("stack#", stack);
-        } else {
+        std::string name = absl::StrCat("stack#", stack);
+        if (!frames.empty()) {
           const Frame& f = frames.front();
-          it->second = f.function;
-          if (!f.file.empty()) {
-            absl::StrAppend(&it->second, " (", Basename(f.file), ":", f.line, ")");
-          }
+          name = f.function;
+          if (!f.file.empty()) absl::StrAppend(&name, " (", Basename(f.file), ":", f.line, ")");
           if (!device && t.heap.sites()[index].key.kind == HeapReplay::Kind::kMmap) {
-            absl::StrAppend(&it->second, " [mmap]");
+            absl::StrAppend(&name, " [mmap]");
           }
         }
+        if (frames.empty() || !frames.front().symbolized) {
+          s.name = std::move(name);
+          p.top_sites.push_back(std::move(s));
+          continue;
+        }
+        it = t.site_names.emplace(key, std::move(name)).first;
       }
       s.name = it->second;
       p.top_sites.push_back(std::move(s));

@@ -52,8 +52,10 @@ format::Counters Live(uint64_t live, uint64_t peak) {
 
 // A process that leaks kLeak host bytes (site stack 7) and 1 MiB of device
 // memory per step; one chunk per step, chunk_offsets() tell where.
+// `stack_at`: the STACK record of site 7 comes at the end of that step (-1:
+// in the first chunk, before any reference).
 std::vector<uint8_t> StepTrace(int steps, uint32_t pid, const std::string& host, bool trailer,
-                               int alert_at = -1) {
+                               int alert_at = -1, int stack_at = -1) {
   reader::TraceHeaderInfo info;
   info.pid = pid;
   info.tlvs = {{format::kTlvCmdline, std::string("train\0--x", 9)},
@@ -62,7 +64,7 @@ std::vector<uint8_t> StepTrace(int steps, uint32_t pid, const std::string& host,
   reader::TraceBuilder b(info);
   b.String(1, "forward");
   b.String(2, "back\"ward\\");
-  b.Stack(7, {0x1234});
+  if (stack_at < 0) b.Stack(7, {0x1234});
   b.Flush();
   for (int s = 0; s < steps; ++s) {
     const uint64_t ts = 1000000ull * (s + 1);
@@ -76,6 +78,7 @@ std::vector<uint8_t> StepTrace(int steps, uint32_t pid, const std::string& host,
     b.Stage(ts + 6, 2, s, 1, Live(before + kLeak, before + kLeak + (1 << 20)));
     if (s == alert_at) b.Alert(ts + 7, s, format::kAlertGrowth, kLeak, 32 << 10);
     b.Step(ts + 8, s, 1, Live(before + kLeak, before + kLeak + (4 << 20)));
+    if (s == stack_at) b.Stack(7, {0x1234});
     b.Flush();
   }
   if (trailer) b.Trailer(1000000ull * (steps + 2), Live(kBase + kLeak * steps, 0), true);
@@ -290,6 +293,21 @@ TEST_F(LiveModelTest, NewProcessesAppearAndTheRunEndsWhenAllDid) {
   EXPECT_EQ(model.processes()[1].steps_done, 7u);
   EXPECT_EQ(model.steps_done(), 12u);
   EXPECT_FALSE(model.ended());
+}
+
+TEST_F(LiveModelTest, ASiteIsNamedOnceItsStackArrives) {
+  const std::vector<uint8_t> a = StepTrace(12, 3, "node", false, -1, 10);
+  const std::string path = dir_.File("memstep.node.na.3.trace");
+  Append(path, a, 0, a.size() / 2);  // steps 0..4 or so: no STACK record yet
+  LiveModel model(dir_.path(), Options(2));
+  ASSERT_TRUE(model.Refresh().ok());
+  // [0] is the device site (1 MiB/step), [1] the host site 7 (64 KiB/step).
+  ASSERT_EQ(model.processes()[0].top_sites.size(), 2u);
+  EXPECT_EQ(model.processes()[0].top_sites[1].name, "stack#7");
+  Append(path, a, a.size() / 2, a.size());
+  ASSERT_TRUE(model.Refresh().ok());
+  ASSERT_EQ(model.processes()[0].top_sites.size(), 2u);
+  EXPECT_EQ(model.processes()[0].top_sites[1].name, "0x1234");
 }
 
 TEST_F(LiveModelTest, AProcessKilledOnThisHostIsGone) {
