@@ -596,29 +596,28 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
   return static_cast<size_t>(h.header_len);
 }
 
-absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderOptions& options) {
-  Trace t;
-  absl::StatusOr<size_t> header_len = ParseHeader(data, size, &t, options.verify_crc);
-  if (!header_len.ok()) return header_len.status();
-
+ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* trace,
+                      const ReaderOptions& options) {
+  Trace& t = *trace;
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   std::vector<uint8_t> raw;
   uint64_t records_budget = options.max_records;
-  size_t pos = *header_len;
-  std::string problem;
+  size_t pos = offset;
+  ChunkScan scan;
   while (pos < size) {
     if (size - pos < sizeof(format::ChunkHeader)) {
-      problem = "file ends inside a chunk header";
+      scan.problem = "file ends inside a chunk header";
+      scan.incomplete = true;
       break;
     }
     format::ChunkHeader ch;
     memcpy(&ch, data + pos, sizeof(ch));
     if (ch.magic != format::kChunkMagic) {
-      problem = "bad chunk magic";
+      scan.problem = "bad chunk magic";
       break;
     }
     if (options.verify_crc && format::Crc32c(&ch, 32) != ch.header_crc32c) {
-      problem = "chunk header CRC mismatch";
+      scan.problem = "chunk header CRC mismatch";
       break;
     }
     if (ch.raw_len > format::kMaxChunkRawLen ||
@@ -626,17 +625,18 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
         (ch.codec == format::kCodecZstd &&
          ch.payload_len > ZSTD_compressBound(format::kMaxChunkRawLen)) ||
         ch.codec > format::kCodecZstd) {
-      problem = "bad chunk lengths or codec";
+      scan.problem = "bad chunk lengths or codec";
       break;
     }
     const size_t payload_at = pos + sizeof(ch);
     if (ch.payload_len > size - payload_at) {
-      problem = "file ends inside a chunk";
+      scan.problem = "file ends inside a chunk";
+      scan.incomplete = true;
       break;
     }
     const uint8_t* payload = data + payload_at;
     if (options.verify_crc && format::Crc32c(payload, ch.payload_len) != ch.payload_crc32c) {
-      problem = "chunk payload CRC mismatch";
+      scan.problem = "chunk payload CRC mismatch";
       break;
     }
     const uint8_t* records = payload;
@@ -644,7 +644,7 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
       raw.resize(ch.raw_len);
       size_t got = ZSTD_decompressDCtx(dctx.get(), raw.data(), raw.size(), payload, ch.payload_len);
       if (ZSTD_isError(got) || got != ch.raw_len) {
-        problem = "chunk does not decompress";
+        scan.problem = "chunk does not decompress";
         break;
       }
       records = raw.data();
@@ -655,7 +655,7 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
     }
     ChunkRecords c;
     if (!DecodeRecords(records, ch.raw_len, c, records_budget)) {
-      problem = records_budget == 0 ? "too many records" : "malformed record in chunk";
+      scan.problem = records_budget == 0 ? "too many records" : "malformed record in chunk";
       break;
     }
     records_budget -= c.events.size();
@@ -663,10 +663,21 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
     ++t.chunks;
     pos = payload_at + ch.payload_len;
   }
+  scan.next_offset = pos;
+  return scan;
+}
+
+absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderOptions& options) {
+  Trace t;
+  absl::StatusOr<size_t> header_len = ParseHeader(data, size, &t, options.verify_crc);
+  if (!header_len.ok()) return header_len.status();
+
+  const ChunkScan scan = ParseChunks(data, size, *header_len, &t, options);
+  const size_t pos = scan.next_offset;
   if (pos < size) {
     t.truncated = true;
     t.truncated_at_offset = pos;
-    t.warnings.push_back(absl::StrCat("truncated at offset ", pos, " (", problem, "); read ",
+    t.warnings.push_back(absl::StrCat("truncated at offset ", pos, " (", scan.problem, "); read ",
                                       t.chunks, " chunks before it"));
   }
   std::stable_sort(t.events.begin(), t.events.end(),

@@ -230,6 +230,26 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size,
 // Reads and parses the trace file at `path` (mapped read-only).
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReaderOptions& options = {});
 
+// Where ParseChunks stopped: `next_offset` is the first byte not consumed
+// (the end of the last whole valid chunk). `incomplete`: the bytes there are
+// the start of a chunk that the data does not hold entirely (a writer still
+// appending it: parse again from `next_offset` once the file has grown);
+// otherwise, when next_offset < size, the chunk there is invalid (`problem`).
+struct ChunkScan {
+  size_t next_offset = 0;
+  bool incomplete = false;
+  std::string problem;
+};
+
+// Parses the whole chunks of data[offset, size) (offset: a chunk boundary,
+// e.g. the header length or a previous next_offset) and merges their records
+// into `trace`, appending: sequenced records are NOT sorted (ParseTrace sorts
+// once at the end) and unknown references are not counted. Stops at the
+// first incomplete or invalid chunk. `trace->chunks` numbers the chunks
+// across calls. For incremental readers (src/reader/tailer.h).
+ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* trace,
+                      const ReaderOptions& options = {});
+
 // Size of the file header (fixed part, TLVs and CRC) at the start of `data`,
 // or an error if it is not a valid memstep header.
 absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trace,

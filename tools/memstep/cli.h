@@ -49,9 +49,12 @@ std::string ExeDir();
 std::string MainUsage();
 std::string RunUsage();
 std::string ReportUsage();
+std::string TopUsage();
 
 int RunMain(const std::vector<std::string>& args);
 int ReportMain(const std::vector<std::string>& args);
+// `memstep top RUN_DIR`: 0, or 1 on a usage error or an unreadable RUN_DIR.
+int TopMain(const std::vector<std::string>& args);
 
 }  // namespace memstep::cli
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/memstep/cli.h"
+#include "tools/memstep/live_view.h"
 
 #ifndef MEMSTEP_BIN_TO_PYTHON
 #define MEMSTEP_BIN_TO_PYTHON "../share/memstep/python"
@@ -262,6 +263,7 @@ int RunMain(const std::vector<std::string>& args) {
   if (const char* e = getenv("MEMSTEP_OUT")) out_dir = e;
   if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
   if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
+  std::string metrics_file = Env("MEMSTEP_METRICS_FILE");
   std::string warmup = Env("MEMSTEP_WARMUP"), growth = Env("MEMSTEP_ALERT_GROWTH"),
               peak = Env("MEMSTEP_ALERT_PEAK"), device_peak = Env("MEMSTEP_ALERT_DEVICE_PEAK"),
               alert_command = Env("MEMSTEP_ALERT_COMMAND"), window = Env("MEMSTEP_WINDOW"),
@@ -333,6 +335,8 @@ int RunMain(const std::vector<std::string>& args) {
       target = &flush_text;
     } else if (name == "--hunt-budget") {
       target = &hunt_text;
+    } else if (name == "--metrics-file") {
+      target = &metrics_file;
     } else if (absl::StartsWith(a, "-")) {
       return UsageError(absl::StrCat("unknown option '", a, "'"));
     } else {
@@ -468,8 +472,8 @@ int RunMain(const std::vector<std::string>& args) {
   sigprocmask(SIG_SETMASK, &saved, nullptr);
 
   int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) return Error(absl::StrCat("waitpid: ", strerror(errno)));
+  if (int err = WaitForChild(child, run_dir, metrics_file, &status); err != 0) {
+    return Error(absl::StrCat("waitpid: ", strerror(err)));
   }
   std::cerr << "memstep: run directory: " << run_dir << "\n"
             << "memstep: see the report with: memstep report " << run_dir << "\n";
