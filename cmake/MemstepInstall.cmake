@@ -2,7 +2,8 @@
 #
 #   bin/memstep                          the CLI
 #   <libdir>/libmemstep.so               the injected library (also the C API's definitions)
-#   include/memstep/memstep.h            the public header
+#   include/memstep/memstep.h            the public header (C API)
+#   include/memstep/scoped.h             its C++ scope objects (ScopedStep, ScopedStage)
 #   share/memstep/python/                the Python helper and the start-up hook (python/)
 #   <libdir>/cmake/memstep/              find_package(memstep): memstep::memstep, memstep::library
 #   <libdir>/pkgconfig/memstep.pc        pkg-config --cflags memstep
@@ -17,6 +18,7 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS memstep_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/memstep/memstep.h
+              ${PROJECT_SOURCE_DIR}/include/memstep/scoped.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/memstep)
 
 set(_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/memstep)

@@ -2,8 +2,8 @@
 // and the end-to-end test of the example (tests/e2e).
 //
 // Contract: RunTraining() allocates only through the C/C++ heap (malloc,
-// new[]), marks steps and stages through step_api.h, and is deterministic for
-// a given Config. Its memory shape, per step (sizes at the defaults):
+// new[]), marks steps and stages with the public API (memstep.h, scoped.h),
+// and is deterministic for a given Config. Its memory shape, per step (sizes at the defaults):
 //   data       a batch of floats, 2 MiB, freed at step end
 //   forward    activations, 4 layers x 1.5 MiB, freed at the end of backward
 //   backward   gradients, same size as the weights (2 MiB), freed at step end
@@ -41,7 +41,8 @@
 #include <memory>
 #include <vector>
 
-#include "examples/step_api.h"
+#include "memstep/memstep.h"
+#include "memstep/scoped.h"
 
 #define MEMSTEP_NOINLINE __attribute__((noinline))
 
@@ -200,7 +201,7 @@ inline double RunTraining(const Config& config) {
   double checksum = 0;
   InitModelWeights(&model);
   for (int step = 0; step < config.steps; ++step) {
-    StepBegin(step);
+    MEMSTEP_STEP_BEGIN(step);
     std::unique_ptr<float[]> batch;
     {
       ScopedStage stage("data");
@@ -230,7 +231,7 @@ inline double RunTraining(const Config& config) {
     }
     grads.clear();
     batch.reset();
-    StepEnd(step);
+    MEMSTEP_STEP_END(step);
     int epoch = step / config.steps_per_epoch;
     if (config.print_every > 0 && (step + 1) % config.print_every == 0) {
       printf("epoch %d step %d/%d loss %.4f leaked %zu KiB\n", epoch, step + 1, config.steps,

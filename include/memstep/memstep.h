@@ -42,6 +42,7 @@
  *     step_fn f = (step_fn)dlsym(RTLD_DEFAULT, "memstep_step_begin");
  *     if (f) f(step);
  * Python: ctypes.CDLL(None).memstep_step_begin (see python/memstep).
+ * C++: memstep/scoped.h has scope objects (ScopedStep, ScopedStage).
  *
  * Define MEMSTEP_NO_WEAK before including to get plain (strong) declarations,
  * e.g. when linking a program directly against libmemstep.so.
@@ -116,48 +117,10 @@ MEMSTEP_API_ATTR void memstep_snapshot(void);
     if (&memstep_boost != 0) memstep_boost((uint32_t)(n)); \
   } while (0)
 
+/* C++: memstep::ScopedStep and memstep::ScopedStage, scope objects over the
+ * functions above, live in memstep/scoped.h (included here for C++). */
 #ifdef __cplusplus
-namespace memstep {
-
-/* C++: marks a stage (or a step) for the lifetime of the object.
- *
- * Guarantees:
- *  - The stage begins in the constructor and ends in the destructor, also
- *    when the scope is left by an exception or an early return, so stages
- *    stay balanced.
- *  - `name` is not copied: it must outlive the object (a string literal).
- *  - Without libmemstep.so loaded both are no-ops (the weak symbols are null).
- *  - Not copyable or movable: one object, one stage.
- *
- *     for (uint64_t step = 0; step < n; ++step) {
- *       memstep::ScopedStep s(step);
- *       { memstep::ScopedStage f("forward"); forward(); }
- *       { memstep::ScopedStage b("backward"); backward(); }
- *     }
- */
-class ScopedStage {
- public:
-  explicit ScopedStage(const char* name) : name_(name) { MEMSTEP_STAGE_BEGIN(name_); }
-  ~ScopedStage() { MEMSTEP_STAGE_END(name_); }
-  ScopedStage(const ScopedStage&) = delete;
-  ScopedStage& operator=(const ScopedStage&) = delete;
-
- private:
-  const char* name_;
-};
-
-class ScopedStep {
- public:
-  explicit ScopedStep(uint64_t step) : step_(step) { MEMSTEP_STEP_BEGIN(step_); }
-  ~ScopedStep() { MEMSTEP_STEP_END(step_); }
-  ScopedStep(const ScopedStep&) = delete;
-  ScopedStep& operator=(const ScopedStep&) = delete;
-
- private:
-  uint64_t step_;
-};
-
-} /* namespace memstep */
-#endif /* __cplusplus */
+#include "memstep/scoped.h"
+#endif
 
 #endif /* MEMSTEP_INCLUDE_MEMSTEP_MEMSTEP_H_ */

@@ -36,7 +36,6 @@ inline constexpr uint64_t kDefaultDeviceInterval = uint64_t{8} << 20;
 // only sampled ones (a per-thread Poisson byte countdown with mean T) carry
 // a stack. T is set at step ends by progressive.cc; <= 1: every allocation.
 void CudaSetSampleInterval(uint64_t interval);
-uint64_t CudaSampleInterval();
 // Exact device-resident bytes now, summed over devices, and resident bytes
 // allocated since the start (what the progressive schedule and the device
 // leak hunt read at step ends).

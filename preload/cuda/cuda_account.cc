@@ -582,7 +582,6 @@ uint64_t CloseStepPeak() {
 void CudaSetSampleInterval(uint64_t interval) {
   cuda::g_dev_interval.store(interval, std::memory_order_relaxed);
 }
-uint64_t CudaSampleInterval() { return cuda::g_dev_interval.load(std::memory_order_relaxed); }
 
 uint64_t CudaResidentBytes() {
   uint64_t sum = 0;

@@ -181,7 +181,7 @@ bool DecideSampleImpl(ThreadState& t, uint64_t* interval) {
   }
   // Progressive sampling: a gap keeps the T it was drawn with, and its
   // sample is stamped with that T, so a rate change between two samples of a
-  // thread keeps every weight exact (sampling-and-format.md 1.6 (d)).
+  // thread keeps every weight exact (docs/preload.md "Progressive sampling").
   uint64_t T = g_interval.load(std::memory_order_relaxed);
   if (!t.seeded) {
     t.seeded = 1;
@@ -439,68 +439,73 @@ static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region,
   g_real.free(p);
 }
 
-void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
-  ResolveReal();
-  ThreadState& t = t_state;
-  GuardScope guard(t);
-  EnsureThread(t);
-  const bool rec = !guard.was_set() && Recording();
-  const bool old_region = g_region.Contains(p);
-  const bool old_boot = old_region && g_region.IsBootstrap(p);
-  size_t old_len = old_region ? g_region.RequestedSize(p) : RealUsable(p);
-  bool old_big = !old_region && old_len >= g_hot.always_bytes;
-  int saved_errno = errno;
+namespace {
 
-  // glibc: realloc(p, 0) frees p and returns NULL.
-  if (n == 0 && g_hot.glibc) {
-    ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
-    errno = saved_errno;
-    return nullptr;
-  }
+// The block a realloc replaces.
+struct OldBlock {
+  void* p;
+  size_t len;   // its requested (region) or usable (real) size
+  bool region;  // in memstep's sampled-block region
+  bool boot;    // a region block handed out before the real allocator was known
+  bool big;     // a real block large enough to be in the table of recorded blocks
+};
 
-  // Where the new block goes.
-  enum Target { kPlain, kRegion, kRealSampled } target = kPlain;
-  uint64_t interval = 0;
+// Where realloc's new block goes.
+enum ReallocTarget { kPlain, kRegion, kRealSampled };
+
+}  // namespace
+
+// The new block of `n` bytes: recorded always (kRealSampled) from
+// S_always, sampled into the region when the countdown ran out and the draw
+// says so (*interval: the T it was drawn with), else plain. A countdown that
+// ran out while not recording still draws the next gap.
+static ReallocTarget ChooseReallocTarget(ThreadState& t, size_t n, bool rec, bool countdown_hit,
+                                         uint64_t* interval) {
   if (rec) {
-    if (n >= g_hot.always_bytes) {
-      target = kRealSampled;
-    } else if (countdown_hit && DecideSample(t, &interval)) {
-      target = kRegion;
-    }
+    if (n >= g_hot.always_bytes) return kRealSampled;
+    if (countdown_hit && DecideSample(t, interval)) return kRegion;
   } else if (countdown_hit) {
     uint64_t unused;
     DecideSample(t, &unused);
   }
-  uint32_t stack = target != kPlain ? CaptureStack(t) : 0;
+  return kPlain;
+}
 
-  // Real -> real (plain or big): keep the allocator's in-place realloc.
-  if (!old_region && target != kRegion) {
-    uint64_t v = 0;
-    bool had_big = old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v);
-    uint64_t free_seq = had_big ? NextSeq() : 0;
-    // Off the site table before the real realloc can hand p to another thread
-    // (restored if the realloc fails).
-    uint64_t site_packed = had_big ? SitesRemove(reinterpret_cast<uintptr_t>(p)) : 0;
-    errno = saved_errno;
-    void* q = g_real.realloc(p, n);
-    if (q == nullptr) {
-      if (had_big) g_big.Insert(reinterpret_cast<uintptr_t>(p), v);
-      SitesRestore(reinterpret_cast<uintptr_t>(p), site_packed);
-      return nullptr;  // errno from the real realloc
-    }
-    int e = errno;
-    if (had_big && rec) EmitFree(t, p, free_seq);
-    CountFree(t, old_len);
-    size_t usable = RealUsable(q);
-    CountAlloc(t, usable);
-    if (target == kRealSampled && g_big.Insert(reinterpret_cast<uintptr_t>(q), usable)) {
-      EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
-    }
-    errno = e;
-    return q;
+// Real -> real (plain or big): keeps the allocator's in-place realloc.
+static void* ReallocReal(ThreadState& t, const OldBlock& old, size_t n, ReallocTarget target,
+                         uint32_t stack, bool rec, int saved_errno) {
+  void* p = old.p;
+  uint64_t v = 0;
+  bool had_big = old.big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v);
+  uint64_t free_seq = had_big ? NextSeq() : 0;
+  // Off the site table before the real realloc can hand p to another thread
+  // (restored if the realloc fails).
+  uint64_t site_packed = had_big ? SitesRemove(reinterpret_cast<uintptr_t>(p)) : 0;
+  errno = saved_errno;
+  void* q = g_real.realloc(p, n);
+  if (q == nullptr) {
+    if (had_big) g_big.Insert(reinterpret_cast<uintptr_t>(p), v);
+    SitesRestore(reinterpret_cast<uintptr_t>(p), site_packed);
+    return nullptr;  // errno from the real realloc
   }
+  int e = errno;
+  if (had_big && rec) EmitFree(t, p, free_seq);
+  CountFree(t, old.len);
+  size_t usable = RealUsable(q);
+  CountAlloc(t, usable);
+  if (target == kRealSampled && g_big.Insert(reinterpret_cast<uintptr_t>(q), usable)) {
+    EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
+  }
+  errno = e;
+  return q;
+}
 
-  // Otherwise: new block, copy, release the old one.
+// Otherwise: a new block (in the region, or a real one), the contents
+// copied, the old block released.
+static void* ReallocMove(ThreadState& t, const OldBlock& old, size_t n, ReallocTarget target,
+                         uint64_t interval, uint32_t stack, bool nested, bool rec,
+                         int saved_errno) {
+  void* p = old.p;
   void* q = nullptr;
   size_t new_count = 0;
   bool in_table = false;
@@ -525,16 +530,45 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
     errno = ENOMEM;
     return nullptr;
   }
-  memcpy(q, p, old_len < n ? old_len : n);
+  memcpy(q, p, old.len < n ? old.len : n);
   CountAlloc(t, new_count);
   if (target == kRegion && (in_table || g_region.Contains(q))) {
     EmitAlloc(t, q, n, interval, fmt::kKindRealloc, stack);
   } else if (target == kRealSampled && in_table) {
     EmitAlloc(t, q, n, 0, fmt::kKindRealloc, stack);
   }
-  ReleaseOld(t, p, old_len, old_region, old_boot, old_big, guard.was_set(), rec);
+  ReleaseOld(t, p, old.len, old.region, old.boot, old.big, nested, rec);
   errno = saved_errno;
   return q;
+}
+
+void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
+  ResolveReal();
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  EnsureThread(t);
+  const bool rec = !guard.was_set() && Recording();
+  OldBlock old;
+  old.p = p;
+  old.region = g_region.Contains(p);
+  old.boot = old.region && g_region.IsBootstrap(p);
+  old.len = old.region ? g_region.RequestedSize(p) : RealUsable(p);
+  old.big = !old.region && old.len >= g_hot.always_bytes;
+  int saved_errno = errno;
+
+  // glibc: realloc(p, 0) frees p and returns NULL.
+  if (n == 0 && g_hot.glibc) {
+    ReleaseOld(t, p, old.len, old.region, old.boot, old.big, guard.was_set(), rec);
+    errno = saved_errno;
+    return nullptr;
+  }
+  uint64_t interval = 0;
+  const ReallocTarget target = ChooseReallocTarget(t, n, rec, countdown_hit, &interval);
+  uint32_t stack = target != kPlain ? CaptureStack(t) : 0;
+  if (!old.region && target != kRegion) {
+    return ReallocReal(t, old, n, target, stack, rec, saved_errno);
+  }
+  return ReallocMove(t, old, n, target, interval, stack, guard.was_set(), rec, saved_errno);
 }
 
 void RecordMmap(void* p, size_t len, int prot, int flags) {

@@ -459,6 +459,102 @@ void Refuse(const char* why) {
   NoticeOnce(line);
 }
 
+// CPython's allocator API, looked up in the process (all null: not Python).
+struct PyAllocatorApi {
+  GetAllocatorFn get = nullptr;
+  SetAllocatorFn set = nullptr;
+  GetArenaFn get_arena = nullptr;
+  SetArenaFn set_arena = nullptr;
+  int (*gil_check)() = nullptr;
+};
+
+// True when every function of the API is there.
+bool FindPyAllocatorApi(PyAllocatorApi* api) {
+  api->get = reinterpret_cast<GetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_GetAllocator"));
+  api->set = reinterpret_cast<SetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_SetAllocator"));
+  api->get_arena =
+      reinterpret_cast<GetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator"));
+  api->set_arena =
+      reinterpret_cast<SetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator"));
+  api->gil_check = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "PyGILState_Check"));
+  return api->get != nullptr && api->set != nullptr && api->get_arena != nullptr &&
+         api->set_arena != nullptr && api->gil_check != nullptr;
+}
+
+// Validation: blocks of every kind of size, from the current object
+// allocator, checked against pymalloc's pool layout (ValidateLayout) and
+// freed. Returns the validated POOL_SIZE, or 0 (*denied: the process may not
+// read its own memory with process_vm_readv).
+size_t ProbePoolSize(const PyAllocatorApi& api, bool* denied) {
+  PyMemAllocatorEx obj;
+  api.get(kDomainObj, &obj);
+  static const size_t kSizes[] = {1,   8,   15,  16,  17,  24,  31,  32,  33,  48,  63,  64,
+                                  65,  96,  100, 128, 129, 160, 200, 255, 256, 257, 300, 320,
+                                  384, 385, 400, 448, 480, 500, 504, 510, 511, 512};
+  constexpr int kN = sizeof(kSizes) / sizeof(kSizes[0]);
+  void* ptrs[kN];
+  for (int i = 0; i < kN; ++i) ptrs[i] = obj.malloc(obj.ctx, kSizes[i]);
+  size_t ps;
+  {
+    ErrnoSaver errno_saver;
+    ps = ValidateLayout(ptrs, kSizes, kN, denied);
+  }
+  for (int i = kN - 1; i >= 0; --i) {
+    if (ptrs[i] != nullptr) obj.free(obj.ctx, ptrs[i]);
+  }
+  return ps;
+}
+
+// The layout was not recognised: says why (in the trace), or, when Python's
+// allocator is malloc itself, that nothing is lost.
+void DeclineUnknownLayout(bool denied) {
+  auto name_fn = reinterpret_cast<NameFn>(OwnDlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName"));
+  const char* name = name_fn != nullptr ? name_fn() : nullptr;
+  if (name != nullptr && strncmp(name, "malloc", 6) == 0) {
+    // PYTHONMALLOC=malloc or malloc_debug: every Python object comes from
+    // malloc and is counted by the malloc hooks. Nothing is lost: a NOTICE
+    // in the trace only.
+    g_installed.store(2, std::memory_order_release);
+    NoticeOnce(strcmp(name, "malloc") == 0
+                   ? "Python's allocator is malloc (PYTHONMALLOC=malloc): not wrapped, its "
+                     "objects are counted by the malloc hooks"
+                   : "Python's allocator is malloc with debug hooks (PYTHONMALLOC="
+                     "malloc_debug): not wrapped, its objects are counted by the malloc hooks");
+    return;
+  }
+  if (denied) {
+    Refuse(
+        "process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
+        "layout cannot be checked safely");
+    return;
+  }
+  char why[160] = "pymalloc's pool layout was not recognised (allocator: ";
+  size_t n = strlen(why);
+  const char* nm = name != nullptr ? name : "unknown";
+  while (*nm != '\0' && n + 3 < sizeof(why)) why[n++] = *nm++;
+  why[n++] = ')';
+  why[n] = '\0';
+  Refuse(why);
+}
+
+// Puts the wrappers in place: the domains first, then the arena allocator:
+// an arena mapped in between (another interpreter, 3.12+) is simply
+// unknown, and its blocks uncounted both ways. This thread holds the GIL:
+// its own interpreter allocates nothing meanwhile.
+void InstallWrappers(const PyAllocatorApi& api) {
+  api.get(kDomainMem, &g_prev[kDomainMem]);
+  api.get(kDomainObj, &g_prev[kDomainObj]);
+  PyMemAllocatorEx mem = {nullptr, WrapMalloc<kDomainMem>, WrapCalloc<kDomainMem>,
+                          WrapRealloc<kDomainMem>, WrapFree<kDomainMem>};
+  PyMemAllocatorEx ob = {nullptr, WrapMalloc<kDomainObj>, WrapCalloc<kDomainObj>,
+                         WrapRealloc<kDomainObj>, WrapFree<kDomainObj>};
+  api.set(kDomainMem, &mem);
+  api.set(kDomainObj, &ob);
+  api.get_arena(&g_prev_arena);
+  PyObjectArenaAllocator arena = {nullptr, WrapArenaAlloc, WrapArenaFree};
+  api.set_arena(&arena);
+}
+
 }  // namespace
 
 }  // namespace memstep::preload
@@ -475,15 +571,8 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   int st = g_installed.load(std::memory_order_acquire);
   if (st != 0) return st == 1 ? 1 : 0;
   ResolveReal();
-  auto get = reinterpret_cast<GetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_GetAllocator"));
-  auto set = reinterpret_cast<SetAllocatorFn>(OwnDlsym(RTLD_DEFAULT, "PyMem_SetAllocator"));
-  auto get_arena =
-      reinterpret_cast<GetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator"));
-  auto set_arena =
-      reinterpret_cast<SetArenaFn>(OwnDlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator"));
-  auto gil_check = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "PyGILState_Check"));
-  if (get == nullptr || set == nullptr || get_arena == nullptr || set_arena == nullptr ||
-      gil_check == nullptr) {
+  PyAllocatorApi api;
+  if (!FindPyAllocatorApi(&api)) {
     return 0;  // not a Python process: nothing to do, nothing to say
   }
   const char* env = getenv("MEMSTEP_PYMEM");
@@ -492,57 +581,14 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
     return 0;
   }
   if (g_config.disabled || g_state.load(std::memory_order_acquire) == kDisabled) return 0;
-  if (!gil_check()) {
+  if (!api.gil_check()) {
     Say("memstep: memstep_pymem_install called without the GIL; Python's allocator not hooked\n");
     return 0;
   }
-  PyMemAllocatorEx obj;
-  get(kDomainObj, &obj);
-  // Validation: blocks of every kind of size, from the current allocator.
-  static const size_t kSizes[] = {1,   8,   15,  16,  17,  24,  31,  32,  33,  48,  63,  64,
-                                  65,  96,  100, 128, 129, 160, 200, 255, 256, 257, 300, 320,
-                                  384, 385, 400, 448, 480, 500, 504, 510, 511, 512};
-  constexpr int kN = sizeof(kSizes) / sizeof(kSizes[0]);
-  void* ptrs[kN];
-  for (int i = 0; i < kN; ++i) ptrs[i] = obj.malloc(obj.ctx, kSizes[i]);
   bool denied = false;
-  size_t ps;
-  {
-    ErrnoSaver errno_saver;
-    ps = ValidateLayout(ptrs, kSizes, kN, &denied);
-  }
-  for (int i = kN - 1; i >= 0; --i) {
-    if (ptrs[i] != nullptr) obj.free(obj.ctx, ptrs[i]);
-  }
+  const size_t ps = ProbePoolSize(api, &denied);
   if (ps == 0) {
-    auto name_fn =
-        reinterpret_cast<NameFn>(OwnDlsym(RTLD_DEFAULT, "_PyMem_GetCurrentAllocatorName"));
-    const char* name = name_fn != nullptr ? name_fn() : nullptr;
-    if (name != nullptr && strncmp(name, "malloc", 6) == 0) {
-      // PYTHONMALLOC=malloc or malloc_debug: every Python object comes from
-      // malloc and is counted by the malloc hooks. Nothing is lost: a NOTICE
-      // in the trace only.
-      g_installed.store(2, std::memory_order_release);
-      NoticeOnce(strcmp(name, "malloc") == 0
-                     ? "Python's allocator is malloc (PYTHONMALLOC=malloc): not wrapped, its "
-                       "objects are counted by the malloc hooks"
-                     : "Python's allocator is malloc with debug hooks (PYTHONMALLOC="
-                       "malloc_debug): not wrapped, its objects are counted by the malloc hooks");
-      return 0;
-    }
-    if (denied) {
-      Refuse(
-          "process_vm_readv is not permitted here (a seccomp filter?), so pymalloc's pool "
-          "layout cannot be checked safely");
-      return 0;
-    }
-    char why[160] = "pymalloc's pool layout was not recognised (allocator: ";
-    size_t n = strlen(why);
-    const char* nm = name != nullptr ? name : "unknown";
-    while (*nm != '\0' && n + 3 < sizeof(why)) why[n++] = *nm++;
-    why[n++] = ')';
-    why[n] = '\0';
-    Refuse(why);
+    DeclineUnknownLayout(denied);
     return 0;
   }
   g_top = static_cast<std::atomic<Leaf*>*>(RawMmap(kTopEntries * sizeof(std::atomic<Leaf*>)));
@@ -552,21 +598,7 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   }
   g_pool_size = ps;
   pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
-  // The domains first, then the arena allocator: an arena mapped in between
-  // (another interpreter, 3.12+) is simply unknown, and its blocks uncounted
-  // both ways. This thread holds the GIL: its own interpreter allocates
-  // nothing meanwhile.
-  get(kDomainMem, &g_prev[kDomainMem]);
-  get(kDomainObj, &g_prev[kDomainObj]);
-  PyMemAllocatorEx mem = {nullptr, WrapMalloc<kDomainMem>, WrapCalloc<kDomainMem>,
-                          WrapRealloc<kDomainMem>, WrapFree<kDomainMem>};
-  PyMemAllocatorEx ob = {nullptr, WrapMalloc<kDomainObj>, WrapCalloc<kDomainObj>,
-                         WrapRealloc<kDomainObj>, WrapFree<kDomainObj>};
-  set(kDomainMem, &mem);
-  set(kDomainObj, &ob);
-  get_arena(&g_prev_arena);
-  PyObjectArenaAllocator arena = {nullptr, WrapArenaAlloc, WrapArenaFree};
-  set_arena(&arena);
+  InstallWrappers(api);
   g_installed.store(1, std::memory_order_release);
   return 1;
 }

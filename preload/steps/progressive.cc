@@ -1,5 +1,5 @@
-// Progressive sampling (design.md "Progressive sampling"; sampling-and-format.md
-// 1.6 and 6.2): the mean sampling interval T changes at step boundaries.
+// Progressive sampling (docs/preload.md "Progressive sampling", docs/analysis.md
+// for the weights): the mean sampling interval T changes at step boundaries.
 //
 // The schedule:
 //  - warm-up: T_warm from the program's first step marker for its first
@@ -311,11 +311,16 @@ constexpr HuntKind kDeviceHunt = {
     CudaResidentAllocated, Always,     kDevHuntMinRate, kDevHuntMinT, kDevHuntMinSamples,
     CudaHuntCheckpoint,    CudaHuntOn, DeviceTally};
 
-// A hunt's part of a step end (host or device: `k`). Returns the T the hunt
-// asks for (0: none) and fills `rec` (phase 0 or 1) when a hunt begins or
-// ends. `spent`, the share of the last step's wall time spent capturing
-// stacks, counts host and device stacks together.
-uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::HuntRecord* rec) {
+// The last step as the hunt sees it: its wall time, the bytes allocated in
+// it and the share of that time spent capturing stacks.
+struct HuntStepCost {
+  uint64_t dt = 0;
+  uint64_t da = 0;
+  double spent = 0;
+};
+
+// Records the step's live bytes in the history and measures the step.
+HuntStepCost MeasureHuntStep(State& s, uint64_t live, const HuntKind& k) {
   Hunt& h = s.hunt;
   h.hist[(s.steps - 1) % kHuntHist] = live;
   if (h.n < kHuntHist) ++h.n;
@@ -323,8 +328,9 @@ uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::H
   const uint64_t alloc = k.allocated();
   const uint64_t cap_ns = g_capture_ns.load(std::memory_order_relaxed);
   const uint64_t cap_n = g_capture_count.load(std::memory_order_relaxed);
-  const uint64_t dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
-  const uint64_t da = alloc - h.prev_alloc;
+  HuntStepCost c;
+  c.dt = h.prev_ns == 0 ? 0 : now - h.prev_ns;
+  c.da = alloc - h.prev_alloc;
   const uint64_t dcap_ns = cap_ns - h.prev_cap_ns, dcap_n = cap_n - h.prev_cap_n;
   h.prev_ns = now;
   h.prev_alloc = alloc;
@@ -332,66 +338,92 @@ uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::H
   h.prev_cap_n = cap_n;
   h.cap_ns_avg = h.cap_ns_avg / 2 + static_cast<double>(dcap_ns);
   h.cap_n_avg = h.cap_n_avg / 2 + static_cast<double>(dcap_n);
-  const double spent = dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(dt) : 0;
+  c.spent = c.dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(c.dt) : 0;
+  return c;
+}
+
+// Idle: a hunt begins when the live bytes rise significantly and fast
+// enough (after the cooldown); its first T, and the begin record.
+uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emit,
+                   fmt::HuntRecord* rec) {
+  Hunt& h = s.hunt;
+  if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
+  Trend tr = TrendOf(h, s.steps, h.n);
+  if (tr.z < kHuntZ || tr.slope < k.min_rate) return 0;
+  h.phase = Hunt::kHunting;
+  h.began = s.steps;
+  h.rate = static_cast<uint64_t>(tr.slope);
+  h.T = HuntFirstInterval(h, s.sched, c.dt, c.da, k.min_T);
+  k.checkpoint();
+  k.on(true);
+  *emit = true;
+  rec->phase = 0;
+  rec->outcome = 0;
+  rec->interval = h.T;
+  rec->rate = h.rate;
+  return h.T;
+}
+
+// Hunting: the next T within the budget; after the settling steps and the
+// window, the outcome (explained, stopped or gave up) ends the hunt with its
+// end record.
+uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost& c, bool* emit,
+                  fmt::HuntRecord* rec) {
+  Hunt& h = s.hunt;
+  h.T = HuntNextInterval(h, s.sched, c.spent, k.min_T);
+  const uint64_t in_hunt = s.steps - h.began;
+  if (in_hunt == kHuntSettle) {
+    // Objects that live a few steps (hunt-born, long-lived at a step end
+    // or two) have reached their level: growth counts from here.
+    k.checkpoint();
+    h.chk_live = live;
+  }
+  if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
+  // Since the checkpoint: the exact growth against the growth of the
+  // long-lived hunt-born samples.
+  const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
+  const HuntTally tally = k.tally(growth > 0 ? growth : 0);
+  uint8_t outcome = 0;
+  if (growth > 0 && tally.samples >= k.min_samples &&
+      static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth)) {
+    outcome = fmt::kHuntExplained;
+  } else if (growth <= 0 ||
+             TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
+    outcome = fmt::kHuntStopped;
+  } else if (in_hunt >= kHuntMaxSteps) {
+    outcome = fmt::kHuntGaveUp;
+  }
+  if (outcome == 0) return h.T;
+  k.on(false);
+  h.phase = Hunt::kDecaying;
+  h.next_ok = s.steps + kHuntCooldown;
+  *emit = true;
+  rec->phase = 1;
+  rec->outcome = outcome;
+  rec->interval = h.T;
+  rec->rate = h.rate;
+  rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
+  rec->explained = tally.explained > 0 ? static_cast<uint64_t>(tally.explained) : 0;
+  rec->samples = static_cast<uint64_t>(tally.samples);
+  rec->sites = tally.sites;
+  return h.T;
+}
+
+// A hunt's part of a step end (host or device: `k`). Returns the T the hunt
+// asks for (0: none) and fills `rec` (phase 0 or 1) when a hunt begins or
+// ends. `spent`, the share of the last step's wall time spent capturing
+// stacks, counts host and device stacks together.
+uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::HuntRecord* rec) {
+  const HuntStepCost c = MeasureHuntStep(s, live, k);
   if (!(g_config.hunt_budget > 0) || !k.enabled()) return 0;
+  Hunt& h = s.hunt;
   switch (h.phase) {
-    case Hunt::kIdle: {
-      if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
-      Trend tr = TrendOf(h, s.steps, h.n);
-      if (tr.z < kHuntZ || tr.slope < k.min_rate) return 0;
-      h.phase = Hunt::kHunting;
-      h.began = s.steps;
-      h.rate = static_cast<uint64_t>(tr.slope);
-      h.T = HuntFirstInterval(h, s.sched, dt, da, k.min_T);
-      k.checkpoint();
-      k.on(true);
-      *emit = true;
-      rec->phase = 0;
-      rec->outcome = 0;
-      rec->interval = h.T;
-      rec->rate = h.rate;
-      return h.T;
-    }
-    case Hunt::kHunting: {
-      h.T = HuntNextInterval(h, s.sched, spent, k.min_T);
-      const uint64_t in_hunt = s.steps - h.began;
-      if (in_hunt == kHuntSettle) {
-        // Objects that live a few steps (hunt-born, long-lived at a step end
-        // or two) have reached their level: growth counts from here.
-        k.checkpoint();
-        h.chk_live = live;
-      }
-      if (in_hunt < kHuntSettle + kHuntWindow) return h.T;
-      // Since the checkpoint: the exact growth against the growth of the
-      // long-lived hunt-born samples.
-      const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
-      const HuntTally tally = k.tally(growth > 0 ? growth : 0);
-      uint8_t outcome = 0;
-      if (growth > 0 && tally.samples >= k.min_samples &&
-          static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth)) {
-        outcome = fmt::kHuntExplained;
-      } else if (growth <= 0 ||
-                 TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
-        outcome = fmt::kHuntStopped;
-      } else if (in_hunt >= kHuntMaxSteps) {
-        outcome = fmt::kHuntGaveUp;
-      }
-      if (outcome == 0) return h.T;
-      k.on(false);
-      h.phase = Hunt::kDecaying;
-      h.next_ok = s.steps + kHuntCooldown;
-      *emit = true;
-      rec->phase = 1;
-      rec->outcome = outcome;
-      rec->interval = h.T;
-      rec->rate = h.rate;
-      rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
-      rec->explained = tally.explained > 0 ? static_cast<uint64_t>(tally.explained) : 0;
-      rec->samples = static_cast<uint64_t>(tally.samples);
-      rec->sites = tally.sites;
-      return h.T;
-    }
+    case Hunt::kIdle:
+      return HuntBegin(s, k, c, emit, rec);
+    case Hunt::kHunting:
+      return HuntGoOn(s, live, k, c, emit, rec);
     case Hunt::kDecaying:
+      // After a hunt: T doubles back up to the schedule's.
       h.T *= 2;
       if (h.T < s.sched) return h.T;
       h.phase = Hunt::kIdle;

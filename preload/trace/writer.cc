@@ -343,6 +343,107 @@ void CollectCounters(int64_t values[kNumCounterNames]) {
   values[7] = static_cast<int64_t>(g_big.Size());
 }
 
+// ---- one flush cycle: each step below runs with flush_mu held ----
+
+// Appends one encoded record to the current chunk of `kind`.
+template <typename Record>
+void AppendRecord(uint8_t kind, const Record& record) {
+  uint8_t rec[128];
+  fmt::RecordEncoder e(rec, sizeof(rec));
+  if (fmt::Encode(e, record)) Append(kind, rec, e.size());
+}
+
+// A LOST record: `records` records (`bytes` bytes) that never reached the
+// trace, for `cause` (1 a full ring, 2 a full dictionary).
+void AppendLost(uint64_t records, uint64_t bytes, uint64_t cause) {
+  fmt::LostRecord lost;
+  lost.ts = NowRel();
+  lost.records = records;
+  lost.bytes = bytes;
+  lost.cause = cause;
+  AppendRecord(fmt::kChunkData, lost);
+}
+
+// The dictionary's entries not written yet, in log order.
+void AppendDictionary() {
+  size_t end = g_dict.End();
+  const uint8_t* log = g_dict.log();
+  while (g_w.dict_written < end) {
+    uint32_t len;
+    memcpy(&len, log + g_w.dict_written, 4);
+    Append(fmt::kChunkDict, log + g_w.dict_written + 4, len);
+    g_w.dict_written += 4 + len;
+  }
+}
+
+// Ring i up to its snapshot head `head`: its records, a LOST record for what
+// it dropped since the last cycle, and the ring freed once its thread exited
+// and everything it wrote is out.
+void DrainRing(int i, uint64_t head) {
+  static uint8_t tmp[Ring::kCap];
+  Ring* r = g_rings[i];
+  uint64_t tail = r->tail.load(std::memory_order_relaxed);
+  if (head > tail) {
+    size_t n = static_cast<size_t>(head - tail);
+    r->CopyOut(tail, head, tmp);
+    Append(fmt::kChunkData, tmp, n);
+    r->tail.store(head, std::memory_order_release);
+  }
+  uint64_t lr = r->lost_records.load(std::memory_order_relaxed);
+  uint64_t lb = r->lost_bytes.load(std::memory_order_relaxed);
+  if (lr != r->reported_records) {
+    AppendLost(lr - r->reported_records, lb - r->reported_bytes, 1);
+    r->reported_records = lr;
+    r->reported_bytes = lb;
+  }
+  if (r->state.load(std::memory_order_acquire) == Ring::kExited &&
+      r->head.load(std::memory_order_acquire) == head) {
+    r->state.store(Ring::kFree, std::memory_order_release);
+  }
+}
+
+// The periodic counters read before the cycle took flush_mu (-1: not read).
+void AppendCounters(const int64_t values[kNumCounterNames], uint32_t tid) {
+  for (int i = 0; i < kNumCounterNames; ++i) {
+    if (values[i] < 0 || g_w.counter_names[i] == 0) continue;
+    fmt::CounterRecord counter;
+    counter.ts = NowRel();
+    counter.seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+    counter.tid = tid;
+    counter.name_str = g_w.counter_names[i];
+    counter.value = values[i];
+    AppendRecord(fmt::kChunkData, counter);
+  }
+}
+
+// The run's peak composition by site, when a new run peak was taken.
+void AppendRunPeakSites() {
+  static uint8_t snap[2048];
+  size_t n = SitesTakeRunPeak(snap, sizeof(snap));
+  if (n > 0) Append(fmt::kChunkData, snap, n);
+}
+
+// The TRAILER chunk (the exact totals at a clean exit); recording stops.
+void WriteTrailer(int64_t rss_bytes) {
+  fmt::Counters c;
+  c.alloc_bytes = g_counters.alloc_bytes.load();
+  c.alloc_count = g_counters.alloc_count.load();
+  c.free_bytes = g_counters.free_bytes.load();
+  c.free_count = g_counters.free_count.load();
+  c.live_bytes = c.alloc_bytes > c.free_bytes ? c.alloc_bytes - c.free_bytes : 0;
+  c.peak_bytes = g_counters.run_max.load();
+  if (c.peak_bytes < c.live_bytes) c.peak_bytes = c.live_bytes;
+  c.mmap_live_bytes = g_counters.mmap_live.load();
+  c.rss_bytes = rss_bytes > 0 ? static_cast<uint64_t>(rss_bytes) : 0;
+  fmt::TrailerRecord trailer;
+  trailer.ts = NowRel();
+  trailer.counters = c;
+  trailer.clean_exit = 1;
+  AppendRecord(fmt::kChunkTrailer, trailer);
+  EmitChunk(fmt::kChunkTrailer);
+  g_state.store(kStopped);
+}
+
 void RunCycle(bool final) {
   // Outside flush_mu: loader lock and malloc locks.
   RefreshMappings();
@@ -361,95 +462,20 @@ void RunCycle(bool final) {
   int nrings = g_nrings.load(std::memory_order_acquire);
   for (int i = 0; i < nrings; ++i) g_heads[i] = g_rings[i]->head.load(std::memory_order_acquire);
   // 2. Dictionary.
-  size_t end = g_dict.End();
-  const uint8_t* log = g_dict.log();
-  while (g_w.dict_written < end) {
-    uint32_t len;
-    memcpy(&len, log + g_w.dict_written, 4);
-    Append(fmt::kChunkDict, log + g_w.dict_written + 4, len);
-    g_w.dict_written += 4 + len;
-  }
+  AppendDictionary();
   EmitChunk(fmt::kChunkDict);
   // 3. Rings, then the writer's own records.
-  static uint8_t tmp[Ring::kCap];
-  uint8_t rec[128];
-  for (int i = 0; i < nrings; ++i) {
-    Ring* r = g_rings[i];
-    uint64_t tail = r->tail.load(std::memory_order_relaxed);
-    uint64_t head = g_heads[i];
-    if (head > tail) {
-      size_t n = static_cast<size_t>(head - tail);
-      r->CopyOut(tail, head, tmp);
-      Append(fmt::kChunkData, tmp, n);
-      r->tail.store(head, std::memory_order_release);
-    }
-    uint64_t lr = r->lost_records.load(std::memory_order_relaxed);
-    uint64_t lb = r->lost_bytes.load(std::memory_order_relaxed);
-    if (lr != r->reported_records) {
-      fmt::LostRecord lost;
-      lost.ts = NowRel();
-      lost.records = lr - r->reported_records;
-      lost.bytes = lb - r->reported_bytes;
-      lost.cause = 1;
-      fmt::RecordEncoder e(rec, sizeof(rec));
-      if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
-      r->reported_records = lr;
-      r->reported_bytes = lb;
-    }
-    if (r->state.load(std::memory_order_acquire) == Ring::kExited &&
-        r->head.load(std::memory_order_acquire) == head) {
-      r->state.store(Ring::kFree, std::memory_order_release);
-    }
-  }
+  for (int i = 0; i < nrings; ++i) DrainRing(i, g_heads[i]);
   uint64_t dropped = g_dict.dropped();
   if (dropped != g_w.dict_dropped_reported) {
-    fmt::LostRecord lost;
-    lost.ts = NowRel();
-    lost.records = dropped - g_w.dict_dropped_reported;
-    lost.bytes = 0;
-    lost.cause = 2;
-    fmt::RecordEncoder e(rec, sizeof(rec));
-    if (fmt::Encode(e, lost)) Append(fmt::kChunkData, rec, e.size());
+    AppendLost(dropped - g_w.dict_dropped_reported, 0, 2);
     g_w.dict_dropped_reported = dropped;
   }
-  for (int i = 0; i < kNumCounterNames; ++i) {
-    if (values[i] < 0 || g_w.counter_names[i] == 0) continue;
-    fmt::CounterRecord counter;
-    counter.ts = NowRel();
-    counter.seq = g_seq.fetch_add(1, std::memory_order_relaxed);
-    counter.tid = tid;
-    counter.name_str = g_w.counter_names[i];
-    counter.value = values[i];
-    fmt::RecordEncoder e(rec, sizeof(rec));
-    if (fmt::Encode(e, counter)) Append(fmt::kChunkData, rec, e.size());
-  }
-  {
-    static uint8_t snap[2048];
-    size_t n = SitesTakeRunPeak(snap, sizeof(snap));
-    if (n > 0) Append(fmt::kChunkData, snap, n);
-  }
+  AppendCounters(values, tid);
+  AppendRunPeakSites();
   EmitChunk(fmt::kChunkData);
   // 4. Trailer.
-  if (final && g_w.live) {
-    fmt::Counters c;
-    c.alloc_bytes = g_counters.alloc_bytes.load();
-    c.alloc_count = g_counters.alloc_count.load();
-    c.free_bytes = g_counters.free_bytes.load();
-    c.free_count = g_counters.free_count.load();
-    c.live_bytes = c.alloc_bytes > c.free_bytes ? c.alloc_bytes - c.free_bytes : 0;
-    c.peak_bytes = g_counters.run_max.load();
-    if (c.peak_bytes < c.live_bytes) c.peak_bytes = c.live_bytes;
-    c.mmap_live_bytes = g_counters.mmap_live.load();
-    c.rss_bytes = values[0] > 0 ? static_cast<uint64_t>(values[0]) : 0;
-    fmt::TrailerRecord trailer;
-    trailer.ts = NowRel();
-    trailer.counters = c;
-    trailer.clean_exit = 1;
-    fmt::RecordEncoder e(rec, sizeof(rec));
-    if (fmt::Encode(e, trailer)) Append(fmt::kChunkTrailer, rec, e.size());
-    EmitChunk(fmt::kChunkTrailer);
-    g_state.store(kStopped);
-  }
+  if (final && g_w.live) WriteTrailer(values[0]);
   pthread_mutex_unlock(&g_w.flush_mu);
 }
 

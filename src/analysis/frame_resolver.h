@@ -29,15 +29,14 @@
 
 namespace memstep::analysis {
 
-// The symbolizer behind FrameResolver, opaque here so that this header has
-// one layout in every translation unit (frame_resolver.cc is the only one
-// that knows whether memstep was built with src/symbolize).
+// The symbolizer behind FrameResolver, opaque here so that only
+// frame_resolver.cc includes src/symbolize (a private dependency of
+// memstep_analysis: targets that link analysis do not see its headers).
 class SymbolSource;
 struct SymbolSourceDeleter {
   void operator()(SymbolSource* s) const;
 };
-// A symbol source, or null when `symbolize` is false or memstep was built
-// without the symbolizer.
+// A symbol source, or null when `symbolize` is false.
 std::unique_ptr<SymbolSource, SymbolSourceDeleter> NewSymbolSource(bool symbolize);
 // Appends the frames (inlined ones first) that `source` finds for `ip` in
 // mapping `m`; a frame it cannot name is called `unnamed`. Appends nothing

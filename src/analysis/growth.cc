@@ -114,6 +114,167 @@ const char* GrowthClassName(GrowthClass c) {
   return "INSUFFICIENT";
 }
 
+namespace {
+
+// The trend tests of one series' window (its last N rows, from ws) and of
+// its two halves, and for call sites what the window's cohorts kept.
+struct Window {
+  size_t n = 0, N = 0, ws = 0, half = 0;
+  bool cohorts = false;
+  TrendResult t, h1, h2;
+  CohortRate kept, kept1, kept2;
+};
+
+// Tests the window and its halves; fills g's window, slopes and bytes.
+Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
+  Window w;
+  const std::vector<double>& y = in.y;
+  w.n = y.size();
+  w.cohorts = !in.end_bytes_by_cohort.empty();
+  w.N = std::min(o.max_window, w.n - g->warmup);
+  w.ws = w.n - w.N;
+  w.half = w.N / 2;
+  const size_t n = w.n, N = w.N, ws = w.ws, half = w.half;
+  const bool cohorts = w.cohorts;
+  g->window = N;
+  g->window_begin = ws;
+  w.t = TrendTest(Slice(y, ws, n));
+  g->p_value = w.t.p_increasing;
+  g->z = w.t.z;
+  g->slope = w.t.slope;
+  g->slope_low = w.t.ci_low;
+  g->slope_high = w.t.ci_high;
+  w.h1 = TrendTest(Slice(y, ws, ws + half));
+  w.h2 = TrendTest(Slice(y, ws + half, n));
+  g->slope_first_half = w.h1.slope;
+  g->slope_second_half = w.h2.slope;
+  g->retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;
+  g->window_samples = cohorts ? Sum(in.end_samples_by_cohort, ws, n) : -1;
+  g->window_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, n) : -1;
+
+  // Call sites: what the window's cohorts kept, per step (the last row's
+  // cohort is left out: what it allocated had no step to be freed in).
+  const size_t kept_end = N > 2 ? n - 1 : n;
+  w.kept = cohorts ? RateOfCohorts(in, ws, kept_end) : CohortRate{};
+  w.kept1 = cohorts ? RateOfCohorts(in, ws, ws + half) : CohortRate{};
+  w.kept2 = cohorts ? RateOfCohorts(in, ws + half, kept_end) : CohortRate{};
+  if (cohorts) {
+    g->slope_first_half = w.kept1.rate;
+    g->slope_second_half = w.kept2.rate;
+  }
+  return w;
+}
+
+// A significant rise too small to report (rate, growth over the window or,
+// for call sites, live samples under their bounds): NO_TREND, saying which.
+bool TooSmall(const Window& w, double effect, const GrowthOptions& o, Growth* g) {
+  const bool rate_ok = effect >= o.min_rate;
+  const bool growth_ok = effect * static_cast<double>(w.N) >= o.min_window_growth;
+  const bool samples_ok = !w.cohorts || g->window_samples >= o.min_samples;
+  if (rate_ok && growth_ok && samples_ok) return false;
+  g->cls = GrowthClass::kNoTrend;
+  g->reason = !rate_ok     ? absl::StrFormat("trend of %s/step below the %s/step threshold",
+                                             Kib(effect), Kib(o.min_rate))
+              : !growth_ok ? absl::StrFormat("window growth %s below %s",
+                                             Kib(effect * static_cast<double>(w.N)),
+                                             Kib(o.min_window_growth))
+                           : absl::StrFormat("only %.0f live samples from the window, need %.0f",
+                                             g->window_samples, o.min_samples);
+  return true;
+}
+
+// A window that rises significantly, enough to report: LEAK when the growth
+// persists and is retained, else BOUNDED_GROWTH (or a LEAK at the second
+// half's rate for an exact series that slowed but still grows).
+void ClassifyRise(const Window& w, const GrowthOptions& o, Growth* g) {
+  const TrendResult &t = w.t, &h1 = w.h1, &h2 = w.h2;
+  const bool cohorts = w.cohorts;
+  const size_t N = w.N, half = w.half;
+  // Persistence, allowing for sampling noise: fails only when the second
+  // half's upper bound is below `persistence` x the first half's lower one.
+  // Call sites, when the exact heap is LEAK (widen_sparse_halves): the
+  // second half's bound is widened by the sampling uncertainty of what its
+  // cohorts kept (and one sample's worth of bytes), so that a half sampled
+  // sparsely (after a leak hunt, say) never reads as slowing; a cache that
+  // stopped growing because it frees as much as it allocates still does.
+  const bool widen = cohorts && o.widen_sparse_halves;
+  const bool persistent =
+      h2.slope_high + (widen ? w.kept2.half_width : 0.0) >= o.persistence * h1.slope_low;
+  // Retention, with the same benefit of the doubt for a sparse half.
+  const double retained_hi =
+      g->retained_bytes + (widen ? w.kept1.half_width * static_cast<double>(half) : 0.0);
+  const bool retained =
+      !cohorts || retained_hi >= o.retention * t.slope * static_cast<double>(half);
+  if (persistent && retained) {
+    g->cls = GrowthClass::kLeak;
+    if (cohorts) {
+      // The leak's rate: what the window's cohorts kept per step, unbiased,
+      // with its sampling interval (docs/analysis.md "Intervals").
+      g->slope = w.kept.rate;
+      g->slope_low = w.kept.low;
+      g->slope_high = w.kept.high;
+    }
+    g->reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
+                                t.p_increasing, Kib(g->slope), N);
+  } else if (!cohorts && !persistent && h2.p_increasing < o.p_value && h2.slope >= o.min_rate &&
+             h2.slope * static_cast<double>(N - half) >= o.min_window_growth / 2) {
+    // An exact series (no sampling: a random walk of samples cannot fake
+    // it) that slowed, but whose second half still grows significantly by
+    // itself (a leak under a cache that filled, say): a leak at the second
+    // half's rate, the one that goes on.
+    g->cls = GrowthClass::kLeak;
+    g->slope = h2.slope;
+    g->slope_low = h2.ci_low;
+    g->slope_high = h2.ci_high;
+    g->reason = absl::StrFormat(
+        "p = %.2g, slowed from %s/step but still growing %s/step over the last %d steps",
+        h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);
+  } else {
+    g->cls = GrowthClass::kBoundedGrowth;
+    g->reason = !persistent ? absl::StrFormat("slowing: second half %s/step vs first half %s/step",
+                                              Kib(h2.slope), Kib(h1.slope))
+                            : absl::StrFormat(
+                                  "not retained: %s of the first half's allocations live "
+                                  "at the end",
+                                  Kib(g->retained_bytes));
+  }
+}
+
+// A window with no trend: BOUNDED_GROWTH when the series grew after warm-up
+// before the window, WARMUP_ONLY when it grew during warm-up, else NO_TREND.
+void ClassifyFlat(const GrowthInput& in, const Window& w, const GrowthOptions& o, Growth* g) {
+  const std::vector<double>& y = in.y;
+  // Did it grow after warm-up, before the window?
+  if (w.ws > g->warmup) {
+    TrendResult whole = TrendTest(Thin(y, g->warmup, w.n, 256));
+    double mean = Sum(y, w.ws, w.n) / static_cast<double>(w.N);
+    if (whole.p_increasing < o.p_value && mean - y[g->warmup] >= o.min_window_growth) {
+      g->cls = GrowthClass::kBoundedGrowth;
+      g->reason = "grew after warm-up, flat in the window";
+      return;
+    }
+  }
+  if (g->warmup > 0) {
+    double warm_growth;
+    if (w.cohorts) {
+      warm_growth = g->warmup_bytes;
+    } else {
+      auto [lo, hi] =
+          std::minmax_element(y.begin(), y.begin() + static_cast<ptrdiff_t>(g->warmup) + 1);
+      warm_growth = *hi - *lo;
+    }
+    if (warm_growth >= o.min_window_growth) {
+      g->cls = GrowthClass::kWarmupOnly;
+      g->reason = absl::StrFormat("%s from warm-up steps, flat since", Kib(warm_growth));
+      return;
+    }
+  }
+  g->cls = GrowthClass::kNoTrend;
+  g->reason = absl::StrFormat("no significant trend (p = %.2g)", w.t.p_increasing);
+}
+
+}  // namespace
+
 Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& o) {
   Growth g;
   const std::vector<double>& y = in.y;
@@ -130,132 +291,16 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
         absl::StrFormat("%d steps after warm-up (W = %d), need %d", after, g.warmup, o.min_window);
     return g;
   }
-  const size_t N = std::min(o.max_window, after);
-  const size_t ws = n - N;
-  const size_t half = N / 2;
-  g.window = N;
-  g.window_begin = ws;
-  TrendResult t = TrendTest(Slice(y, ws, n));
-  g.p_value = t.p_increasing;
-  g.z = t.z;
-  g.slope = t.slope;
-  g.slope_low = t.ci_low;
-  g.slope_high = t.ci_high;
-  TrendResult h1 = TrendTest(Slice(y, ws, ws + half));
-  TrendResult h2 = TrendTest(Slice(y, ws + half, n));
-  g.slope_first_half = h1.slope;
-  g.slope_second_half = h2.slope;
-  g.retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;
-  g.window_samples = cohorts ? Sum(in.end_samples_by_cohort, ws, n) : -1;
-  g.window_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, n) : -1;
-
-  // Call sites: what the window's cohorts kept, per step (the last row's
-  // cohort is left out: what it allocated had no step to be freed in).
-  const size_t kept_end = N > 2 ? n - 1 : n;
-  const CohortRate kept = cohorts ? RateOfCohorts(in, ws, kept_end) : CohortRate{};
-  const CohortRate kept1 = cohorts ? RateOfCohorts(in, ws, ws + half) : CohortRate{};
-  const CohortRate kept2 = cohorts ? RateOfCohorts(in, ws + half, kept_end) : CohortRate{};
-  if (cohorts) {
-    g.slope_first_half = kept1.rate;
-    g.slope_second_half = kept2.rate;
-  }
+  const Window w = FitWindow(in, o, &g);
   // The effect size: the Theil-Sen slope, or for call sites the kept rate
   // when larger (a rate that changed during the window, as in a leak hunt,
   // leaves flat stretches that pull the Theil-Sen slope down).
-  const double effect = cohorts ? std::max(t.slope, kept.rate) : t.slope;
-
-  if (t.p_increasing < o.p_value && t.slope > 0) {
-    const bool rate_ok = effect >= o.min_rate;
-    const bool growth_ok = effect * static_cast<double>(N) >= o.min_window_growth;
-    const bool samples_ok = !cohorts || g.window_samples >= o.min_samples;
-    if (!rate_ok || !growth_ok || !samples_ok) {
-      g.cls = GrowthClass::kNoTrend;
-      g.reason = !rate_ok     ? absl::StrFormat("trend of %s/step below the %s/step threshold",
-                                                Kib(effect), Kib(o.min_rate))
-                 : !growth_ok ? absl::StrFormat("window growth %s below %s",
-                                                Kib(effect * static_cast<double>(N)),
-                                                Kib(o.min_window_growth))
-                              : absl::StrFormat("only %.0f live samples from the window, need %.0f",
-                                                g.window_samples, o.min_samples);
-      return g;
-    }
-    // Persistence, allowing for sampling noise: fails only when the second
-    // half's upper bound is below `persistence` x the first half's lower one.
-    // Call sites, when the exact heap is LEAK (widen_sparse_halves): the
-    // second half's bound is widened by the sampling uncertainty of what its
-    // cohorts kept (and one sample's worth of bytes), so that a half sampled
-    // sparsely (after a leak hunt, say) never reads as slowing; a cache that
-    // stopped growing because it frees as much as it allocates still does.
-    const bool widen = cohorts && o.widen_sparse_halves;
-    const bool persistent =
-        h2.slope_high + (widen ? kept2.half_width : 0.0) >= o.persistence * h1.slope_low;
-    // Retention, with the same benefit of the doubt for a sparse half.
-    const double retained_hi =
-        g.retained_bytes + (widen ? kept1.half_width * static_cast<double>(half) : 0.0);
-    const bool retained =
-        !cohorts || retained_hi >= o.retention * t.slope * static_cast<double>(half);
-    if (persistent && retained) {
-      g.cls = GrowthClass::kLeak;
-      if (cohorts) {
-        // The leak's rate: what the window's cohorts kept per step, unbiased,
-        // with its sampling interval (docs/analysis.md "Intervals").
-        g.slope = kept.rate;
-        g.slope_low = kept.low;
-        g.slope_high = kept.high;
-      }
-      g.reason = absl::StrFormat("p = %.2g, %s/step over %d steps, persistent and retained",
-                                 t.p_increasing, Kib(g.slope), N);
-    } else if (!cohorts && !persistent && h2.p_increasing < o.p_value && h2.slope >= o.min_rate &&
-               h2.slope * static_cast<double>(N - half) >= o.min_window_growth / 2) {
-      // An exact series (no sampling: a random walk of samples cannot fake
-      // it) that slowed, but whose second half still grows significantly by
-      // itself (a leak under a cache that filled, say): a leak at the second
-      // half's rate, the one that goes on.
-      g.cls = GrowthClass::kLeak;
-      g.slope = h2.slope;
-      g.slope_low = h2.ci_low;
-      g.slope_high = h2.ci_high;
-      g.reason = absl::StrFormat(
-          "p = %.2g, slowed from %s/step but still growing %s/step over the last %d steps",
-          h2.p_increasing, Kib(h1.slope), Kib(h2.slope), N - half);
-    } else {
-      g.cls = GrowthClass::kBoundedGrowth;
-      g.reason = !persistent ? absl::StrFormat("slowing: second half %s/step vs first half %s/step",
-                                               Kib(h2.slope), Kib(h1.slope))
-                             : absl::StrFormat(
-                                   "not retained: %s of the first half's allocations live "
-                                   "at the end",
-                                   Kib(g.retained_bytes));
-    }
-    return g;
+  const double effect = cohorts ? std::max(w.t.slope, w.kept.rate) : w.t.slope;
+  if (w.t.p_increasing < o.p_value && w.t.slope > 0) {
+    if (!TooSmall(w, effect, o, &g)) ClassifyRise(w, o, &g);
+  } else {
+    ClassifyFlat(in, w, o, &g);
   }
-  // No trend in the window. Did it grow after warm-up, before the window?
-  if (ws > g.warmup) {
-    TrendResult whole = TrendTest(Thin(y, g.warmup, n, 256));
-    double mean = Sum(y, ws, n) / static_cast<double>(N);
-    if (whole.p_increasing < o.p_value && mean - y[g.warmup] >= o.min_window_growth) {
-      g.cls = GrowthClass::kBoundedGrowth;
-      g.reason = "grew after warm-up, flat in the window";
-      return g;
-    }
-  }
-  if (g.warmup > 0) {
-    double warm_growth;
-    if (cohorts) {
-      warm_growth = g.warmup_bytes;
-    } else {
-      auto [lo, hi] =
-          std::minmax_element(y.begin(), y.begin() + static_cast<ptrdiff_t>(g.warmup) + 1);
-      warm_growth = *hi - *lo;
-    }
-    if (warm_growth >= o.min_window_growth) {
-      g.cls = GrowthClass::kWarmupOnly;
-      g.reason = absl::StrFormat("%s from warm-up steps, flat since", Kib(warm_growth));
-      return g;
-    }
-  }
-  g.cls = GrowthClass::kNoTrend;
-  g.reason = absl::StrFormat("no significant trend (p = %.2g)", t.p_increasing);
   return g;
 }
 

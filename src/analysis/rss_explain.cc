@@ -185,75 +185,82 @@ std::vector<RowAllocStats> StepAllocStats(const reader::Trace& t,
   return out;
 }
 
-RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
-  RssExplain x;
-  const Growth& rg = in.rss_growth;
-  const size_t rows = in.rss.size();
-  if (rg.window == 0 || rg.window_begin + rg.window > rows) return x;
-  const size_t b = rg.window_begin, e = rg.window_begin + rg.window;
-  x.window_begin = b;
-  x.window = rg.window;
-  x.rss_per_step = rg.slope;
+namespace {
 
-  auto at = [](const std::vector<double>& v, size_t k) { return k < v.size() ? v[k] : -1.0; };
-  const auto stat = [&](size_t k) -> const RowAllocStats* {
-    return k < in.stats.size() && in.stats[k].has ? &in.stats[k] : nullptr;
-  };
-  for (size_t k = b; k < e; ++k) x.stat_rows += stat(k) != nullptr;
-  auto median = [&](int64_t RowAllocStats::*field) {
-    std::vector<double> v;
-    for (const RowAllocStats& s : in.stats) {
-      if (s.has && s.*field >= 0) v.push_back(static_cast<double>(s.*field));
-    }
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
-  x.median_cost_ns = median(&RowAllocStats::cost_ns);
-  x.median_smaps_ns = median(&RowAllocStats::smaps_ns);
-  x.median_own_ns = median(&RowAllocStats::own_ns);
+// The allocator statistics of row k, or null when the row has none.
+const RowAllocStats* StatAt(const RssInput& in, size_t k) {
+  return k < in.stats.size() && in.stats[k].has ? &in.stats[k] : nullptr;
+}
 
+// Row k of an exact series, or -1 (unknown) past its end.
+double At(const std::vector<double>& v, size_t k) { return k < v.size() ? v[k] : -1.0; }
+
+// The median of a statistic's cost over every row that measured it, or 0.
+double MedianCost(const std::vector<RowAllocStats>& stats, int64_t RowAllocStats::*field) {
+  std::vector<double> v;
+  for (const RowAllocStats& s : stats) {
+    if (s.has && s.*field >= 0) v.push_back(static_cast<double>(s.*field));
+  }
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// The fitted components of the RSS growth over the window.
+struct Components {
+  Component live, mmap, frag, cache, file, anon, own;
+};
+
+// Fits each component over the rows [b, e); sets x->file_source.
+Components FitComponents(const RssInput& in, size_t b, size_t e, RssExplain* x) {
+  Components c;
   // Exact series: every row.
-  const Component live = Fit(b, e, [&](size_t k) { return at(in.live, k); });
-  const Component mmap = Fit(b, e, [&](size_t k) { return at(in.mmap, k); });
-  const Component frag = Fit(b, e, [&](size_t k) {
-    const RowAllocStats* s = stat(k);
+  c.live = Fit(b, e, [&](size_t k) { return At(in.live, k); });
+  c.mmap = Fit(b, e, [&](size_t k) { return At(in.mmap, k); });
+  c.frag = Fit(b, e, [&](size_t k) {
+    const RowAllocStats* s = StatAt(in, k);
     return s != nullptr ? static_cast<double>(s->frag_bytes) : -1.0;
   });
-  const Component cache = Fit(b, e, [&](size_t k) {
-    const RowAllocStats* s = stat(k);
+  c.cache = Fit(b, e, [&](size_t k) {
+    const RowAllocStats* s = StatAt(in, k);
     return s != nullptr && s->frag_bytes >= 0 ? static_cast<double>(s->cache_bytes) : -1.0;
   });
   // Anonymous vs file-backed: from smaps_rollup when enough rows read it (it
   // is exact; statm's counters may lag by a few pages per CPU), else statm.
   size_t smaps_rows = 0;
   for (size_t k = b; k < e; ++k) {
-    const RowAllocStats* s = stat(k);
+    const RowAllocStats* s = StatAt(in, k);
     smaps_rows += s != nullptr && s->rss_source == 1 && s->file_bytes >= 0;
   }
   const int source = smaps_rows >= kMinStatRows ? 1 : 0;
   auto resident = [&](size_t k, bool file_part) -> double {
-    const RowAllocStats* s = stat(k);
+    const RowAllocStats* s = StatAt(in, k);
     if (s == nullptr || (source != 0 && s->rss_source != source)) return -1.0;
     return static_cast<double>(file_part ? s->file_bytes : s->anon_bytes);
   };
-  const Component file = Fit(b, e, [&](size_t k) { return resident(k, true); });
-  const Component anon = Fit(b, e, [&](size_t k) { return resident(k, false); });
-  x.file_source = !file.known ? "" : source == 1 ? "smaps_rollup" : "statm";
-  const Component own = Fit(b, e, [&](size_t k) {
-    const RowAllocStats* s = stat(k);
+  c.file = Fit(b, e, [&](size_t k) { return resident(k, true); });
+  c.anon = Fit(b, e, [&](size_t k) { return resident(k, false); });
+  x->file_source = !c.file.known ? "" : source == 1 ? "smaps_rollup" : "statm";
+  c.own = Fit(b, e, [&](size_t k) {
+    const RowAllocStats* s = StatAt(in, k);
     return s != nullptr ? static_cast<double>(s->own_bytes) : -1.0;
   });
-  // Which glibc arena's free space grows: per arena, over the rows that list it.
+  return c;
+}
+
+// Which glibc arena's free space grows: per arena, over the rows that list
+// it; sets x->arenas and, for the arena whose free space (fragments and top)
+// grows fastest, x->arena and its rates.
+void FindGrowingArena(const RssInput& in, size_t b, size_t e, RssExplain* x) {
   size_t arenas = 0;
   for (size_t k = b; k < e; ++k) {
-    if (const RowAllocStats* s = stat(k)) arenas = std::max(arenas, s->arenas.size());
+    if (const RowAllocStats* s = StatAt(in, k)) arenas = std::max(arenas, s->arenas.size());
   }
-  x.arenas = arenas;
+  x->arenas = arenas;
   double best_arena = 0;
   for (size_t i = 0; i < arenas; ++i) {
     auto arena = [&](size_t k, int what) -> double {
-      const RowAllocStats* s = stat(k);
+      const RowAllocStats* s = StatAt(in, k);
       if (s == nullptr || i >= s->arenas.size()) return -1.0;
       const RowAllocStats::Arena& a = s->arenas[i];
       return static_cast<double>(what == 0   ? a.free - a.top
@@ -265,88 +272,93 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     const Component au = Fit(b, e, [&](size_t k) { return arena(k, 2); });
     if (!af.known || af.slope + at.slope <= best_arena) continue;
     best_arena = af.slope + at.slope;
-    x.arena = static_cast<int>(i);
-    x.arena_frag_per_step = af.slope;
-    x.arena_top_per_step = at.slope;
-    x.arena_in_use_per_step = au.slope;
+    x->arena = static_cast<int>(i);
+    x->arena_frag_per_step = af.slope;
+    x->arena_top_per_step = at.slope;
+    x->arena_in_use_per_step = au.slope;
   }
-  for (size_t k = b; k < e && x.allocator.empty(); ++k) {
-    if (const RowAllocStats* s = stat(k); s != nullptr) x.allocator = s->allocator;
-  }
-  x.live_per_step = live.slope;
-  x.live_p = live.p;
-  x.mmap_per_step = mmap.slope;
-  x.mmap_p = mmap.p;
-  x.has_allocator = frag.known && cache.known;
-  if (x.has_allocator) {
-    x.frag_per_step = frag.slope;
-    x.frag_p = frag.p;
-    x.cache_per_step = cache.slope;
-    x.cache_p = cache.p;
-  }
-  x.has_file = file.known && anon.known;
-  if (x.has_file) {
-    x.file_per_step = file.slope;
-    x.file_p = file.p;
-    x.anon_per_step = anon.slope;
-  }
-  x.has_own = own.known;
-  if (own.known) {
-    x.own_per_step = own.slope;
-    x.own_p = own.p;
-  }
-  x.other_per_step = x.rss_per_step - x.live_per_step - x.frag_per_step - x.cache_per_step -
-                     x.mmap_per_step - x.file_per_step - x.own_per_step;
+}
 
-  // Does RSS grow at all (the call-site bounds, as before)?
-  const double p = options.p_value;
-  const bool rss_grows = rg.p_value < p && rg.slope >= options.min_rate &&
-                         rg.slope * static_cast<double>(rg.window) >= options.min_window_growth;
+// Copies the components' rates (and p-values) into x, those of the
+// allocator, the file split and memstep's own only where known, and the rest
+// of the RSS rate as "other".
+void SetRates(const Components& c, RssExplain* x) {
+  x->live_per_step = c.live.slope;
+  x->live_p = c.live.p;
+  x->mmap_per_step = c.mmap.slope;
+  x->mmap_p = c.mmap.p;
+  x->has_allocator = c.frag.known && c.cache.known;
+  if (x->has_allocator) {
+    x->frag_per_step = c.frag.slope;
+    x->frag_p = c.frag.p;
+    x->cache_per_step = c.cache.slope;
+    x->cache_p = c.cache.p;
+  }
+  x->has_file = c.file.known && c.anon.known;
+  if (x->has_file) {
+    x->file_per_step = c.file.slope;
+    x->file_p = c.file.p;
+    x->anon_per_step = c.anon.slope;
+  }
+  x->has_own = c.own.known;
+  if (c.own.known) {
+    x->own_per_step = c.own.slope;
+    x->own_p = c.own.p;
+  }
+  x->other_per_step = x->rss_per_step - x->live_per_step - x->frag_per_step - x->cache_per_step -
+                      x->mmap_per_step - x->file_per_step - x->own_per_step;
+}
 
-  // Pins: heap sites whose long-lived bytes grow, when fragmented free space grows.
-  const bool frag_grows = x.has_allocator && frag.p < p && frag.slope > 0;
-  if (frag_grows) {
-    for (const RssSite& s : in.sites) {
-      if ((s.cls == GrowthClass::kLeak || s.cls == GrowthClass::kBoundedGrowth) && s.slope > 0) {
-        x.pins.push_back(RssPin{s.site_id, s.slope, frag.slope / s.slope});
-      }
-    }
-    std::sort(x.pins.begin(), x.pins.end(),
-              [](const RssPin& a, const RssPin& c) { return a.bytes_per_step > c.bytes_per_step; });
-    if (x.pins.size() > 5) x.pins.resize(5);
-    if (x.pins.empty() && live.p < p && live.slope > 0) {
-      x.pins.push_back(RssPin{0, live.slope, frag.slope / live.slope});
+// Pins: heap sites whose long-lived bytes grow, when fragmented free space
+// grows (at most 5, the fastest first; the live bytes when no site grows).
+void FindPins(const RssInput& in, const Components& c, double p, RssExplain* x) {
+  for (const RssSite& s : in.sites) {
+    if ((s.cls == GrowthClass::kLeak || s.cls == GrowthClass::kBoundedGrowth) && s.slope > 0) {
+      x->pins.push_back(RssPin{s.site_id, s.slope, c.frag.slope / s.slope});
     }
   }
-  if (!rss_grows) {
-    x.reason = "RSS does not grow significantly";
-    return x;
+  std::sort(x->pins.begin(), x->pins.end(),
+            [](const RssPin& a, const RssPin& b) { return a.bytes_per_step > b.bytes_per_step; });
+  if (x->pins.size() > 5) x->pins.resize(5);
+  if (x->pins.empty() && c.live.p < p && c.live.slope > 0) {
+    x->pins.push_back(RssPin{0, c.live.slope, c.frag.slope / c.live.slope});
   }
+}
 
-  // The largest component that rises significantly; live bytes (and
-  // memstep's mappings) only when they grow: RSS is never a LEAK without them.
+// The verdict on a growing RSS: the largest component that rises
+// significantly; live bytes (and memstep's mappings) only when they grow:
+// RSS is never a LEAK without them. Sets x->verdict and x->reason.
+void Decide(const Growth& rg, const Components& c, double p, bool frag_grows, RssExplain* x) {
   struct Candidate {
     const char* verdict;
     const char* what;
     double slope;
   };
-  std::vector<Candidate> c;
-  if (live.p < p && live.slope > 0) c.push_back({"LEAK", "exact heap live bytes", live.slope});
-  if (mmap.p < p && mmap.slope > 0) c.push_back({"LEAK", "anonymous mappings", mmap.slope});
-  if (frag_grows) c.push_back({"FRAGMENTATION", "free space inside the heap", frag.slope});
-  if (x.has_allocator && cache.p < p && cache.slope > 0) {
-    c.push_back({"CACHING", x.allocator == "jemalloc" ? "dirty and muzzy pages" : "top chunks",
-                 cache.slope});
+  std::vector<Candidate> candidates;
+  const Component& live = c.live;
+  if (live.p < p && live.slope > 0) {
+    candidates.push_back({"LEAK", "exact heap live bytes", live.slope});
   }
-  if (x.has_file && file.p < p && file.slope > 0) {
-    c.push_back({"FILE", "file-backed pages", file.slope});
+  if (c.mmap.p < p && c.mmap.slope > 0) {
+    candidates.push_back({"LEAK", "anonymous mappings", c.mmap.slope});
+  }
+  if (frag_grows)
+    candidates.push_back({"FRAGMENTATION", "free space inside the heap", c.frag.slope});
+  if (x->has_allocator && c.cache.p < p && c.cache.slope > 0) {
+    candidates.push_back({"CACHING",
+                          x->allocator == "jemalloc" ? "dirty and muzzy pages" : "top chunks",
+                          c.cache.slope});
+  }
+  if (x->has_file && c.file.p < p && c.file.slope > 0) {
+    candidates.push_back({"FILE", "file-backed pages", c.file.slope});
   }
   // The program's components compete for the growth net of memstep's own
   // memory.
+  const Component& own = c.own;
   const bool own_rises = own.known && own.p < p && own.slope > 0;
   const double net = rg.slope - (own_rises ? std::min(own.slope, rg.slope) : 0.0);
   const Candidate* best = nullptr;
-  for (const Candidate& k : c) {
+  for (const Candidate& k : candidates) {
     if (best == nullptr || k.slope > best->slope) best = &k;
   }
   const Candidate memstep = {"MEMSTEP", "memstep's own memory (not the program's)", own.slope};
@@ -359,18 +371,53 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     best = &memstep;
   }
   if (best == nullptr || (best != &memstep && best->slope < kMinShare * net)) {
-    x.verdict = "UNEXPLAINED";
-    x.reason = absl::StrFormat("no component grows by %.0f %% of the RSS growth%s%s",
-                               100 * kMinShare, own_rises ? " net of memstep's own memory" : "",
-                               x.has_allocator ? "" : " (no allocator statistics in the trace)");
+    x->verdict = "UNEXPLAINED";
+    x->reason = absl::StrFormat("no component grows by %.0f %% of the RSS growth%s%s",
+                                100 * kMinShare, own_rises ? " net of memstep's own memory" : "",
+                                x->has_allocator ? "" : " (no allocator statistics in the trace)");
+    return;
+  }
+  x->verdict = best->verdict;
+  x->reason =
+      absl::StrFormat("%s: %.0f %% of the RSS growth", best->what, 100 * best->slope / rg.slope);
+  if (x->verdict != "LEAK" && !(live.p < p && live.slope > 0)) {
+    x->reason += "; the exact live bytes do not grow";
+  }
+}
+
+}  // namespace
+
+RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
+  RssExplain x;
+  const Growth& rg = in.rss_growth;
+  if (rg.window == 0 || rg.window_begin + rg.window > in.rss.size()) return x;
+  const size_t b = rg.window_begin, e = rg.window_begin + rg.window;
+  x.window_begin = b;
+  x.window = rg.window;
+  x.rss_per_step = rg.slope;
+  for (size_t k = b; k < e; ++k) x.stat_rows += StatAt(in, k) != nullptr;
+  x.median_cost_ns = MedianCost(in.stats, &RowAllocStats::cost_ns);
+  x.median_smaps_ns = MedianCost(in.stats, &RowAllocStats::smaps_ns);
+  x.median_own_ns = MedianCost(in.stats, &RowAllocStats::own_ns);
+
+  const Components c = FitComponents(in, b, e, &x);
+  FindGrowingArena(in, b, e, &x);
+  for (size_t k = b; k < e && x.allocator.empty(); ++k) {
+    if (const RowAllocStats* s = StatAt(in, k); s != nullptr) x.allocator = s->allocator;
+  }
+  SetRates(c, &x);
+
+  // Does RSS grow at all (the call-site bounds, as before)?
+  const double p = options.p_value;
+  const bool rss_grows = rg.p_value < p && rg.slope >= options.min_rate &&
+                         rg.slope * static_cast<double>(rg.window) >= options.min_window_growth;
+  const bool frag_grows = x.has_allocator && c.frag.p < p && c.frag.slope > 0;
+  if (frag_grows) FindPins(in, c, p, &x);
+  if (!rss_grows) {
+    x.reason = "RSS does not grow significantly";
     return x;
   }
-  x.verdict = best->verdict;
-  x.reason =
-      absl::StrFormat("%s: %.0f %% of the RSS growth", best->what, 100 * best->slope / rg.slope);
-  if (x.verdict != "LEAK" && !(live.p < p && live.slope > 0)) {
-    x.reason += "; the exact live bytes do not grow";
-  }
+  Decide(rg, c, p, frag_grows, &x);
   return x;
 }
 

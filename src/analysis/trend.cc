@@ -94,40 +94,44 @@ double TheilSenSlope(const std::vector<double>& x) {
   return Median(slopes);
 }
 
-TrendResult TrendTest(const std::vector<double>& x) {
-  TrendResult r;
+namespace {
+
+// The pairwise slopes (x[j] - x[i]) / (j - i), i < j, sorted, and in *s the
+// Mann-Kendall S (the number of rising pairs minus the falling ones).
+std::vector<double> SortedPairwiseSlopes(const std::vector<double>& x, double* s) {
   const size_t n = x.size();
-  r.n = n;
-  if (n < 3) {
-    r.slope = r.slope_low = r.slope_high = r.ci_low = r.ci_high = TheilSenSlope(x);
-    return r;
-  }
   std::vector<double> slopes;
   slopes.reserve(n * (n - 1) / 2);
-  double s = 0;
+  *s = 0;
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = i + 1; j < n; ++j) {
       const double d = x[j] - x[i];
-      s += (d > 0) - (d < 0);
+      *s += (d > 0) - (d < 0);
       slopes.push_back(d / static_cast<double>(j - i));
     }
   }
-  r.s = s;
   std::sort(slopes.begin(), slopes.end());
-  const size_t m = slopes.size();
-  r.slope = m % 2 ? slopes[m / 2] : (slopes[m / 2 - 1] + slopes[m / 2]) / 2;
+  return slopes;
+}
 
+// The weighted sums of the rank autocorrelations r_k of the detrended series
+// (Hamed-Rao), and r_1.
+struct RankLags {
+  double sum = 0;     // over the significant lags: the test's correction
+  double ci_sum = 0;  // over the initial run of positive lags: the interval's
+  double r1 = 0;
+};
+
+RankLags RankAutocorrelation(const std::vector<double>& x, double slope) {
+  const size_t n = x.size();
   const double nd = static_cast<double>(n);
-  double var = (nd * (nd - 1) * (2 * nd + 5) - TieTerm(x)) / 18;
-
-  // Hamed-Rao: autocorrelation of the ranks of the detrended series.
+  RankLags lags;
   std::vector<double> detrended(n);
-  for (size_t i = 0; i < n; ++i) detrended[i] = x[i] - r.slope * static_cast<double>(i);
+  for (size_t i = 0; i < n; ++i) detrended[i] = x[i] - slope * static_cast<double>(i);
   std::vector<double> ranks = Ranks(detrended);
   const double mean = (nd + 1) / 2;
   double denom = 0;
   for (double v : ranks) denom += (v - mean) * (v - mean);
-  double sum = 0;
   // For the slope's interval: the same weighted sum over the initial run of
   // positive rank autocorrelations (lags 1, 2, ... until the first r_k <= 0,
   // Geyer's truncation), significant or not. The test's sum keeps only the
@@ -135,8 +139,6 @@ TrendResult TrendTest(const std::vector<double>& x) {
   // small positive lags of a slowly mixing series (objects that live a few
   // steps), and an AR(1) series with phi = 0.3 then had its 95 % slope
   // interval cover the truth in ~90 % of runs (docs/analysis.md "Intervals").
-  double ci_sum = 0;
-  double r1 = 0;
   bool positive_run = true;
   if (denom > 0) {
     const double bound = kZ975 / std::sqrt(nd);
@@ -144,20 +146,23 @@ TrendResult TrendTest(const std::vector<double>& x) {
       double num = 0;
       for (size_t i = 0; i + k < n; ++i) num += (ranks[i] - mean) * (ranks[i + k] - mean);
       const double rk = num / denom;
-      if (k == 1) r1 = rk;
+      if (k == 1) lags.r1 = rk;
       const double nk = static_cast<double>(n - k);
       positive_run = positive_run && rk > 0;
-      if (positive_run) ci_sum += nk * (nk - 1) * (nk - 2) * rk;
+      if (positive_run) lags.ci_sum += nk * (nk - 1) * (nk - 2) * rk;
       if (std::fabs(rk) <= bound) continue;
-      sum += nk * (nk - 1) * (nk - 2) * rk;
+      lags.sum += nk * (nk - 1) * (nk - 2) * rk;
     }
   }
-  r.hamed_rao = std::max(1.0, 1 + 2 * sum / (nd * (nd - 1) * (nd - 2)));
-  r.var_s = var * r.hamed_rao;
-  // A slowly mixing series has a long tail of small positive lags that the
-  // empirical sum truncates early; an AR(1) fitted to the lag-1 rank
-  // autocorrelation (bias-corrected: E[r1] ~ phi - (1 + 4 phi) / n) carries
-  // that tail, phi^k, to every lag. The interval takes the larger factor.
+  return lags;
+}
+
+// A slowly mixing series has a long tail of small positive lags that the
+// empirical sum truncates early; an AR(1) fitted to the lag-1 rank
+// autocorrelation (bias-corrected: E[r1] ~ phi - (1 + 4 phi) / n) carries
+// that tail, phi^k, to every lag: its weighted sum.
+double Ar1TailSum(double r1, size_t n) {
+  const double nd = static_cast<double>(n);
   double ar_sum = 0;
   const double phi = std::min(0.95, std::max(0.0, (r1 * nd + 1) / (nd - 4)));
   double pk = 1;
@@ -167,7 +172,52 @@ TrendResult TrendTest(const std::vector<double>& x) {
     const double nk = static_cast<double>(n - k);
     ar_sum += nk * (nk - 1) * (nk - 2) * pk;
   }
-  const double ci_factor = std::max(r.hamed_rao, 1 + 2 * ci_sum / (nd * (nd - 1) * (nd - 2)));
+  return ar_sum;
+}
+
+// The 97.5 % quantile for the reported interval. Where autocorrelation
+// inflates the variance, the inflation is itself estimated from few
+// effectively independent points (n / factor): Student's t quantile with
+// n / factor - 2 degrees of freedom (Cornish-Fisher expansion) instead of the
+// normal one. Independent residuals (factor 1) keep the normal quantile:
+// Var(S) is then known.
+double ReportQuantile(double report_factor, double nd) {
+  double q = kZ975;
+  if (report_factor > 1) {
+    const double dof = std::max(2.0, nd / report_factor - 2);
+    const double z3 = kZ975 * kZ975 * kZ975, z5 = z3 * kZ975 * kZ975;
+    q = kZ975 + (z3 + kZ975) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * kZ975) / (96 * dof * dof);
+  }
+  return q;
+}
+
+}  // namespace
+
+TrendResult TrendTest(const std::vector<double>& x) {
+  TrendResult r;
+  const size_t n = x.size();
+  r.n = n;
+  if (n < 3) {
+    r.slope = r.slope_low = r.slope_high = r.ci_low = r.ci_high = TheilSenSlope(x);
+    return r;
+  }
+  double s = 0;
+  const std::vector<double> slopes = SortedPairwiseSlopes(x, &s);
+  r.s = s;
+  const size_t m = slopes.size();
+  r.slope = m % 2 ? slopes[m / 2] : (slopes[m / 2 - 1] + slopes[m / 2]) / 2;
+
+  // Var(S), corrected for ties and (Hamed-Rao) for the autocorrelation of the
+  // ranks of the detrended series.
+  const double nd = static_cast<double>(n);
+  double var = (nd * (nd - 1) * (2 * nd + 5) - TieTerm(x)) / 18;
+  const RankLags lags = RankAutocorrelation(x, r.slope);
+  r.hamed_rao = std::max(1.0, 1 + 2 * lags.sum / (nd * (nd - 1) * (nd - 2)));
+  r.var_s = var * r.hamed_rao;
+  // The interval takes the larger factor of the run of positive lags and the
+  // AR(1) tail.
+  const double ar_sum = Ar1TailSum(lags.r1, n);
+  const double ci_factor = std::max(r.hamed_rao, 1 + 2 * lags.ci_sum / (nd * (nd - 1) * (nd - 2)));
   const double report_factor = std::max(ci_factor, 1 + 2 * ar_sum / (nd * (nd - 1) * (nd - 2)));
   if (r.var_s > 0) {
     r.z = s > 0 ? (s - 1) / std::sqrt(r.var_s) : s < 0 ? (s + 1) / std::sqrt(r.var_s) : 0;
@@ -184,18 +234,9 @@ TrendResult TrendTest(const std::vector<double>& x) {
   const double c = kZ975 * std::sqrt(var * ci_factor);
   r.slope_low = at_rank((md - c) / 2);
   r.slope_high = at_rank((md + c) / 2 + 1);
-  // The reported interval. Where autocorrelation inflates the variance, the
-  // inflation is itself estimated from few effectively independent points
-  // (n / factor): Student's t quantile with n / factor - 2 degrees of freedom
-  // (Cornish-Fisher expansion) instead of the normal one. Independent
-  // residuals (factor 1) keep the normal quantile: Var(S) is then known.
-  double q = kZ975;
-  if (report_factor > 1) {
-    const double dof = std::max(2.0, nd / report_factor - 2);
-    const double z3 = kZ975 * kZ975 * kZ975, z5 = z3 * kZ975 * kZ975;
-    q = kZ975 + (z3 + kZ975) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * kZ975) / (96 * dof * dof);
-  }
-  const double cr = q * std::sqrt(var * report_factor);
+  // The reported interval: the same ranks with the quantile and factor for
+  // reporting, never narrower than Gilbert's.
+  const double cr = ReportQuantile(report_factor, nd) * std::sqrt(var * report_factor);
   r.ci_low = std::min(r.slope_low, at_rank((md - cr) / 2));
   r.ci_high = std::max(r.slope_high, at_rank((md + cr) / 2 + 1));
   return r;

@@ -169,8 +169,8 @@ void WriteDeviceSummary(JsonWriter& w, const analysis::DeviceSummary& d) {
   w.EndObject();
 }
 
-void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
-  w.BeginObject();
+// The identity, exact totals and sampling figures of one process.
+void WriteProcessTotals(JsonWriter& w, const ProcessSummary& p) {
   w.Field("pid", p.pid);
   w.Field("ppid", p.ppid);
   w.Field("fork_child", p.fork_child);
@@ -204,90 +204,79 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Field("warmup_steps", static_cast<uint64_t>(p.warmup_steps));
   w.Field("warmup_detected", p.warmup_detected);
   w.Field("median_step_s", p.median_step_s);
-  w.Key("live_growth");
-  WriteGrowth(w, p.live_growth);
-  w.Key("rss_growth");
-  // The same class as the text report: never LEAK unless the split says so.
-  WriteGrowth(w, p.rss_growth, analysis::RssClassName(p.rss_growth, p.rss_explain));
-  w.Field("fragmentation", p.fragmentation);
-  {
-    const analysis::RssExplain& x = p.rss_explain;
-    w.Key("rss_explain");
-    w.BeginObject();
-    w.Field("verdict", x.verdict);
-    w.Field("reason", x.reason);
-    w.Field("allocator", x.allocator);
-    w.Field("window_begin", static_cast<uint64_t>(x.window_begin));
-    w.Field("window", static_cast<uint64_t>(x.window));
-    w.Field("stat_rows", static_cast<uint64_t>(x.stat_rows));
-    w.Field("rss_per_step", x.rss_per_step);
-    w.Field("live_per_step", x.live_per_step);
-    w.Field("has_allocator", x.has_allocator);
-    w.Field("frag_per_step", x.frag_per_step);
-    w.Field("cache_per_step", x.cache_per_step);
-    w.Field("mmap_per_step", x.mmap_per_step);
-    w.Field("has_file", x.has_file);
-    w.Field("file_per_step", x.file_per_step);
-    w.Field("anon_per_step", x.anon_per_step);
-    w.Field("file_source", x.file_source);
-    w.Field("has_own", x.has_own);
-    w.Field("own_per_step", x.own_per_step);
-    w.Field("other_per_step", x.other_per_step);
-    w.Field("arena", x.arena);
-    w.Field("arenas", static_cast<uint64_t>(x.arenas));
-    w.Field("arena_frag_per_step", x.arena_frag_per_step);
-    w.Field("arena_top_per_step", x.arena_top_per_step);
-    w.Field("arena_in_use_per_step", x.arena_in_use_per_step);
-    w.Field("live_p", x.live_p);
-    w.Field("frag_p", x.frag_p);
-    w.Field("cache_p", x.cache_p);
-    w.Field("mmap_p", x.mmap_p);
-    w.Field("file_p", x.file_p);
-    w.Field("own_p", x.own_p);
-    w.Field("median_cost_ns", x.median_cost_ns);
-    w.Field("median_smaps_ns", x.median_smaps_ns);
-    w.Field("median_own_ns", x.median_own_ns);
-    w.Key("pins");
-    w.BeginArray();
-    for (const analysis::RssPin& pin : x.pins) {
-      w.BeginObject();
-      w.Field("site_id", pin.site_id);
-      w.Field("bytes_per_step", pin.bytes_per_step);
-      w.Field("ratio", pin.ratio);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  w.Field("attributed_bytes_per_step", p.attributed_bytes_per_step);
-  w.Field("unattributed_bytes_per_step", p.unattributed_bytes_per_step);
-  w.Field("attribute_hint", p.attribute_hint);
-  w.Key("hunts");
+}
+
+// The RSS growth split into components (analysis::ExplainRss).
+void WriteRssExplain(JsonWriter& w, const analysis::RssExplain& x) {
+  w.Key("rss_explain");
+  w.BeginObject();
+  w.Field("verdict", x.verdict);
+  w.Field("reason", x.reason);
+  w.Field("allocator", x.allocator);
+  w.Field("window_begin", static_cast<uint64_t>(x.window_begin));
+  w.Field("window", static_cast<uint64_t>(x.window));
+  w.Field("stat_rows", static_cast<uint64_t>(x.stat_rows));
+  w.Field("rss_per_step", x.rss_per_step);
+  w.Field("live_per_step", x.live_per_step);
+  w.Field("has_allocator", x.has_allocator);
+  w.Field("frag_per_step", x.frag_per_step);
+  w.Field("cache_per_step", x.cache_per_step);
+  w.Field("mmap_per_step", x.mmap_per_step);
+  w.Field("has_file", x.has_file);
+  w.Field("file_per_step", x.file_per_step);
+  w.Field("anon_per_step", x.anon_per_step);
+  w.Field("file_source", x.file_source);
+  w.Field("has_own", x.has_own);
+  w.Field("own_per_step", x.own_per_step);
+  w.Field("other_per_step", x.other_per_step);
+  w.Field("arena", x.arena);
+  w.Field("arenas", static_cast<uint64_t>(x.arenas));
+  w.Field("arena_frag_per_step", x.arena_frag_per_step);
+  w.Field("arena_top_per_step", x.arena_top_per_step);
+  w.Field("arena_in_use_per_step", x.arena_in_use_per_step);
+  w.Field("live_p", x.live_p);
+  w.Field("frag_p", x.frag_p);
+  w.Field("cache_p", x.cache_p);
+  w.Field("mmap_p", x.mmap_p);
+  w.Field("file_p", x.file_p);
+  w.Field("own_p", x.own_p);
+  w.Field("median_cost_ns", x.median_cost_ns);
+  w.Field("median_smaps_ns", x.median_smaps_ns);
+  w.Field("median_own_ns", x.median_own_ns);
+  w.Key("pins");
   w.BeginArray();
-  for (const ProcessSummary::Hunt& h : p.hunts) {
+  for (const analysis::RssPin& pin : x.pins) {
     w.BeginObject();
-    w.Field("begin_step", h.begin_step);
-    w.Field("end_step", h.end_step);
-    w.Field("outcome", h.outcome == format::kHuntExplained ? "explained"
-                       : h.outcome == format::kHuntStopped ? "stopped"
-                       : h.outcome == format::kHuntGaveUp  ? "gave_up"
-                                                           : "running");
-    w.Field("min_interval", h.min_interval);
-    w.Field("rate_bytes_per_step", h.rate);
-    w.Field("growth_bytes", h.growth);
-    w.Field("explained_bytes", h.explained);
-    w.Field("samples", h.samples);
-    w.Field("stack_ns", h.stack_ns);
-    w.Field("memory", h.device ? "device" : "host");
+    w.Field("site_id", pin.site_id);
+    w.Field("bytes_per_step", pin.bytes_per_step);
+    w.Field("ratio", pin.ratio);
     w.EndObject();
   }
   w.EndArray();
-  OptionalDouble(w, "steps_to_limit", p.steps_to_limit);
-  OptionalDouble(w, "seconds_to_limit", p.seconds_to_limit);
-  w.Key("notices");
-  w.BeginArray();
-  for (const std::string& n : p.notices) w.String(n);
-  w.EndArray();
+  w.EndObject();
+}
+
+// One leak hunt (HUNT records).
+void WriteHunt(JsonWriter& w, const ProcessSummary::Hunt& h) {
+  w.BeginObject();
+  w.Field("begin_step", h.begin_step);
+  w.Field("end_step", h.end_step);
+  w.Field("outcome", h.outcome == format::kHuntExplained ? "explained"
+                     : h.outcome == format::kHuntStopped ? "stopped"
+                     : h.outcome == format::kHuntGaveUp  ? "gave_up"
+                                                         : "running");
+  w.Field("min_interval", h.min_interval);
+  w.Field("rate_bytes_per_step", h.rate);
+  w.Field("growth_bytes", h.growth);
+  w.Field("explained_bytes", h.explained);
+  w.Field("samples", h.samples);
+  w.Field("stack_ns", h.stack_ns);
+  w.Field("memory", h.device ? "device" : "host");
+  w.EndObject();
+}
+
+// The process's device totals and each device's summary.
+void WriteDeviceTotals(JsonWriter& w, const ProcessSummary& p) {
   w.Field("device_peak_bytes", p.device_peak_bytes);
   w.Field("pinned_host_live_bytes_end", p.pinned_host_live_bytes_end);
   w.Field("pinned_host_peak_bytes", p.pinned_host_peak_bytes);
@@ -298,6 +287,32 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.BeginArray();
   for (const analysis::DeviceSummary& d : p.devices) WriteDeviceSummary(w, d);
   w.EndArray();
+}
+
+void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
+  w.BeginObject();
+  WriteProcessTotals(w, p);
+  w.Key("live_growth");
+  WriteGrowth(w, p.live_growth);
+  w.Key("rss_growth");
+  // The same class as the text report: never LEAK unless the split says so.
+  WriteGrowth(w, p.rss_growth, analysis::RssClassName(p.rss_growth, p.rss_explain));
+  w.Field("fragmentation", p.fragmentation);
+  WriteRssExplain(w, p.rss_explain);
+  w.Field("attributed_bytes_per_step", p.attributed_bytes_per_step);
+  w.Field("unattributed_bytes_per_step", p.unattributed_bytes_per_step);
+  w.Field("attribute_hint", p.attribute_hint);
+  w.Key("hunts");
+  w.BeginArray();
+  for (const ProcessSummary::Hunt& h : p.hunts) WriteHunt(w, h);
+  w.EndArray();
+  OptionalDouble(w, "steps_to_limit", p.steps_to_limit);
+  OptionalDouble(w, "seconds_to_limit", p.seconds_to_limit);
+  w.Key("notices");
+  w.BeginArray();
+  for (const std::string& n : p.notices) w.String(n);
+  w.EndArray();
+  WriteDeviceTotals(w, p);
   w.EndObject();
 }
 

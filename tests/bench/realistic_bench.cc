@@ -31,7 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "examples/step_api.h"
+#include "memstep/memstep.h"
+#include "memstep/scoped.h"
 #include "tests/bench/bench_util.h"
 
 #define BENCH_NOINLINE __attribute__((noinline))
@@ -190,12 +191,12 @@ BENCH_NOINLINE double TrainStep(Model* model, uint64_t step, int small, int pass
   const int ops_per_layer = std::max(1, small / (2 * kLayers * kSmallPerOp));
   std::unique_ptr<float[]> batch;
   {
-    memstep::example::ScopedStage stage("data");
+    memstep::ScopedStage stage("data");
     batch = LoadBatch(step);
   }
   std::vector<std::unique_ptr<float[]>> acts;
   {
-    memstep::example::ScopedStage stage("forward");
+    memstep::ScopedStage stage("forward");
     const float* in = batch.get();
     for (int l = 0; l < kLayers; ++l) {
       auto out = NewBuffer(kActFloats);
@@ -210,7 +211,7 @@ BENCH_NOINLINE double TrainStep(Model* model, uint64_t step, int small, int pass
   }
   std::vector<std::unique_ptr<float[]>> grads;
   {
-    memstep::example::ScopedStage stage("backward");
+    memstep::ScopedStage stage("backward");
     for (int l = kLayers - 1; l >= 0; --l) {
       auto g = NewBuffer(kWeightFloats);
       const size_t slice = kWeightFloats / ops_per_layer;
@@ -225,7 +226,7 @@ BENCH_NOINLINE double TrainStep(Model* model, uint64_t step, int small, int pass
   }
   double loss = 0;
   {
-    memstep::example::ScopedStage stage("optimizer");
+    memstep::ScopedStage stage("optimizer");
     for (int l = 0; l < kLayers; ++l) {
       const float* g = grads[kLayers - 1 - l].get();
       float* w = model->weights[l].get();
@@ -274,10 +275,10 @@ int main(int argc, char** argv) {
   const double start = NowSeconds();
   for (int step = 0; step < steps; ++step) {
     const double step_start = NowSeconds();
-    memstep::example::StepBegin(step);
+    MEMSTEP_STEP_BEGIN(step);
     checksum += TrainStep(&model, step, small, passes, &rng);
     if (leak > 0) BenchLeak(&kept, leak);
-    memstep::example::StepEnd(step);
+    MEMSTEP_STEP_END(step);
     step_seconds.push_back(NowSeconds() - step_start);
   }
   const double seconds = NowSeconds() - start;

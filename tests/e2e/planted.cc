@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-#include "examples/step_api.h"
+#include "memstep/memstep.h"
 #include "tests/e2e/planted_facts.h"
 
 #define NOINLINE __attribute__((noinline))
@@ -58,10 +58,10 @@
 namespace {
 
 using namespace memstep::e2e::facts;  // NOLINT: the facts are this file's subject
-using memstep::example::StageBegin;
-using memstep::example::StageEnd;
-using memstep::example::StepBegin;
-using memstep::example::StepEnd;
+inline void StageBegin(const char* name) { MEMSTEP_STAGE_BEGIN(name); }
+inline void StageEnd(const char* name) { MEMSTEP_STAGE_END(name); }
+inline void StepBegin(uint64_t step) { MEMSTEP_STEP_BEGIN(step); }
+inline void StepEnd(uint64_t step) { MEMSTEP_STEP_END(step); }
 
 // Keeps the compiler from eliding allocations whose results look unused.
 inline void Escape(void* p) { asm volatile("" : : "g"(p) : "memory"); }

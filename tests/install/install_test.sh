@@ -3,7 +3,7 @@
 #   1. `cmake --install BUILD --prefix TMP` puts every piece where it belongs;
 #   2. a tiny CMake project finds it with find_package(memstep) and builds
 #      against memstep::memstep and memstep::library; a C file compiles with
-#      `pkg-config --cflags memstep`;
+#      `pkg-config --cflags memstep`, a C++ one with memstep/scoped.h;
 #   3. TMP/bin/memstep run, with no MEMSTEP_* variable and a bare PATH, finds
 #      TMP's libmemstep.so and Python helper, and its report shows the steps.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR CMAKE CC
@@ -18,7 +18,8 @@ fail() { echo "install_test: FAIL: $*" >&2; exit 1; }
   cat "$tmp/install.log"; fail "cmake --install"; }
 p=$tmp/prefix
 libdir=$(dirname "$(find "$p" -name libmemstep.so | head -n 1)")
-for f in bin/memstep include/memstep/memstep.h share/memstep/python/memstep/__init__.py \
+for f in bin/memstep include/memstep/memstep.h include/memstep/scoped.h \
+         share/memstep/python/memstep/__init__.py \
          share/memstep/python/startup/sitecustomize.py; do
   test -e "$p/$f" || fail "$f not installed"
 done
@@ -48,6 +49,14 @@ test -n "$version" || fail "pkg-config --modversion"
 # shellcheck disable=SC2086
 "$cc" $cflags -o "$tmp/consumer_pc" "$src/tests/install/consumer/consumer.c" ||
   fail "compiling with pkg-config --cflags memstep ($cflags)"
+# The C++ scope objects, from the installed headers alone (scoped.h directly,
+# and through memstep.h).
+for h in scoped.h memstep.h; do
+  printf '#include "memstep/%s"\nint main() {\n  memstep::ScopedStep s(1);\n  memstep::ScopedStage g("x");\n  return 0;\n}\n' "$h" >"$tmp/scoped_$h.cc"
+  # shellcheck disable=SC2086
+  "$cc" -x c++ -std=c++17 -Wall -Werror -fsyntax-only $cflags "$tmp/scoped_$h.cc" ||
+    fail "compiling C++ against the installed memstep/$h ($cflags)"
+done
 
 # The installed CLI, with no environment pointing anywhere.
 for prog in consumer consumer_linked; do

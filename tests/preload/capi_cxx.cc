@@ -1,11 +1,11 @@
-// memstep::ScopedStep / ScopedStage from the public header (C++): no-ops
+// memstep::ScopedStep / ScopedStage from the public header (scoped.h): no-ops
 // without libmemstep.so; under it, balanced STEP and STAGE records even when
 // an exception leaves the scope (run_case.sh "scoped"). Prints "scoped ok".
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
-#include "memstep/memstep.h"
+#include "memstep/scoped.h"
 
 namespace {
 

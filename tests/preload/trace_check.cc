@@ -368,23 +368,23 @@ bool Check(const std::vector<uint8_t>& file, Stats* s) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: trace_check FILE [options]\n");
-    return 2;
-  }
-  FILE* f = std::fopen(argv[1], "rb");
+// Reads the whole file at `path` into *file; false (and perror) when it
+// cannot be opened.
+bool ReadFile(const char* path, std::vector<uint8_t>* file) {
+  FILE* f = std::fopen(path, "rb");
   if (f == nullptr) {
-    std::perror(argv[1]);
-    return 1;
+    std::perror(path);
+    return false;
   }
-  std::vector<uint8_t> file;
   uint8_t buf[65536];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) file.insert(file.end(), buf, buf + n);
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) file->insert(file->end(), buf, buf + n);
   std::fclose(f);
+  return true;
+}
+
+// The options that change how the file is parsed (before it is).
+void ParseModeOptions(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     g_dump |= std::strcmp(argv[i], "--dump") == 0;
     g_allow_truncated_tail |= std::strcmp(argv[i], "--allow-truncated-tail") == 0;
@@ -392,8 +392,9 @@ int main(int argc, char** argv) {
       g_planted_size = std::strtoull(argv[i + 2], nullptr, 10);
     }
   }
-  Stats s;
-  bool ok = Check(file, &s);
+}
+
+void PrintSummary(bool ok, const Stats& s) {
   std::printf(
       "ok=%d chunks=%d allocs=%d frees=%d stacks=%d nonzero_stacks=%d strings=%d mappings=%d "
       "mmaps=%d munmaps=%d mremaps=%d steps=%d stages=%d counters=%d lost=%d notices=%d "
@@ -402,72 +403,102 @@ int main(int argc, char** argv) {
       s.munmaps, s.mremaps, s.steps, s.stages, s.counters, s.lost, s.notices, s.trailers, s.clean,
       (s.flags & fmt::kFlagForkChild) != 0, s.epochs, s.alerts, s.snapshots,
       s.parent.empty() ? "-" : s.parent.c_str());
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto need = [&](const char* what, long have) {
-      long want = std::atol(argv[++i]);
-      if (have < want) {
-        std::fprintf(stderr, "trace_check: %s=%ld < %ld\n", what, have, want);
-        ok = false;
-      }
-    };
-    if (a == "--dump" || a == "--allow-truncated-tail") {
-      continue;
-    } else if (a == "--expect-trailer") {
-      if (s.trailers != 1 || !s.clean) ok = Fail("no clean trailer");
-    } else if (a == "--expect-fork-child") {
-      if ((s.flags & fmt::kFlagForkChild) == 0 || s.parent.empty()) ok = Fail("not a fork child");
-    } else if (a == "--min-allocs" && i + 1 < argc) {
-      need("allocs", s.allocs);
-    } else if (a == "--min-frees" && i + 1 < argc) {
-      need("frees", s.frees);
-    } else if (a == "--min-stacks" && i + 1 < argc) {
-      need("nonzero_stacks", s.nonzero_stacks);
-    } else if (a == "--min-steps" && i + 1 < argc) {
-      need("steps", s.steps);
-    } else if (a == "--min-mappings" && i + 1 < argc) {
-      need("mappings", s.mappings);
-    } else if (a == "--min-epochs" && i + 1 < argc) {
-      need("epochs", s.epochs);
-    } else if (a == "--min-snapshots" && i + 1 < argc) {
-      need("snapshots", s.snapshots);
-    } else if (a == "--min-notices" && i + 1 < argc) {
-      need("notices", s.notices);
-    } else if (a == "--expect-interval" && i + 1 < argc) {
-      unsigned long long want = std::strtoull(argv[++i], nullptr, 10);
-      if (s.sample_interval != want) {
-        std::fprintf(stderr, "trace_check: sample_interval=%llu != %llu\n",
-                     (unsigned long long)s.sample_interval, want);
-        ok = false;
-      }
-    } else if (a == "--expect-alerts" && i + 1 < argc) {
-      long want = std::atol(argv[++i]);
-      if (s.alerts != want) {
-        std::fprintf(stderr, "trace_check: alerts=%d != %ld\n", s.alerts, want);
-        ok = false;
-      }
-    } else if (a == "--expect-planted-top" && i + 2 < argc) {
-      std::string stage = argv[++i];
-      ++i;
-      int n = 0, good = 0;
-      for (auto& [name, top] : s.snapshot_tops) {
-        if (name != stage) continue;
-        ++n;
-        good += g_planted_stacks.count(top) != 0;
-      }
-      std::printf("planted_top %s: %d of %d stage-peak snapshots\n", stage.c_str(), good, n);
-      if (n == 0 || good != n) ok = Fail("stage-peak snapshot top is not the planted site");
-    } else if (a == "--min-mmaps" && i + 1 < argc) {
-      need("mmaps", s.mmaps);
-    } else if (a == "--expect-stage" && i + 1 < argc) {
-      std::string name = argv[++i];
-      bool found = false;
-      for (auto& st : s.stage_names) found |= st == name;
-      if (!found) ok = Fail("stage name not found");
-    } else {
-      std::fprintf(stderr, "trace_check: unknown option %s\n", a.c_str());
-      return 2;
+}
+
+// --expect-planted-top STAGE SIZE: every stage-peak snapshot of STAGE has a
+// planted stack on top.
+bool PlantedTopOk(const Stats& s, const std::string& stage) {
+  int n = 0, good = 0;
+  for (auto& [name, top] : s.snapshot_tops) {
+    if (name != stage) continue;
+    ++n;
+    good += g_planted_stacks.count(top) != 0;
+  }
+  std::printf("planted_top %s: %d of %d stage-peak snapshots\n", stage.c_str(), good, n);
+  return !(n == 0 || good != n) || Fail("stage-peak snapshot top is not the planted site");
+}
+
+// Checks the expectation option at argv[*i] (advancing *i over its
+// arguments); clears *ok when the trace does not meet it. False: an unknown
+// option.
+bool CheckExpectation(int argc, char** argv, int* i, const Stats& s, bool* ok) {
+  std::string a = argv[*i];
+  auto need = [&](const char* what, long have) {
+    long want = std::atol(argv[++*i]);
+    if (have < want) {
+      std::fprintf(stderr, "trace_check: %s=%ld < %ld\n", what, have, want);
+      *ok = false;
     }
+  };
+  const bool arg = *i + 1 < argc;
+  if (a == "--dump" || a == "--allow-truncated-tail") {
+    return true;
+  } else if (a == "--expect-trailer") {
+    if (s.trailers != 1 || !s.clean) *ok = Fail("no clean trailer");
+  } else if (a == "--expect-fork-child") {
+    if ((s.flags & fmt::kFlagForkChild) == 0 || s.parent.empty()) *ok = Fail("not a fork child");
+  } else if (a == "--min-allocs" && arg) {
+    need("allocs", s.allocs);
+  } else if (a == "--min-frees" && arg) {
+    need("frees", s.frees);
+  } else if (a == "--min-stacks" && arg) {
+    need("nonzero_stacks", s.nonzero_stacks);
+  } else if (a == "--min-steps" && arg) {
+    need("steps", s.steps);
+  } else if (a == "--min-mappings" && arg) {
+    need("mappings", s.mappings);
+  } else if (a == "--min-epochs" && arg) {
+    need("epochs", s.epochs);
+  } else if (a == "--min-snapshots" && arg) {
+    need("snapshots", s.snapshots);
+  } else if (a == "--min-notices" && arg) {
+    need("notices", s.notices);
+  } else if (a == "--expect-interval" && arg) {
+    unsigned long long want = std::strtoull(argv[++*i], nullptr, 10);
+    if (s.sample_interval != want) {
+      std::fprintf(stderr, "trace_check: sample_interval=%llu != %llu\n",
+                   (unsigned long long)s.sample_interval, want);
+      *ok = false;
+    }
+  } else if (a == "--expect-alerts" && arg) {
+    long want = std::atol(argv[++*i]);
+    if (s.alerts != want) {
+      std::fprintf(stderr, "trace_check: alerts=%d != %ld\n", s.alerts, want);
+      *ok = false;
+    }
+  } else if (a == "--expect-planted-top" && *i + 2 < argc) {
+    std::string stage = argv[++*i];
+    ++*i;
+    if (!PlantedTopOk(s, stage)) *ok = false;
+  } else if (a == "--min-mmaps" && arg) {
+    need("mmaps", s.mmaps);
+  } else if (a == "--expect-stage" && arg) {
+    std::string name = argv[++*i];
+    bool found = false;
+    for (auto& st : s.stage_names) found |= st == name;
+    if (!found) *ok = Fail("stage name not found");
+  } else {
+    std::fprintf(stderr, "trace_check: unknown option %s\n", a.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: trace_check FILE [options]\n");
+    return 2;
+  }
+  std::vector<uint8_t> file;
+  if (!ReadFile(argv[1], &file)) return 1;
+  ParseModeOptions(argc, argv);
+  Stats s;
+  bool ok = Check(file, &s);
+  PrintSummary(ok, s);
+  for (int i = 2; i < argc; ++i) {
+    if (!CheckExpectation(argc, argv, &i, s, &ok)) return 2;
   }
   return ok ? 0 : 1;
 }

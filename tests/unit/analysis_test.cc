@@ -2,8 +2,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/reader/trace_builder.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::analysis {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/reader/trace_builder.h"
 #include "tests/unit/cli_runner.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep {
 namespace {

@@ -15,10 +15,10 @@
 #include "src/analysis/analysis.h"
 #include "src/analysis/device_replay.h"
 #include "src/analysis/gates.h"
-#include "src/reader/trace_builder.h"
 #include "src/report/report.h"
 #include "tests/unit/device_trace.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::analysis {
 namespace {

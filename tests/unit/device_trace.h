@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "src/format/format.h"
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::testing {
 

@@ -1,9 +1,9 @@
 // The exports of src/report/formats.h on a small deterministic trace
 // (export_trace.h), against golden files in tests/unit/golden/ (rewrite them
 // with MEMSTEP_UPDATE_GOLDEN=1 and review the diff), and their escaping and
-// encodings on planted inputs. The pprof file is decoded by an independent
-// decoder in pprof_decode_test.py; the Chrome trace JSON is checked
-// structurally by perfetto_json_test.py.
+// encodings on planted inputs. Through the CLI, export_cli_test.py decodes
+// the pprof file with a protobuf decoder of its own and checks the Chrome
+// trace JSON with Python's gzip and json modules.
 
 #include <fstream>
 #include <sstream>
@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/reader/trace_builder.h"
 #include "src/report/formats.h"
 #include "src/report/pprof_encoding.h"
 #include "tests/unit/export_trace.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::report {
 namespace {

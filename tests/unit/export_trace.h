@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::testing {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 int main() {
   using namespace memstep;

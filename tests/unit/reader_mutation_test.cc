@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "src/reader/reader.h"
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 

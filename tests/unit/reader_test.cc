@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/reader/trace_builder.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::reader {
 namespace {

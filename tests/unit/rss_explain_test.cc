@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "src/analysis/growth.h"
 #include "src/reader/reader.h"
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::analysis {
 namespace {

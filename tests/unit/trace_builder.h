@@ -1,5 +1,5 @@
 // TraceBuilder: writes memstep traces in memory with the record encoders of
-// src/format/records.h (the ones preload/ uses), for tests, fuzz seeds and
+// src/format/records.h (the ones preload/ uses), for the tests and
 // the worked example of docs/format.md. Not used by the profiler itself
 // (preload/ has its own writer).
 //
@@ -9,8 +9,8 @@
 // Records accumulate in the current chunk until Flush(); a chunk holds at most
 // kMaxChunkRawLen bytes (it is flushed automatically when full).
 
-#ifndef MEMSTEP_SRC_READER_TRACE_BUILDER_H_
-#define MEMSTEP_SRC_READER_TRACE_BUILDER_H_
+#ifndef MEMSTEP_TESTS_UNIT_TRACE_BUILDER_H_
+#define MEMSTEP_TESTS_UNIT_TRACE_BUILDER_H_
 
 #include <array>
 #include <cstdint>
@@ -122,4 +122,4 @@ class TraceBuilder {
 
 }  // namespace memstep::reader
 
-#endif  // MEMSTEP_SRC_READER_TRACE_BUILDER_H_
+#endif  // MEMSTEP_TESTS_UNIT_TRACE_BUILDER_H_

@@ -1,4 +1,4 @@
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 #include <zstd.h>
 
