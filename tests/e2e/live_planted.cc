@@ -16,7 +16,7 @@
 #include <cstring>
 #include <vector>
 
-#include "examples/step_api.h"
+#include "memstep/memstep.h"
 
 namespace {
 
@@ -30,9 +30,11 @@ __attribute__((noinline)) void LivePlantedLeakSite(size_t bytes) {
   }
 }
 
+// (The asm keeps GCC from removing the malloc/memset/free as dead.)
 __attribute__((noinline)) void Temporary(size_t bytes) {
   void* p = malloc(bytes);
   memset(p, 2, bytes);
+  asm volatile("" : : "r"(p) : "memory");
   free(p);
 }
 
@@ -52,18 +54,17 @@ int main(int argc, char** argv) {
   const long period_ms = atol(argv[2]);
   const size_t leak = static_cast<size_t>(atol(argv[3]));
   const char* stop = argv[4];
-  using namespace memstep::example;
   for (long step = 0; steps == 0 || step < steps; ++step) {
     if (Exists(stop)) break;
-    StepBegin(static_cast<uint64_t>(step));
-    StageBegin("forward");
+    MEMSTEP_STEP_BEGIN(static_cast<uint64_t>(step));
+    MEMSTEP_STAGE_BEGIN("forward");
     Temporary(4 << 20);
-    StageEnd("forward");
-    StageBegin("backward");
+    MEMSTEP_STAGE_END("forward");
+    MEMSTEP_STAGE_BEGIN("backward");
     Temporary(1 << 20);
     LivePlantedLeakSite(leak);
-    StageEnd("backward");
-    StepEnd(static_cast<uint64_t>(step));
+    MEMSTEP_STAGE_END("backward");
+    MEMSTEP_STEP_END(static_cast<uint64_t>(step));
     timespec pause = {period_ms / 1000, (period_ms % 1000) * 1000000L};
     nanosleep(&pause, nullptr);
   }

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/analysis/analysis.h"
-#include "src/reader/trace_builder.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memstep::testing {
 

@@ -19,8 +19,8 @@
 #include "src/analysis/live_model.h"
 #include "src/reader/reader.h"
 #include "src/reader/tailer.h"
-#include "src/reader/trace_builder.h"
 #include "tests/unit/test_util.h"
+#include "tests/unit/trace_builder.h"
 #include "tools/memstep/live_view.h"
 
 namespace memstep {
