@@ -113,8 +113,9 @@ std::string Human(double v, const std::string& metric) {
   while (a >= 1024 && u < 4) a /= 1024, ++u;
   const std::string per =
       metric.find("growth") != std::string::npos || metric == "churn" ? "/step" : "";
-  return absl::StrFormat(u == 0 ? "%s%.0f %s%s" : "%s%.2f %s%s", v < 0 ? "-" : "", a, units[u],
-                         per);
+  const char* sign = v < 0 ? "-" : "";
+  return u == 0 ? absl::StrFormat("%s%.0f %s%s", sign, a, units[u], per)
+                : absl::StrFormat("%s%.2f %s%s", sign, a, units[u], per);
 }
 
 }  // namespace
@@ -163,8 +164,7 @@ Diff DiffReports(const Report& base, const Report& next) {
     const std::map<uint32_t, std::string> keys = ProcessKeys(r);
     for (const StagePeak& sp : r.stage_peaks) {
       const std::string process = KeyOf(keys, sp.pid);
-      StageDiff& s =
-          stages[StageKey(process, sp.stage, static_cast<int>(sp.kind), sp.device)];
+      StageDiff& s = stages[StageKey(process, sp.stage, static_cast<int>(sp.kind), sp.device)];
       s.process = process;
       s.stage = sp.stage;
       s.kind = sp.kind;
@@ -233,10 +233,10 @@ bool EvaluateDiffGates(const std::vector<Gate>& gates, const Report& base, const
         if (!first && !(v > r.value)) continue;
         first = false;
         r.value = v;
-        r.detail = absl::StrCat(s.status, " site ", s.process, " ",
-                                s.frames.empty() ? "<no stack>" : s.frames[0].function, ": ",
-                                Human(s.growth.base, "growth"), " -> ",
-                                Human(s.growth.next, "growth"));
+        r.detail =
+            absl::StrCat(s.status, " site ", s.process, " ",
+                         s.frames.empty() ? "<no stack>" : s.frames[0].function, ": ",
+                         Human(s.growth.base, "growth"), " -> ", Human(s.growth.next, "growth"));
       }
     } else {
       GateResult b, n;

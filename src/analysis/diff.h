@@ -47,10 +47,10 @@ struct ProcessDiff {
   bool in_base = false, in_new = false;
   uint32_t base_pid = 0, new_pid = 0;
   DiffValue steps;
-  DiffValue peak_bytes;       // exact heap peak
-  DiffValue live_bytes_end;   // exact heap live at the end
+  DiffValue peak_bytes;      // exact heap peak
+  DiffValue live_bytes_end;  // exact heap live at the end
   DiffValue rss_peak_bytes;
-  DiffValue growth;           // exact heap live bytes, Theil-Sen slope after warm-up (bytes/step)
+  DiffValue growth;  // exact heap live bytes, Theil-Sen slope after warm-up (bytes/step)
   std::string base_class, new_class;  // its growth classes ("" when absent)
   DiffValue alloc_bytes_per_step;     // exact, mean over the steps (churn of the whole heap)
   DiffValue alloc_count_per_step;
@@ -71,8 +71,8 @@ struct SiteDiff {
   std::string process;  // ProcessDiff::key
   SiteKind kind = SiteKind::kHost;
   int32_t device = -1;
-  std::vector<Frame> frames;  // NEW's when it has the site, else BASE's
-  std::string status;         // "matched", "new" (only in NEW), "gone" (only in BASE)
+  std::vector<Frame> frames;         // NEW's when it has the site, else BASE's
+  std::string status;                // "matched", "new" (only in NEW), "gone" (only in BASE)
   uint64_t base_id = 0, new_id = 0;  // Report::sites ids (the largest when summed); 0 absent
   DiffValue live_bytes_end;
   DiffValue live_bytes_at_peak;

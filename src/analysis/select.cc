@@ -35,9 +35,10 @@ bool ParseStep(const std::string& text, int64_t* out) {
 
 absl::Status ParseStepRange(const std::string& text, int64_t* first, int64_t* last) {
   const auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--steps: '", text, "' is not a step range (A:B, A:, :B or A; steps as the report numbers "
-                            "them, from 0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--steps: '", text,
+                     "' is not a step range (A:B, A:, :B or A; steps as the report numbers "
+                     "them, from 0)"));
   };
   *first = -1;
   *last = -1;
@@ -202,18 +203,18 @@ absl::Status SelectionTally::Check(const Options& o, const std::string& path) co
     }
   }
   if ((o.first_step >= 0 || o.last_step >= 0) && steps_ == 0) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": no step in ", DescribeSelection(o), " (the run has ",
-        min_step_ < 0 ? std::string("no steps")
-                      : absl::StrCat("steps ", min_step_, "..", max_step_),
-        ")"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no step in ", DescribeSelection(o), " (the run has ",
+                     min_step_ < 0 ? std::string("no steps")
+                                   : absl::StrCat("steps ", min_step_, "..", max_step_),
+                     ")"));
   }
   if (!o.stage.empty() && !stage_ran_) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": stage '", o.stage, "' did not run in the selection (",
-        stages_.empty() ? std::string("the run has no stages")
-                        : absl::StrCat("stages: ", absl::StrJoin(stages_, ", ")),
-        ")"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": stage '", o.stage, "' did not run in the selection (",
+                     stages_.empty() ? std::string("the run has no stages")
+                                     : absl::StrCat("stages: ", absl::StrJoin(stages_, ", ")),
+                     ")"));
   }
   return absl::OkStatus();
 }

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-
 #include "src/analysis/analysis.h"
 #include "src/analysis/replay.h"
 #include "src/reader/reader.h"

@@ -54,7 +54,8 @@ std::string Count(double v) {
   return absl::StrFormat("%.3g", v);
 }
 
-std::string Ci(double v, double low, double high, bool bytes) {
+// "[low, high]"; "exact" for an exact value (high < 0).
+std::string Ci(double low, double high, bool bytes) {
   if (high < 0) return "exact";
   return bytes ? absl::StrCat("[", HumanBytes(low), ", ", HumanBytes(high), "]")
                : absl::StrCat("[", Count(low), ", ", Count(high), "]");
@@ -71,8 +72,8 @@ std::string FormatChurnText(const Report& r, const ReportOptions& o) {
                   "pool.\n");
   for (const ProcessSummary& p : r.processes) {
     const Totals t = TotalsOf(r, p.pid);
-    absl::StrAppend(&out, "\npid ", p.pid, p.rank.empty() ? "" : absl::StrCat(" (rank ", p.rank, ")"),
-                    ": ");
+    absl::StrAppend(&out, "\npid ", p.pid,
+                    p.rank.empty() ? "" : absl::StrCat(" (rank ", p.rank, ")"), ": ");
     if (t.steps == 0) {
       absl::StrAppend(&out, "no steps\n");
       continue;
@@ -92,14 +93,13 @@ std::string FormatChurnText(const Report& r, const ReportOptions& o) {
           &out, absl::StrFormat("%3d. site #%d%s  %s allocs/step %s  %.1f %% of allocations\n",
                                 i + 1, s.id, s.kind == analysis::SiteKind::kMmap ? " [mmap]" : "",
                                 Count(s.churn_count_per_step),
-                                Ci(s.churn_count_per_step, s.churn_count_per_step_low,
-                                   s.churn_count_per_step_high, false),
+                                Ci(s.churn_count_per_step_low, s.churn_count_per_step_high, false),
                                 100 * s.churn_count_share));
-      absl::StrAppend(&out, absl::StrFormat("     %s/step %s  %.1f %% of bytes\n",
-                                            HumanBytes(s.churn_bytes_per_step),
-                                            Ci(s.churn_bytes_per_step, s.churn_bytes_per_step_low,
-                                               s.churn_bytes_per_step_high, true),
-                                            100 * s.churn_bytes_share));
+      absl::StrAppend(
+          &out,
+          absl::StrFormat("     %s/step %s  %.1f %% of bytes\n", HumanBytes(s.churn_bytes_per_step),
+                          Ci(s.churn_bytes_per_step_low, s.churn_bytes_per_step_high, true),
+                          100 * s.churn_bytes_share));
       internal::AppendFrames(s.frames, o, out);
     }
   }
@@ -172,17 +172,16 @@ std::string FormatChurnCsv(const Report& r) {
       absl::StrAppend(
           &out, p.pid, ",", CsvField(p.rank), ",", t.steps, ",", s.id, ",",
           analysis::SiteKindName(s.kind), ",",
-          absl::StrFormat("%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.6f,%.6f,", s.churn_count_per_step,
-                          lo(s.churn_count_per_step, s.churn_count_per_step_low,
-                             s.churn_count_per_step_high),
-                          hi(s.churn_count_per_step, s.churn_count_per_step_high),
-                          s.churn_bytes_per_step,
-                          lo(s.churn_bytes_per_step, s.churn_bytes_per_step_low,
-                             s.churn_bytes_per_step_high),
-                          hi(s.churn_bytes_per_step, s.churn_bytes_per_step_high),
-                          s.churn_count_share, s.churn_bytes_share),
-          CsvField(top != nullptr ? top->function : ""), ",", CsvField(top != nullptr ? top->file : ""),
-          ",", top != nullptr ? top->line : 0, ",", CsvField(stack), "\r\n");
+          absl::StrFormat(
+              "%.3f,%.3f,%.3f,%.1f,%.1f,%.1f,%.6f,%.6f,", s.churn_count_per_step,
+              lo(s.churn_count_per_step, s.churn_count_per_step_low, s.churn_count_per_step_high),
+              hi(s.churn_count_per_step, s.churn_count_per_step_high), s.churn_bytes_per_step,
+              lo(s.churn_bytes_per_step, s.churn_bytes_per_step_low, s.churn_bytes_per_step_high),
+              hi(s.churn_bytes_per_step, s.churn_bytes_per_step_high), s.churn_count_share,
+              s.churn_bytes_share),
+          CsvField(top != nullptr ? top->function : ""), ",",
+          CsvField(top != nullptr ? top->file : ""), ",", top != nullptr ? top->line : 0, ",",
+          CsvField(stack), "\r\n");
     }
   }
   return out;

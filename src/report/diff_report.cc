@@ -72,7 +72,10 @@ std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
   for (const analysis::ProcessDiff& p : d.processes) {
     absl::StrAppend(&out, "  ", p.key, " (pid ", p.in_base ? absl::StrCat(p.base_pid) : "-", " -> ",
                     p.in_new ? absl::StrCat(p.new_pid) : "-", ")",
-                    !p.in_base ? "  only in NEW" : !p.in_new ? "  only in BASE" : "", "\n");
+                    !p.in_base  ? "  only in NEW"
+                    : !p.in_new ? "  only in BASE"
+                                : "",
+                    "\n");
     absl::StrAppend(&out, "    steps             ", Change(p.steps, false), "\n");
     absl::StrAppend(&out, "    heap peak         ", Change(p.peak_bytes, true), "\n");
     absl::StrAppend(&out, "    heap live at end  ", Change(p.live_bytes_end, true), "\n");
@@ -95,7 +98,10 @@ std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
       if (s.kind == analysis::SiteKind::kDevice) absl::StrAppend(&name, " [device ", s.device, "]");
       absl::StrAppend(&out, "  ", absl::StrFormat("%-28s", name), "  ",
                       Change(s.peak_bytes_max, true),
-                      !s.in_base ? "  only in NEW" : !s.in_new ? "  only in BASE" : "", "\n");
+                      !s.in_base  ? "  only in NEW"
+                      : !s.in_new ? "  only in BASE"
+                                  : "",
+                      "\n");
     }
   }
   absl::StrAppend(&out, "\nCall sites (matched by stack; largest change first)\n");
@@ -108,14 +114,12 @@ std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
     const analysis::SiteDiff& s = d.sites[i];
     std::string ids = absl::StrCat(s.base_id > 0 ? absl::StrCat("#", s.base_id) : "-", " -> ",
                                    s.new_id > 0 ? absl::StrCat("#", s.new_id) : "-");
-    absl::StrAppend(&out, absl::StrFormat("%3d. %-7s %s, site %s%s\n", i + 1, s.status, s.process,
-                                          ids,
-                                          analysis::IsHost(s.kind)
-                                              ? std::string(s.kind == analysis::SiteKind::kMmap
-                                                                ? " [mmap]"
-                                                                : "")
-                                              : absl::StrCat(" [", SiteKindName(s.kind),
-                                                             ", device ", s.device, "]")));
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "%3d. %-7s %s, site %s%s\n", i + 1, s.status, s.process, ids,
+                  analysis::IsHost(s.kind)
+                      ? std::string(s.kind == analysis::SiteKind::kMmap ? " [mmap]" : "")
+                      : absl::StrCat(" [", SiteKindName(s.kind), ", device ", s.device, "]")));
     absl::StrAppend(&out, "     growth       ", Change(s.growth, true, "/step"), "  (",
                     s.base_class.empty() ? "-" : s.base_class, " -> ",
                     s.new_class.empty() ? "-" : s.new_class, ")\n");
@@ -154,10 +158,10 @@ std::string FormatDiffJson(const analysis::Diff& d, const ReportOptions& o) {
     w.Field("expression", g.expression);
     w.Field("metric", g.metric);
     w.Field("value", g.value);
-    w.Field("unit", g.percent ? "%" : g.metric == "leaks" ? "count"
-                                  : absl::StrContains(g.metric, "growth") || g.metric == "churn"
-                                      ? "bytes/step"
-                                      : "bytes");
+    w.Field("unit", g.percent                                                      ? "%"
+                    : g.metric == "leaks"                                          ? "count"
+                    : absl::StrContains(g.metric, "growth") || g.metric == "churn" ? "bytes/step"
+                                                                                   : "bytes");
     w.Field("passed", g.passed);
     w.Field("detail", g.detail);
     w.EndObject();

@@ -373,11 +373,11 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginArray();
   for (double v : s.live_bytes_by_step) w.Double(v);
   w.EndArray();
+  w.Key("churn");
+  WriteChurn(w, s);
   WriteFrames(w, s.frames, max_frames);
   OptionalInt(w, "device", analysis::IsHost(s.kind) ? -1 : s.device);
   w.Field("api", s.api);
-  w.Key("churn");
-  WriteChurn(w, s);
   w.EndObject();
 }
 

@@ -28,8 +28,8 @@ Frame F(uint64_t ip, const std::string& fn, const std::string& file, int line) {
   return f;
 }
 
-Site MakeSite(uint64_t id, uint32_t pid, std::vector<Frame> frames, double live,
-              double growth = 0, GrowthClass cls = GrowthClass::kNoTrend) {
+Site MakeSite(uint64_t id, uint32_t pid, std::vector<Frame> frames, double live, double growth = 0,
+              GrowthClass cls = GrowthClass::kNoTrend) {
   Site s;
   s.id = id;
   s.pid = pid;
@@ -71,10 +71,9 @@ Pair Runs() {
   p.base.path = "base";
   p.base.processes = {Proc(10, "", 3ull << 30)};
   p.base.stage_peaks = {Stage(10, "forward", 2ull << 30)};
-  p.base.sites = {
-      MakeSite(1, 10, {F(0x401000, "Leak", "a.cc", 3), F(0x402000, "main", "m.cc", 1)}, 4 * kMiB,
-               16 * kKiB, GrowthClass::kLeak),
-      MakeSite(2, 10, {F(0x403000, "Cache", "b.cc", 9)}, 1 * kMiB)};
+  p.base.sites = {MakeSite(1, 10, {F(0x401000, "Leak", "a.cc", 3), F(0x402000, "main", "m.cc", 1)},
+                           4 * kMiB, 16 * kKiB, GrowthClass::kLeak),
+                  MakeSite(2, 10, {F(0x403000, "Cache", "b.cc", 9)}, 1 * kMiB)};
   p.next.path = "new";
   p.next.processes = {Proc(99, "", (3ull << 30) + (300ull << 20))};
   p.next.stage_peaks = {Stage(99, "forward", static_cast<uint64_t>(2.3 * (1ull << 30)))};
@@ -238,9 +237,9 @@ TEST(DiffGates, RelativeGatesOnThePair) {
   EXPECT_DOUBLE_EQ(d.gates[8].value, 1);
 
   Diff same = DiffReports(p.base, p.base);
-  EXPECT_FALSE(EvaluateDiffGates({G("peak(forward) > +1%"), G("site_growth > +1KiB/step"),
-                                  G("growth > +0/step")},
-                                 p.base, p.base, &same));
+  EXPECT_FALSE(EvaluateDiffGates(
+      {G("peak(forward) > +1%"), G("site_growth > +1KiB/step"), G("growth > +0/step")}, p.base,
+      p.base, &same));
 }
 
 TEST(DiffGates, FromZeroAnyIncreaseIsInfinite) {

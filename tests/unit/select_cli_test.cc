@@ -210,7 +210,8 @@ void OnlyPid200(const std::string& f, const std::string& all, const std::string&
   } else if (f == "csv" || f == "churn-csv") {
     std::vector<std::string> rows = absl::StrSplit(sel, "\r\n", absl::SkipEmpty());
     ASSERT_GT(rows.size(), 1u);
-    for (size_t i = 1; i < rows.size(); ++i) EXPECT_TRUE(absl::StartsWith(rows[i], "200,")) << rows[i];
+    for (size_t i = 1; i < rows.size(); ++i)
+      EXPECT_TRUE(absl::StartsWith(rows[i], "200,")) << rows[i];
     EXPECT_THAT(all, HasSubstr("\r\n100,"));
   } else if (f == "folded") {  // one process: no [pid] frame
     EXPECT_EQ(sel, "[host];0x1000 2621440\n");

@@ -5,6 +5,7 @@
 #include "src/analysis/select.h"
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -111,7 +112,8 @@ TEST(ParseStepRange, Forms) {
   ASSERT_TRUE(ParseStepRange("3", &a, &b).ok());
   EXPECT_EQ(a, 3);
   EXPECT_EQ(b, 3);
-  for (const char* bad : {"", ":", "a:b", "-1:3", "3:1", "1:2:3", "1.5:2", " 1:2", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", ":", "a:b", "-1:3", "3:1", "1:2:3", "1.5:2", " 1:2", "99999999999999999999"}) {
     EXPECT_FALSE(ParseStepRange(bad, &a, &b).ok()) << bad;
   }
   EXPECT_THAT(std::string(ParseStepRange("3:1", &a, &b).message()), HasSubstr("after the last"));
@@ -346,6 +348,7 @@ TEST_F(SelectTest, ChurnEstimateOfAPlantedWorkload) {
     EXPECT_GT(s->churn_count_per_step_high, s->churn_count_per_step);
   }
   EXPECT_GE(covered, 15);
+  std::printf("churn: the 95 %% interval covered the planted count in %d of 20 seeds\n", covered);
 }
 
 }  // namespace

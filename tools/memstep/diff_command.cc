@@ -76,10 +76,10 @@ int DiffMain(const std::vector<std::string>& args) {
       } else if (name == "--pid") {
         pid_text = value;  // N or BASE:NEW, applied per run below
         analysis::Options check;
-        for (const std::string& part : {value.substr(0, value.find(':')),
-                                        value.find(':') == std::string::npos
-                                            ? std::string("0")
-                                            : value.substr(value.find(':') + 1)}) {
+        for (const std::string& part :
+             {value.substr(0, value.find(':')), value.find(':') == std::string::npos
+                                                    ? std::string("0")
+                                                    : value.substr(value.find(':') + 1)}) {
           if (absl::Status st = ApplyAnalysisOption("--pid", part, &check); !st.ok()) {
             return UsageError(absl::StrCat("--pid: '", value, "' is not N or BASE_PID:NEW_PID"));
           }
@@ -102,9 +102,9 @@ int DiffMain(const std::vector<std::string>& args) {
     analysis::Options o = options;
     if (!pid_text.empty()) {
       const size_t colon = pid_text.find(':');
-      const std::string part =
-          colon == std::string::npos ? pid_text
-                                     : (k == 0 ? pid_text.substr(0, colon) : pid_text.substr(colon + 1));
+      const std::string part = colon == std::string::npos ? pid_text
+                                                          : (k == 0 ? pid_text.substr(0, colon)
+                                                                    : pid_text.substr(colon + 1));
       (void)ApplyAnalysisOption("--pid", part, &o);  // checked above
     }
     absl::StatusOr<analysis::Report> r = analysis::AnalyzeRun(paths[k], o);
