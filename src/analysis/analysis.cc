@@ -34,6 +34,7 @@
 #include "src/analysis/mem_snapshot.h"
 #include "src/analysis/renumber.h"
 #include "src/analysis/replay.h"
+#include "src/analysis/select.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/slices.h"
 #include "src/analysis/trend.h"
@@ -415,6 +416,10 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   };
   std::vector<StageTarget> targets;
   for (const auto& [name, run] : max_run) targets.push_back(StageTarget{&name, run});
+  // --steps A:B: what was allocated before step A belongs to no step's
+  // cohort, and the estimated peak is looked for from step A's begin on.
+  bool in_selection = options.first_step <= 0;
+  if (!in_selection) replay.set_cohort(UINT32_MAX);
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     while (next_rate < rates.size() && rates[next_rate].ts <= e.ts) {
@@ -426,11 +431,13 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       replay.set_cohort(static_cast<uint32_t>(row_of_step[e.step]));
       row_now = row_of_step[e.step];
       if (row_now < rows) interval_by_row[row_now] = interval_now;
+      replay.set_in_step(true);
+      in_selection = true;
     }
     replay.Apply(e);
-    if (options.site_slices) slices.Apply(e, t);
+    if (options.site_slices && in_selection) slices.Apply(e, t);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
-    if (replay.host_live_bytes() > peak) {
+    if (in_selection && replay.host_live_bytes() > peak) {
       peak = replay.host_live_bytes();
       peak_index = i;
       peak_ts = e.ts;
@@ -444,6 +451,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     if (e.tag == format::kTagStep && e.phase == 1) {
       auto row = row_of_step.find(e.step);
       if (row == row_of_step.end()) continue;
+      replay.set_in_step(false);
       by_step.resize(replay.sites().size());
       old_by_step.resize(replay.sites().size());
       for (size_t s = 0; s < replay.sites().size(); ++s) {
@@ -649,6 +657,11 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   site_options.widen_sparse_halves = ps.live_growth.cls == GrowthClass::kLeak;
 
   FrameResolver resolver(t, options.symbolize);
+  double step_alloc_bytes = 0, step_alloc_count = 0;  // exact, in the steps (churn shares)
+  for (const StepRow& row : r.steps) {
+    step_alloc_bytes += static_cast<double>(row.alloc_bytes);
+    step_alloc_count += static_cast<double>(row.alloc_count);
+  }
   const auto& acc = replay.sites();
   const HeapReplay::Accumulator empty_acc{};
   const auto& peak_sites = captured.count(peak_index) ? captured[peak_index] : acc;
@@ -667,6 +680,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     }
     s.alloc_bytes = a.alloc_bytes;
     s.alloc_count = a.alloc_count;
+    FillChurn(a, rows, step_alloc_bytes, step_alloc_count, interval_max, s);
     if (options.site_slices && s.kind == SiteKind::kHost) s.slices = slices.SlicesOf(a.key.stack);
     s.live_bytes_end = std::max(a.live_bytes, 0.0);
     s.live_count_end = std::max(a.live_count, 0.0);
@@ -822,6 +836,7 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     report.memory_limit_source = "MemTotal of this machine";
   }
   std::vector<ProcessResult> results;
+  SelectionTally selection;  // --steps, --stage, --pid, --rank (select.h)
   for (const std::string& file : *files) {
     struct stat st;
     if (is_dir && stat(file.c_str(), &st) == 0 && st.st_size == 0) {
@@ -840,6 +855,12 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
           ": step numbers repeat (numbered per epoch, or time windows before the "
           "program's own steps): steps are numbered 0, 1, 2, ... in the order they ran"));
     }
+    if (options.selects()) {
+      selection.Before(*trace);
+      const SelectOutcome outcome = SelectTrace(options, &*trace);
+      selection.After(outcome);
+      if (!outcome.process_selected) continue;
+    }
     results.push_back(AnalyzeTrace(*trace, file, options, report.memory_limit_bytes));
     const ProcessSummary& p = results.back().summary;
     if (p.lost_records > 0) {
@@ -854,6 +875,8 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
                        "(made before it started, or their records were lost); ignored"));
     }
   }
+  if (absl::Status s = selection.Check(options, path); !s.ok()) return s;
+  report.selection = DescribeSelection(options);
   if (results.empty()) {
     return absl::NotFoundError(absl::StrCat(path, ": no readable memstep traces"));
   }

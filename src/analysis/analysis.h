@@ -86,6 +86,17 @@ struct Site {
   // With Options::site_slices, host sites: by (step, stage) of allocation;
   // they sum to alloc_* and live_*_end.
   std::vector<SiteSlice> slices;
+  // Churn (docs/analysis.md "Churn"), host and mmap sites: estimated
+  // allocations made while a step of the selection was open, per step
+  // (Horvitz-Thompson, with 95 % intervals; mmap sites are exact: high =
+  // value), and the site's share of its process's exact allocations in those
+  // steps (0..1). Device sites: 0.
+  double churn_bytes_per_step = 0;
+  double churn_bytes_per_step_low = 0, churn_bytes_per_step_high = -1;
+  double churn_count_per_step = 0;
+  double churn_count_per_step_low = 0, churn_count_per_step_high = -1;
+  double churn_bytes_share = 0;
+  double churn_count_share = 0;
 };
 
 // PyTorch caching-allocator statistics of one device at a step end: the last
@@ -220,6 +231,7 @@ struct GateResult {
   std::string metric;      // "growth", "live_growth", "peak", "live_end", "rss_peak", "leaks",
                            // "device_peak", "device_growth"
   double value = 0;        // the metric's value (bytes, bytes/step or a count)
+  bool percent = false;    // memstep diff: value is a change in percent (gates.h)
   bool passed = true;
   std::string detail;  // e.g. "largest LEAK site #3" or "no stage 'fwd'"
 };
@@ -417,6 +429,7 @@ struct Report {
   std::vector<MemorySnapshot> memory_snapshots;  // ordered by (pid, time)
   uint64_t memory_limit_bytes = 0;               // limit used for projections
   std::string memory_limit_source;               // "--memory-limit" or "MemTotal of this machine"
+  std::string selection;  // the selection in words ("steps 10..50, stage forward"); "" none
 };
 
 struct Options {
@@ -427,6 +440,17 @@ struct Options {
   size_t top_peak_sites = 10;  // sites kept per stage peak
   bool timeline = false;       // fill Report::spans and Report::timeline
   bool site_slices = false;    // fill Site::slices (host sites)
+  // Selection (docs/analysis.md "Selection"): the analysis sees only these
+  // steps, stage and processes. first_step/last_step: --steps A:B, -1 open;
+  // step numbers as the report shows them (after renumbering repeats).
+  int64_t first_step = -1;
+  int64_t last_step = -1;
+  std::string stage;  // --stage NAME: sampled host allocations made in NAME; "" all
+  int64_t pid = -1;   // --pid N; -1 every process
+  std::string rank;   // --rank R (the RANK variable); "" every process
+  bool selects() const {
+    return first_step >= 0 || last_step >= 0 || !stage.empty() || pid >= 0 || !rank.empty();
+  }
 };
 
 // `path` is a run directory (every *.trace file in it) or one trace file.

@@ -16,16 +16,36 @@ absl::Status Bad(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(
       absl::StrCat("bad --fail-on expression '", text, "': ", why,
                    " (expected e.g. 'growth > 1MiB/step', 'peak(forward) > 2GiB', 'leaks > 0', "
-                   "'device_peak > 8GiB')"));
+                   "'device_peak > 8GiB'; memstep diff: 'peak > +10%', 'site_growth > "
+                   "+256KiB/step')"));
 }
 
 bool IsGrowthMetric(const std::string& m) {
-  return m == "growth" || m == "live_growth" || m == "device_growth";
+  return m == "growth" || m == "live_growth" || m == "device_growth" || m == "churn" ||
+         m == "site_growth";
 }
 
 bool IsKnownMetric(const std::string& m) {
   return IsGrowthMetric(m) || m == "peak" || m == "live_end" || m == "rss_peak" || m == "leaks" ||
          m == "device_peak";
+}
+
+// churn: the exact heap bytes allocated per step, the mean over each
+// process's steps; the largest over the processes.
+void Churn(const Report& report, GateResult& r) {
+  r.detail = "no steps";
+  for (const ProcessSummary& p : report.processes) {
+    double sum = 0, n = 0;
+    for (const StepRow& row : report.steps) {
+      if (row.pid != p.pid) continue;
+      sum += static_cast<double>(row.alloc_bytes);
+      ++n;
+    }
+    if (n > 0 && sum / n >= r.value) {
+      r.value = sum / n;
+      r.detail = absl::StrCat("pid ", p.pid, ", ", n, " steps");
+    }
+  }
 }
 
 // device_growth: the fastest LEAK among device call sites and the exact
@@ -109,7 +129,7 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
                                                      "' (growth, live_growth, peak, "
                                                      "peak(STAGE), live_end, rss_peak, leaks, "
                                                      "device_peak, device_peak(STAGE), "
-                                                     "device_growth)"));
+                                                     "device_growth, churn, site_growth)"));
   }
   skip();
   if (i < n && text[i] == '(') {
@@ -133,13 +153,30 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
     return Bad(text, "missing comparison (>, >=, <, <=)");
   }
   // The threshold: the one grammar of sizes (src/format/quantity.h); a
-  // count for 'leaks'; '/step' for growth metrics.
+  // count for 'leaks'; '/step' for growth metrics. A sign or a '%' makes it
+  // a change between two runs.
   namespace fmt = ::memstep::format;
+  skip();
+  double sign = 1;
+  if (i < n && (text[i] == '+' || text[i] == '-')) {
+    g.relative = true;
+    sign = text[i] == '-' ? -1 : 1;
+    ++i;
+    skip();
+  }
+  size_t end = n;
+  while (end > i && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  if (end > i && text[end - 1] == '%') {
+    g.relative = g.percent = true;
+    --end;
+    while (end > i && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  }
   const bool count = g.metric == "leaks";
   const uint32_t accept = fmt::kAcceptSize | fmt::kAcceptFraction |
-                          (IsGrowthMetric(g.metric) ? fmt::kAcceptPerStep : 0u);
+                          (IsGrowthMetric(g.metric) && !g.percent ? fmt::kAcceptPerStep : 0u);
   fmt::Quantity q;
-  if (const char* err = fmt::ParseQuantity(text.data() + i, n - i, accept, &q)) {
+  if (const char* err = fmt::ParseQuantity(text.data() + i, end - i, accept, &q)) {
+    if (g.percent) return Bad(text, absl::StrCat(err, "; expected a change in percent: +10%"));
     if (count) return Bad(text, absl::StrCat(err, "; 'leaks' takes a count: leaks > 0"));
     const bool per_step = text.find("/step", i) != std::string::npos;
     if (per_step && !IsGrowthMetric(g.metric)) {
@@ -147,11 +184,92 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
     }
     return Bad(text, absl::StrCat(err, "; expected ", fmt::QuantityForms(accept)));
   }
+  if (g.percent && q.unit != fmt::kQuantityNone) {
+    return Bad(text, "a percentage is a bare number: +10%");
+  }
   if (count && q.unit != fmt::kQuantityNone)
     return Bad(text, "'leaks' is a count and takes no unit");
-  const double value = q.value;
-  g.threshold = value;
+  if (g.metric == "site_growth" && !g.relative) {
+    return Bad(text,
+               "'site_growth' compares two runs (memstep diff): give a change, e.g. "
+               "'site_growth > +256KiB/step'");
+  }
+  g.threshold = sign * q.value;
   return g;
+}
+
+bool GateHolds(const Gate& g, double value) {
+  switch (g.op) {
+    case Gate::Op::kGt:
+      return value > g.threshold;
+    case Gate::Op::kGe:
+      return value >= g.threshold;
+    case Gate::Op::kLt:
+      return value < g.threshold;
+    case Gate::Op::kLe:
+      return value <= g.threshold;
+  }
+  return false;
+}
+
+bool GateMetric(const Report& report, const Gate& g, GateResult& r) {
+  r.metric = g.metric;
+  r.value = 0;
+  bool found = true;
+  if (g.metric == "growth") {
+    r.detail = "no LEAK";
+    for (const Site& s : report.sites) {
+      if (IsHost(s.kind) && s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
+        r.value = s.growth.slope;
+        r.detail = absl::StrCat("LEAK site #", s.id, " (pid ", s.pid, ")");
+      }
+    }
+    for (const ProcessSummary& p : report.processes) {
+      if (p.live_growth.cls == GrowthClass::kLeak && p.live_growth.slope > r.value) {
+        r.value = p.live_growth.slope;
+        r.detail = absl::StrCat("process ", p.pid, " live bytes (LEAK)");
+      }
+    }
+  } else if (g.metric == "live_growth") {
+    found = false;
+    for (const ProcessSummary& p : report.processes) {
+      if (p.live_growth.window == 0) continue;
+      if (!found || p.live_growth.slope > r.value) {
+        r.value = p.live_growth.slope;
+        r.detail = absl::StrCat("process ", p.pid, " (", GrowthClassName(p.live_growth.cls), ")");
+      }
+      found = true;
+    }
+    if (!found) r.detail = "insufficient steps after warm-up";
+    found = true;  // 0 when unknown; the detail says why
+  } else if (!g.stage.empty()) {
+    found = StagePeakGate(report, g, r);
+  } else if (g.metric == "device_peak") {
+    DevicePeak(report, r);
+  } else if (g.metric == "device_growth") {
+    DeviceGrowth(report, r);
+  } else if (g.metric == "churn") {
+    Churn(report, r);
+  } else if (g.metric == "site_growth") {
+    r.detail = "compares two runs";
+  } else {
+    for (const ProcessSummary& p : report.processes) {
+      double v = 0;
+      if (g.metric == "peak") v = static_cast<double>(p.peak_bytes);
+      if (g.metric == "live_end") v = static_cast<double>(p.live_bytes_end);
+      if (g.metric == "rss_peak") v = static_cast<double>(p.rss_peak_bytes);
+      if (v >= r.value) {
+        r.value = v;
+        r.detail = absl::StrCat("pid ", p.pid);
+      }
+    }
+    if (g.metric == "leaks") {
+      r.value = 0;
+      for (const Site& s : report.sites) r.value += s.growth.cls == GrowthClass::kLeak;
+      r.detail = "LEAK call sites";
+    }
+  }
+  return found;
 }
 
 bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
@@ -160,73 +278,12 @@ bool EvaluateGates(const std::vector<Gate>& gates, Report* report) {
   for (const Gate& g : gates) {
     GateResult r;
     r.expression = g.expression;
-    r.metric = g.metric;
-    bool found = true;
-    if (g.metric == "growth") {
-      r.detail = "no LEAK";
-      for (const Site& s : report->sites) {
-        if (IsHost(s.kind) && s.growth.cls == GrowthClass::kLeak && s.growth.slope > r.value) {
-          r.value = s.growth.slope;
-          r.detail = absl::StrCat("LEAK site #", s.id, " (pid ", s.pid, ")");
-        }
-      }
-      for (const ProcessSummary& p : report->processes) {
-        if (p.live_growth.cls == GrowthClass::kLeak && p.live_growth.slope > r.value) {
-          r.value = p.live_growth.slope;
-          r.detail = absl::StrCat("process ", p.pid, " live bytes (LEAK)");
-        }
-      }
-    } else if (g.metric == "live_growth") {
+    bool found = GateMetric(*report, g, r);
+    if (g.relative) {
       found = false;
-      for (const ProcessSummary& p : report->processes) {
-        if (p.live_growth.window == 0) continue;
-        if (!found || p.live_growth.slope > r.value) {
-          r.value = p.live_growth.slope;
-          r.detail = absl::StrCat("process ", p.pid, " (", GrowthClassName(p.live_growth.cls), ")");
-        }
-        found = true;
-      }
-      if (!found) r.detail = "insufficient steps after warm-up";
-      found = true;  // 0 when unknown; the detail says why
-    } else if (!g.stage.empty()) {
-      found = StagePeakGate(*report, g, r);
-    } else if (g.metric == "device_peak") {
-      DevicePeak(*report, r);
-    } else if (g.metric == "device_growth") {
-      DeviceGrowth(*report, r);
-    } else {
-      for (const ProcessSummary& p : report->processes) {
-        double v = 0;
-        if (g.metric == "peak") v = static_cast<double>(p.peak_bytes);
-        if (g.metric == "live_end") v = static_cast<double>(p.live_bytes_end);
-        if (g.metric == "rss_peak") v = static_cast<double>(p.rss_peak_bytes);
-        if (v >= r.value) {
-          r.value = v;
-          r.detail = absl::StrCat("pid ", p.pid);
-        }
-      }
-      if (g.metric == "leaks") {
-        r.value = 0;
-        for (const Site& s : report->sites) r.value += s.growth.cls == GrowthClass::kLeak;
-        r.detail = "LEAK call sites";
-      }
+      r.detail = "a change compares two runs: use memstep diff";
     }
-    bool hit = false;
-    switch (g.op) {
-      case Gate::Op::kGt:
-        hit = r.value > g.threshold;
-        break;
-      case Gate::Op::kGe:
-        hit = r.value >= g.threshold;
-        break;
-      case Gate::Op::kLt:
-        hit = r.value < g.threshold;
-        break;
-      case Gate::Op::kLe:
-        hit = r.value <= g.threshold;
-        break;
-    }
-    r.passed = found && !hit;
+    r.passed = found && !GateHolds(g, r.value);
     any_failed |= !r.passed;
     report->gates.push_back(std::move(r));
   }

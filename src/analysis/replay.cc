@@ -122,6 +122,12 @@ void HeapReplay::Apply(const reader::Event& e) {
       s.live_count += count;
       s.live_var += ObjectVar(bytes, count);
       s.young_bytes += bytes;
+      if (in_step_) {
+        s.step_alloc_bytes += bytes;
+        s.step_alloc_count += count;
+        s.step_alloc_bytes_var += bytes * bytes * (1 - p);
+        s.step_alloc_count_var += count * count * (1 - p);
+      }
       host_live_ += bytes;
       live_[e.addr] = Live{site, cohort_, bytes, count};
       break;
@@ -138,6 +144,10 @@ void HeapReplay::Apply(const reader::Event& e) {
       ++s.samples;
       s.alloc_bytes += static_cast<double>(e.size);
       s.alloc_count += 1;
+      if (in_step_) {
+        s.step_alloc_bytes += static_cast<double>(e.size);
+        s.step_alloc_count += 1;
+      }
       AddRange(e.addr, end, site);
       break;
     }

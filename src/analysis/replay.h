@@ -67,6 +67,13 @@ class HeapReplay {
     // live samples of (s/p)^2 (1 - p) (exact pieces of mappings add 0).
     double live_var = 0;
     double young_bytes = 0;  // live bytes allocated in the current cohort
+    // Churn: what was allocated while set_in_step(true) held, with the
+    // Horvitz-Thompson variances of the byte and count estimates
+    // ((s/p)^2 (1-p) and (1/p)^2 (1-p) per sample; mappings are exact).
+    double step_alloc_bytes = 0;
+    double step_alloc_count = 0;
+    double step_alloc_bytes_var = 0;
+    double step_alloc_count_var = 0;
   };
 
   // Applies one event; non-heap events (STEP, STAGE, COUNTER) are ignored.
@@ -76,6 +83,9 @@ class HeapReplay {
   // analysis uses the index of the step in progress). Changing the cohort
   // makes every live byte "old": young_bytes restarts at 0.
   void set_cohort(uint32_t c);
+  // While true, allocations also count in Accumulator::step_alloc_* (the
+  // analysis sets it while a selected step is open).
+  void set_in_step(bool in_step) { in_step_ = in_step; }
 
   // Calls fn(site index, cohort, estimated bytes) for every live sampled
   // allocation and every live piece of an anonymous mapping.
@@ -124,6 +134,7 @@ class HeapReplay {
   absl::flat_hash_map<uint64_t, uint32_t> object_pieces_;  // object -> pieces in ranges_
   uint64_t next_object_ = 0;
   uint32_t cohort_ = 0;
+  bool in_step_ = false;
   double host_live_ = 0;
   double mmap_live_ = 0;
 };

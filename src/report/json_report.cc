@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/report/json_writer.h"
 #include "src/report/report.h"
 #include "src/report/text_internal.h"
 
@@ -19,64 +20,7 @@ using analysis::Report;
 using analysis::Site;
 using analysis::StepRow;
 
-// Minimal streaming JSON writer: the caller keeps the structure balanced.
-class JsonWriter {
- public:
-  void BeginObject() { Value("{"), first_ = true; }
-  void EndObject() { out_ += '}', first_ = false; }
-  void BeginArray() { Value("["), first_ = true; }
-  void EndArray() { out_ += ']', first_ = false; }
-  void Key(const std::string& k) {
-    Comma();
-    absl::StrAppend(&out_, "\"", JsonEscape(k), "\":");
-    after_key_ = true;
-  }
-  void String(const std::string& s) { Value(absl::StrCat("\"", JsonEscape(s), "\"")); }
-  void Uint(uint64_t v) { Value(absl::StrCat(v)); }
-  void Int(int64_t v) { Value(absl::StrCat(v)); }
-  void Bool(bool v) { Value(v ? "true" : "false"); }
-  void Double(double v) {
-    if (!std::isfinite(v)) {
-      Value("null");
-    } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
-      Value(absl::StrFormat("%.0f", v));
-    } else {
-      Value(absl::StrFormat("%.17g", v));
-    }
-  }
-  template <typename T>
-  void Field(const std::string& k, const T& v) {
-    Key(k);
-    Put(v);
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  void Put(const std::string& v) { String(v); }
-  void Put(const char* v) { String(v); }
-  void Put(bool v) { Bool(v); }
-  void Put(double v) { Double(v); }
-  void Put(uint64_t v) { Uint(v); }
-  void Put(uint32_t v) { Uint(v); }
-  void Put(int v) { Int(v); }
-  void Comma() {
-    if (!first_) out_ += ',';
-    first_ = false;
-  }
-  JsonWriter& Value(const std::string& v) {
-    if (after_key_) {
-      after_key_ = false;
-    } else {
-      Comma();
-    }
-    out_ += v;
-    return *this;
-  }
-
-  std::string out_;
-  bool first_ = true;
-  bool after_key_ = false;
-};
+using internal::JsonWriter;
 
 // -1 ("not applicable") as null.
 void OptionalDouble(JsonWriter& w, const std::string& key, double v) {
@@ -402,25 +346,7 @@ void WriteStep(JsonWriter& w, const StepRow& s) {
   w.EndObject();
 }
 
-void WriteFrames(JsonWriter& w, const std::vector<Frame>& frames, int max_frames) {
-  w.Key("frames");
-  w.BeginArray();
-  for (size_t i = 0; i < frames.size(); ++i) {
-    if (max_frames > 0 && i >= static_cast<size_t>(max_frames)) break;
-    const Frame& f = frames[i];
-    w.BeginObject();
-    w.Field("function", f.function);
-    w.Field("file", f.file);
-    w.Field("line", f.line);
-    w.Field("module", f.module);
-    w.Field("inlined", f.inlined);
-    w.Field("ip", absl::StrFormat("0x%x", f.ip));
-    w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
-    w.Field("symbolized", f.symbolized);
-    w.EndObject();
-  }
-  w.EndArray();
-}
+using internal::WriteFrames;
 
 // A 95 % interval [lo, hi]; high < 0 marks an exact value: [value, value].
 void WriteCi(JsonWriter& w, const char* key, double value, double low, double high) {
@@ -462,6 +388,8 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginArray();
   for (double v : s.live_bytes_by_step) w.Double(v);
   w.EndArray();
+  w.Key("churn");
+  WriteChurn(w, s);
   WriteFrames(w, s.frames, max_frames);
   OptionalInt(w, "device", analysis::IsHost(s.kind) ? -1 : s.device);
   w.Field("api", s.api);
@@ -666,6 +594,7 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
   w.BeginObject();
   w.Field("schema", kJsonSchema);
   w.Field("path", report.path);
+  w.Field("selection", report.selection);
   w.Key("processes");
   w.BeginArray();
   for (const ProcessSummary& p : report.processes) WriteProcess(w, p);

@@ -610,7 +610,7 @@ void AppendGates(const Report& r, std::string& out) {
   absl::StrAppend(&out, "\nGates: ", failed, " of ", r.gates.size(), " failed\n");
   for (const analysis::GateResult& g : r.gates) {
     std::string value = g.metric == "leaks" ? absl::StrFormat("%.0f", g.value)
-                        : absl::StrContains(g.metric, "growth")
+                        : absl::StrContains(g.metric, "growth") || g.metric == "churn"
                             ? absl::StrCat(HumanBytes(g.value), "/step")
                             : HumanBytes(g.value);
     absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ", value,
@@ -719,6 +719,10 @@ std::string Thousands(uint64_t n) {
 
 std::string FormatText(const Report& report, const ReportOptions& options) {
   std::string out;
+  if (!report.selection.empty()) {
+    absl::StrAppend(&out, "Selection: ", report.selection,
+                    " (the analysis sees only these; docs/analysis.md \"Selection\")\n");
+  }
   AppendProcesses(report, out);
   AppendRanks(report, out);
   internal::AppendMemorySnapshots(report, options, out);

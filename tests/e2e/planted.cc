@@ -27,6 +27,8 @@
 //                    step kProgBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
+//   churn LEAK       kHotSteps steps with a hot allocator (PlantedChurnHot)
+//                    and LEAK bytes kept per step (PlantedChurnLeak)
 //   rss-frag, rss-cache, rss-leak, rss-file
 //                    kRssSteps steps whose RSS grows by heap fragmentation
 //                    pinned by PlantedRssPin, by the top chunk (caching), or
@@ -485,6 +487,37 @@ int ModeExecTarget() {
   return 0;
 }
 
+// ---- mode "churn" ---------------------------------------------------------
+
+NOINLINE void PlantedChurnHot() {
+  for (long i = 0; i < kHotPerStep; ++i) {
+    void* p = malloc(kHotSize);
+    Escape(p);
+    free(p);
+  }
+}
+
+NOINLINE void PlantedChurnLeak(long bytes) {
+  for (long done = 0; done < bytes; done += static_cast<long>(kHotLeakBlock)) {
+    void* p = malloc(kHotLeakBlock);
+    memset(p, 1, kHotLeakBlock);
+    Kept().push_back(p);
+  }
+}
+
+int ModeChurn(long leak) {
+  for (long step = 0; step < kHotSteps; ++step) {
+    StepBegin(static_cast<uint64_t>(step));
+    StageBegin("forward");
+    PlantedChurnHot();
+    PlantedChurnLeak(leak);
+    StageEnd("forward");
+    StepEnd(static_cast<uint64_t>(step));
+  }
+  Say("churn steps %ld leak %ld\n", kHotSteps, leak);
+  return 0;
+}
+
 int ModeExit(int code) {
   PlantedLeak3000x1000();
   return code;
@@ -702,6 +735,7 @@ int main(int argc, char** argv) {
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
+  if (strcmp(mode, "churn") == 0 && argc > 2) return ModeChurn(atol(argv[2]));
   fprintf(stderr, "unknown mode %s\n", mode);
   return 2;
 }

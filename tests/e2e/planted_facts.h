@@ -132,6 +132,16 @@ inline constexpr int kRssLeakBlocks = 16;
 inline constexpr size_t kRssFileUnit = 512 * 1024;
 inline constexpr size_t kRssLeakSize = 32768;
 
+// churn LEAK: kHotSteps steps; in stage "forward" of each,
+//   PlantedChurnHot makes kHotPerStep allocations of kHotSize bytes, each
+//   freed at once (the hot allocator to pool), and PlantedChurnLeak keeps
+//   LEAK bytes in kHotLeakBlock-byte blocks (0: none; `memstep diff`'s
+//   planted regression).
+inline constexpr long kHotSteps = 50;
+inline constexpr long kHotPerStep = 2000;
+inline constexpr size_t kHotSize = 256;
+inline constexpr size_t kHotLeakBlock = 4096;
+
 }  // namespace memstep::e2e::facts
 
 #endif  // MEMSTEP_TESTS_E2E_PLANTED_FACTS_H_

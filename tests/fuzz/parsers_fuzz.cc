@@ -12,8 +12,11 @@
 //  - a value is finite, >= 0 and <= 1e300; a percentage is <= 100;
 //  - a unit or "/step" or "/s" appears only where the mask accepts it;
 //  - `bytes` is the value rounded down when it fits in 64 bits;
-//  - a gate has a known metric and op, a finite threshold >= 0, a stage only
-//    on peak(...) metrics, and keeps the expression it was given.
+//  - a gate has a known metric and op, a finite threshold (>= 0 unless it
+//    is a change between two runs), a stage only on peak(...) metrics, and
+//    keeps the expression it was given; a percentage is a change; a change
+//    is written with a sign or a '%'; site_growth is always a change; a
+//    negative threshold comes from a '-'.
 
 #include <cmath>
 #include <cstddef>
@@ -69,13 +72,20 @@ void FuzzGate(const char* s, size_t n) {
     return;
   }
   static const char* const kMetrics[] = {"growth",   "live_growth", "peak",        "live_end",
-                                         "rss_peak", "leaks",       "device_peak", "device_growth"};
+                                         "rss_peak", "leaks",       "device_peak", "device_growth",
+                                         "churn",    "site_growth"};
   bool known = false;
   for (const char* m : kMetrics) known = known || g->metric == m;
   Check(known);
   Check(g->op == Gate::Op::kGt || g->op == Gate::Op::kGe || g->op == Gate::Op::kLt ||
         g->op == Gate::Op::kLe);
-  Check(std::isfinite(g->threshold) && g->threshold >= 0);
+  Check(std::isfinite(g->threshold));
+  if (!g->relative) Check(g->threshold >= 0);
+  if (g->percent) Check(g->relative && memchr(s, '%', n) != nullptr);
+  if (g->relative)
+    Check(memchr(s, '+', n) != nullptr || memchr(s, '-', n) != nullptr || g->percent);
+  if (g->threshold < 0) Check(g->relative && memchr(s, '-', n) != nullptr);
+  if (g->metric == "site_growth") Check(g->relative);
   if (!g->stage.empty()) Check(g->metric == "peak" || g->metric == "device_peak");
   Check(g->expression == text);
 }

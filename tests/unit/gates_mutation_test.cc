@@ -79,8 +79,14 @@ TEST(GatesMutationTest, MutationsParseOrAreRefusedClearly) {
     if (g.ok()) {
       ++parsed;
       EXPECT_FALSE(g->metric.empty()) << input;
-      EXPECT_TRUE(std::isfinite(g->threshold) && g->threshold >= 0)
-          << input << " -> " << g->threshold;
+      EXPECT_TRUE(std::isfinite(g->threshold)) << input;
+      // A negative threshold only as a change (memstep diff) written with '-'.
+      if (g->threshold < 0) {
+        EXPECT_TRUE(g->relative && absl::StrContains(input, "-"))
+            << input << " -> " << g->threshold;
+      }
+      if (!g->relative) EXPECT_GE(g->threshold, 0) << input;
+      if (g->percent) EXPECT_TRUE(g->relative && absl::StrContains(input, "%")) << input;
       EXPECT_EQ(g->expression, input);
     } else {
       ++refused;

@@ -4,7 +4,8 @@
 // and returns the process exit status: 0 success, 1 usage or input error
 // (message "memstep: error: ..." on stderr), for `run` the child's status
 // (128 + signal if it was killed, 127 if the command was not found); for
-// `report`, 3 when any --fail-on gate failed (the report is still printed).
+// `report` and `diff`, 3 when any --fail-on gate failed (the report is
+// still printed).
 
 #ifndef MEMSTEP_TOOLS_MEMSTEP_CLI_H_
 #define MEMSTEP_TOOLS_MEMSTEP_CLI_H_
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/analysis/analysis.h"
 
 namespace memstep::cli {
 
@@ -31,6 +33,19 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& text);
 absl::StatusOr<double> ParsePercent(const std::string& text);
 // A non-negative decimal integer.
 absl::StatusOr<uint64_t> ParseUint(const std::string& text);
+
+// Options of the analysis that `report` and `diff` share: --steps, --stage,
+// --pid, --rank (the selection), --warmup, --memory-limit, --leak-min-rate,
+// --leak-min-growth. IsAnalysisOption: whether `name` is one (each takes a
+// value); ApplyAnalysisOption sets it, InvalidArgument naming the option
+// otherwise.
+bool IsAnalysisOption(const std::string& name);
+absl::Status ApplyAnalysisOption(const std::string& name, const std::string& value,
+                                 analysis::Options* options);
+
+// Writes `data` to `path` ("" = stdout); false with a message on stderr on
+// failure.
+bool WriteOutput(const std::string& path, const std::string& data);
 
 // Install layout, relative to the directory of the memstep executable:
 // libmemstep.so's directory ("../lib") and the Python helper's
@@ -50,9 +65,11 @@ std::string MainUsage();
 std::string RunUsage();
 std::string ReportUsage();
 std::string TopUsage();
+std::string DiffUsage();
 
 int RunMain(const std::vector<std::string>& args);
 int ReportMain(const std::vector<std::string>& args);
+int DiffMain(const std::vector<std::string>& args);
 // `memstep top RUN_DIR`: 0, or 1 on a usage error or an unreadable RUN_DIR.
 int TopMain(const std::vector<std::string>& args);
 

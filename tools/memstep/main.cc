@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   if (command == "run") return RunMain(rest);
   if (command == "report") return ReportMain(rest);
   if (command == "top") return TopMain(rest);
+  if (command == "diff") return DiffMain(rest);
   std::cerr << "memstep: error: unknown command '" << command << "'\n" << MainUsage();
   return kExitError;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/analysis/analysis.h"
 #include "src/analysis/gates.h"
+#include "src/report/churn_report.h"
 #include "src/report/formats.h"
 #include "src/report/report.h"
 #include "tools/memstep/cli.h"
@@ -24,32 +25,6 @@ int UsageError(const std::string& message) {
 }
 
 constexpr const char* kFormats[] = {"text", "json", "folded", "csv", "perfetto", "pprof", "html"};
-
-// Writes `data` to `path` ("" = stdout); false with a message on failure.
-bool WriteOutput(const std::string& path, const std::string& data) {
-  if (path.empty()) {
-    std::cout << data;
-    std::cout.flush();
-    if (!std::cout.good()) {
-      std::cerr << "memstep: error: cannot write the report to stdout\n";
-      return false;
-    }
-    return true;
-  }
-  FILE* f = fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::cerr << "memstep: error: cannot create " << path << ": " << strerror(errno) << "\n";
-    return false;
-  }
-  const bool written = fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int err = errno;
-  if (fclose(f) != 0 || !written) {
-    std::cerr << "memstep: error: cannot write " << path << ": " << strerror(written ? errno : err)
-              << "\n";
-    return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -82,12 +57,17 @@ int ReportMain(const std::vector<std::string>& args) {
     }
     if (name == "--format" || name == "--top" || name == "--frames" || name == "--fail-on" ||
         name == "--warmup" || name == "--memory-limit" || name == "--leak-min-rate" ||
-        name == "--leak-min-growth" || name == "--view" || name == "-o" || name == "--output") {
+        name == "--leak-min-growth" || name == "--view" || name == "-o" || name == "--output" ||
+        IsAnalysisOption(name)) {
       if (!has_value) {
         if (i + 1 >= args.size()) return UsageError(absl::StrCat(a, " needs a value"));
         value = args[++i];
       }
-      if (name == "--format") {
+      if (name == "--steps" || name == "--stage" || name == "--pid" || name == "--rank") {
+        if (absl::Status st = ApplyAnalysisOption(name, value, &options); !st.ok()) {
+          return UsageError(std::string(st.message()));
+        }
+      } else if (name == "--format") {
         if (std::find(std::begin(kFormats), std::end(kFormats), value) == std::end(kFormats)) {
           return UsageError(absl::StrCat(
               "--format must be text, json, folded, csv, perfetto, pprof or html, not '", value,
@@ -102,6 +82,11 @@ int ReportMain(const std::vector<std::string>& args) {
       } else if (name == "--fail-on") {
         absl::StatusOr<analysis::Gate> gate = analysis::ParseGate(value);
         if (!gate.ok()) return UsageError(std::string(gate.status().message()));
+        if (gate->relative) {
+          return UsageError(absl::StrCat("--fail-on '", value,
+                                         "': a change (+N, -N, N%) compares two runs: use "
+                                         "memstep diff BASE NEW --fail-on ..."));
+        }
         gates.push_back(*std::move(gate));
       } else if (name == "--memory-limit" || name == "--leak-min-rate" ||
                  name == "--leak-min-growth") {
@@ -136,8 +121,15 @@ int ReportMain(const std::vector<std::string>& args) {
   }
   if (path.empty()) return UsageError("missing RUN_DIR or TRACE");
   report::FoldedView view;
-  if (!view_text.empty()) {
-    if (format != "folded") return UsageError("--view applies to --format folded only");
+  const bool churn = view_text == "churn";
+  if (churn) {
+    if (format != "text" && format != "json" && format != "csv") {
+      return UsageError("--view churn applies to --format text, json and csv");
+    }
+  } else if (!view_text.empty()) {
+    if (format != "folded")
+      return UsageError(
+          "--view applies to --format folded only (--view churn: to text, json and csv)");
     absl::StatusOr<report::FoldedView> v = report::ParseFoldedView(view_text);
     if (!v.ok()) return UsageError(std::string(v.status().message()));
     view = *v;
@@ -158,7 +150,16 @@ int ReportMain(const std::vector<std::string>& args) {
   const bool gate_failed = analysis::EvaluateGates(gates, &*report);
   report::ReportOptions ro;
   std::string data;
-  if (format == "json") {
+  if (churn) {
+    if (format == "csv") {
+      data = report::FormatChurnCsv(*report);
+    } else {
+      ro.top = top >= 0 ? top : (format == "json" ? 0 : ro.top);
+      ro.frames = frames >= 0 ? frames : (format == "json" ? 0 : ro.frames);
+      data = format == "json" ? report::FormatChurnJson(*report, ro)
+                              : report::FormatChurnText(*report, ro);
+    }
+  } else if (format == "json") {
     ro.top = top > 0 ? top : 0;
     ro.frames = frames > 0 ? frames : 0;
     data = report::FormatJson(*report, ro);

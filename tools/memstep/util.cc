@@ -3,12 +3,17 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/analysis/select.h"
 #include "src/format/quantity.h"
 #include "tools/memstep/cli.h"
 
@@ -58,6 +63,70 @@ absl::StatusOr<double> ParsePercent(const std::string& text) {
   return q.value;
 }
 
+bool IsAnalysisOption(const std::string& name) {
+  return name == "--steps" || name == "--stage" || name == "--pid" || name == "--rank" ||
+         name == "--warmup" || name == "--memory-limit" || name == "--leak-min-rate" ||
+         name == "--leak-min-growth";
+}
+
+absl::Status ApplyAnalysisOption(const std::string& name, const std::string& value,
+                                 analysis::Options* options) {
+  if (name == "--steps")
+    return analysis::ParseStepRange(value, &options->first_step, &options->last_step);
+  if (name == "--stage" || name == "--rank") {
+    if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(name, " needs a name"));
+    (name == "--stage" ? options->stage : options->rank) = value;
+    return absl::OkStatus();
+  }
+  if (name == "--pid" || name == "--warmup") {
+    absl::StatusOr<uint64_t> n = ParseUint(value);
+    if (!n.ok() || *n > (name == "--pid" ? uint64_t{UINT32_MAX} : uint64_t{1000000})) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": '", value, "' is not a ",
+                                                     name == "--pid" ? "process id" : "count"));
+    }
+    (name == "--pid" ? options->pid : options->warmup_steps) = static_cast<int64_t>(*n);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> bytes = ParseBytes(value);
+  if (!bytes.ok())
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", bytes.status().message()));
+  if (name == "--memory-limit") {
+    if (*bytes == 0) return absl::InvalidArgumentError("--memory-limit must be more than 0");
+    options->memory_limit = *bytes;
+  } else if (name == "--leak-min-rate") {
+    options->growth.min_rate = static_cast<double>(*bytes);
+  } else {
+    options->growth.min_window_growth = static_cast<double>(*bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Writes `data` to `path` ("" = stdout); false with a message on failure.
+bool WriteOutput(const std::string& path, const std::string& data) {
+  if (path.empty()) {
+    std::cout << data;
+    std::cout.flush();
+    if (!std::cout.good()) {
+      std::cerr << "memstep: error: cannot write the report to stdout\n";
+      return false;
+    }
+    return true;
+  }
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::cerr << "memstep: error: cannot create " << path << ": " << strerror(errno) << "\n";
+    return false;
+  }
+  const bool written = fwrite(data.data(), 1, data.size(), f) == data.size();
+  const int err = errno;
+  if (fclose(f) != 0 || !written) {
+    std::cerr << "memstep: error: cannot write " << path << ": " << strerror(written ? errno : err)
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
 std::string ExeDir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -103,6 +172,7 @@ std::string MainUsage() {
          "  run [options] -- COMMAND ARGS...   run COMMAND with the profiler, write a run "
          "directory\n"
          "  report RUN_DIR|TRACE [options]     analyze a run directory or one trace file\n"
+         "  diff BASE NEW [options]            compare two runs (regression gates)\n"
          "  top RUN_DIR [options]              live view of a running job (--once: one frame)\n"
          "\n"
          "  memstep --help | -h                this help\n"
@@ -116,7 +186,7 @@ std::string MainUsage() {
          "environment (see `memstep run --help`): MEMSTEP_OUT, MEMSTEP_SAMPLE_INTERVAL,\n"
          "MEMSTEP_FLUSH_MS, MEMSTEP_LIB.\n"
          "\n"
-         "Exit status: 0 ok, 1 usage or input error, 3 `report`: a --fail-on gate failed;\n"
+         "Exit status: 0 ok, 1 usage or input error, 3 `report`, `diff`: a --fail-on gate failed;\n"
          "`run` exits with the command's status (128+N if killed by signal N, 127 if not found).\n";
 }
 
@@ -177,7 +247,10 @@ std::string ReportUsage() {
          "                         html      one self-contained page for a browser: alerts,\n"
          "                                   gates, memory over steps, stage peaks, growing\n"
          "                                   sites, flame graphs (no network needed)\n"
-         "  --view VIEW          folded only: which bytes (default live-end):\n"
+         "  --view churn         text, json, csv: the churn view instead of the report:\n"
+         "                       allocations and bytes per step by call site, estimated\n"
+         "                       with 95% intervals, and their share of all allocations\n"
+         "  --view VIEW          folded: which bytes (default live-end):\n"
          "                         live-end     estimated live bytes at the end\n"
          "                         peak         live at the peak\n"
          "                         stage:NAME   live at stage NAME's largest peak\n"
@@ -185,6 +258,13 @@ std::string ReportUsage() {
          "                                      (LEAK, BOUNDED_GROWTH, WARMUP_ONLY, NO_TREND,\n"
          "                                      INSUFFICIENT)\n"
          "  -o, --output FILE    write the report into FILE instead of stdout\n"
+         "selection (every format; docs/analysis.md \"Selection\"):\n"
+         "  --steps A:B          only steps A..B (A:, :B open; A alone is A:A): rows, peaks\n"
+         "                       and growth fits of those steps; live at the end = at B's end\n"
+         "  --stage NAME         only stage NAME: its stage peaks, and call sites from the\n"
+         "                       sampled host allocations made in it\n"
+         "  --pid N              only process N\n"
+         "  --rank R             only the process(es) with RANK=R\n"
          "  --top N              call sites per table (default 10; json: all unless given)\n"
          "  --frames N           frames per stack (default 8; json: all unless given)\n"
          "  --no-symbolize       show module+offset instead of functions and lines\n"
@@ -199,7 +279,41 @@ std::string ReportUsage() {
          "                       'peak(forward) > 2GiB', 'leaks > 0', 'device_peak > 8GiB'\n"
          "                       (repeatable; metrics: growth live_growth peak peak(STAGE)\n"
          "                       live_end rss_peak leaks device_peak device_peak(STAGE)\n"
-         "                       device_growth)\n"
+         "                       device_growth churn)\n"
+         "  -h, --help           this help\n"
+         "\n"
+         "exit status: 0 ok, 1 usage or input error, 3 a --fail-on gate failed\n";
+}
+
+std::string DiffUsage() {
+  return "usage: memstep diff BASE NEW [options]\n"
+         "\n"
+         "Compares two runs (run directories or trace files): per-process heap peak, live\n"
+         "bytes, growth and allocations per step, per-stage peaks, and call sites matched\n"
+         "by their symbolized stacks (function, file:line; not addresses). Processes are\n"
+         "matched by rank (RANK), else by pid order.\n"
+         "\n"
+         "options:\n"
+         "  --format text|json   output format (default text; json: schema memstep.diff/1)\n"
+         "  -o, --output FILE    write into FILE instead of stdout\n"
+         "  --top N              call sites shown (default 10; json: all unless given)\n"
+         "  --frames N           frames per stack (default 8; json: all unless given)\n"
+         "  --no-symbolize       match by module+offset (same binaries only)\n"
+         "  --steps A:B, --stage NAME, --rank R\n"
+         "                       the same selection of both runs (see memstep report --help)\n"
+         "  --pid N | --pid BASE:NEW\n"
+         "                       one process of each run (pids differ between runs)\n"
+         "  --warmup, --memory-limit, --leak-min-rate, --leak-min-growth\n"
+         "                       as for memstep report, for both runs\n"
+         "  --fail-on EXPR       exit 3 when EXPR holds (repeatable). A change compares the\n"
+         "                       runs: NEW minus BASE ('peak > +64MiB', 'growth >\n"
+         "                       +1MiB/step') or in percent of BASE ('peak(forward) > +10%',\n"
+         "                       from 0 any increase is +inf %); 'site_growth > +256KiB/step':\n"
+         "                       the largest increase of one call site's growth. Without a\n"
+         "                       sign or %, a gate applies to NEW as in memstep report.\n"
+         "                       Metrics: growth live_growth peak peak(STAGE) live_end\n"
+         "                       rss_peak leaks device_peak device_peak(STAGE) device_growth\n"
+         "                       churn site_growth\n"
          "  -h, --help           this help\n"
          "\n"
          "exit status: 0 ok, 1 usage or input error, 3 a --fail-on gate failed\n";

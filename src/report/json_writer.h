@@ -1,0 +1,124 @@
+// A minimal streaming JSON writer shared by the JSON documents of
+// src/report (the report, the churn view, the diff). Internal to src/report.
+// Non-finite numbers are written as null; the caller keeps the structure
+// balanced.
+
+#ifndef MEMSTEP_SRC_REPORT_JSON_WRITER_H_
+#define MEMSTEP_SRC_REPORT_JSON_WRITER_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/analysis/analysis.h"
+#include "src/report/report.h"
+
+namespace memstep::report::internal {
+
+class JsonWriter {
+ public:
+  void BeginObject() { Value("{"), first_ = true; }
+  void EndObject() { out_ += '}', first_ = false; }
+  void BeginArray() { Value("["), first_ = true; }
+  void EndArray() { out_ += ']', first_ = false; }
+  void Key(const std::string& k) {
+    Comma();
+    absl::StrAppend(&out_, "\"", JsonEscape(k), "\":");
+    after_key_ = true;
+  }
+  void String(const std::string& s) { Value(absl::StrCat("\"", JsonEscape(s), "\"")); }
+  void Uint(uint64_t v) { Value(absl::StrCat(v)); }
+  void Int(int64_t v) { Value(absl::StrCat(v)); }
+  void Bool(bool v) { Value(v ? "true" : "false"); }
+  void Double(double v) {
+    if (!std::isfinite(v)) {
+      Value("null");
+    } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
+      Value(absl::StrFormat("%.0f", v));
+    } else {
+      Value(absl::StrFormat("%.17g", v));
+    }
+  }
+  template <typename T>
+  void Field(const std::string& k, const T& v) {
+    Key(k);
+    Put(v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Put(const std::string& v) { String(v); }
+  void Put(const char* v) { String(v); }
+  void Put(bool v) { Bool(v); }
+  void Put(double v) { Double(v); }
+  void Put(uint64_t v) { Uint(v); }
+  void Put(uint32_t v) { Uint(v); }
+  void Put(int v) { Int(v); }
+  void Comma() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  JsonWriter& Value(const std::string& v) {
+    if (after_key_) {
+      after_key_ = false;
+    } else {
+      Comma();
+    }
+    out_ += v;
+    return *this;
+  }
+
+  std::string out_;
+  bool first_ = true;
+  bool after_key_ = false;
+};
+
+// "frames": the first max_frames (0: all), innermost first.
+inline void WriteFrames(JsonWriter& w, const std::vector<analysis::Frame>& frames, int max_frames) {
+  w.Key("frames");
+  w.BeginArray();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (max_frames > 0 && i >= static_cast<size_t>(max_frames)) break;
+    const analysis::Frame& f = frames[i];
+    w.BeginObject();
+    w.Field("function", f.function);
+    w.Field("file", f.file);
+    w.Field("line", f.line);
+    w.Field("module", f.module);
+    w.Field("inlined", f.inlined);
+    w.Field("ip", absl::StrFormat("0x%x", f.ip));
+    w.Field("module_offset", absl::StrFormat("0x%x", f.module_offset));
+    w.Field("symbolized", f.symbolized);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// A site's churn (Site::churn_*) as an object: bytes_per_step, its 95 %
+// interval, count_per_step, its interval, bytes_share, count_share.
+inline void WriteChurn(JsonWriter& w, const analysis::Site& s) {
+  auto ci = [&](const char* key, double value, double low, double high) {
+    w.Key(key);
+    w.BeginArray();
+    w.Double(high < 0 ? value : low);
+    w.Double(high < 0 ? value : high);
+    w.EndArray();
+  };
+  w.BeginObject();
+  w.Field("bytes_per_step", s.churn_bytes_per_step);
+  ci("bytes_per_step_ci", s.churn_bytes_per_step, s.churn_bytes_per_step_low,
+     s.churn_bytes_per_step_high);
+  w.Field("count_per_step", s.churn_count_per_step);
+  ci("count_per_step_ci", s.churn_count_per_step, s.churn_count_per_step_low,
+     s.churn_count_per_step_high);
+  w.Field("bytes_share", s.churn_bytes_share);
+  w.Field("count_share", s.churn_count_share);
+  w.EndObject();
+}
+
+}  // namespace memstep::report::internal
+
+#endif  // MEMSTEP_SRC_REPORT_JSON_WRITER_H_
