@@ -100,7 +100,7 @@ struct AllocStats {
 // Two parts (steps/alloc_stats.cc). The heap allocator's statistics change
 // within a step (freed blocks are reused at once), so the program's thread
 // reads them at the step end itself: outside every lock, before a STEP end
-// record; true when a collection was due (rate-limited to 0.5 % of wall time
+// record; true when a collection was due (rate-limited to 1 % of wall time
 // by its own measured cost) and *s is filled.
 bool AllocStatsCollectHeap(AllocStats* s);
 // g_api_lock held, just before the STEP end record: COUNTER records of *s and

@@ -34,7 +34,7 @@
 // Two parts, two threads. The heap allocator's statistics (glibc, jemalloc)
 // change within a step, as freed blocks are reused at once, so the thread that
 // ends a step reads them there (AllocStatsCollectHeap): it measures its own
-// cost and runs again only once 200 times that cost has passed (at most 0.5 %
+// cost and runs again only once 100 times that cost has passed (at most 1 %
 // of wall time), so on a small heap it runs at every step end and on a heap
 // with many free chunks less often. The resident split and memstep's own
 // memory change slowly, so the writer thread reads them just after the step
@@ -437,7 +437,7 @@ namespace {
 
 // Rate limits: a part runs again only once this many times its measured cost
 // has passed (1 / kBudget of wall time at most).
-constexpr uint64_t kHeapBudget = 200;      // the program's thread: 0.5 %
+constexpr uint64_t kHeapBudget = 100;      // the program's thread: 1 %
 constexpr uint64_t kResidentBudget = 100;  // the writer thread: 1 % of a core
 
 void Clear(AllocStats* s) {
