@@ -133,6 +133,18 @@ struct DeviceStep {
   uint64_t pool_reserved_bytes = 0;  // default memory pool (stream-ordered allocator)
   uint64_t pool_used_bytes = 0;
   TorchCudaStats torch;
+  // Tensor blocks of PyTorch's caching allocator (kind tensor_block, an inner
+  // layer): live block bytes at the step end ("allocated"), once any block
+  // was recorded on this device. The segments (live_bytes_end) are "reserved".
+  bool has_blocks = false;
+  uint64_t blocks_bytes = 0;
+  // reserved - allocated from the records: segments minus blocks; -1 when
+  // no block was recorded or the blocks exceed the recorded segments.
+  int64_t block_fragmentation() const {
+    return has_blocks && live_bytes_end >= blocks_bytes
+               ? static_cast<int64_t>(live_bytes_end - blocks_bytes)
+               : -1;
+  }
 };
 
 // One training step (of one process; multi-process runs report per process).

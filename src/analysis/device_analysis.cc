@@ -63,11 +63,13 @@ bool IsDeviceRecord(uint8_t tag) {
 }
 
 // Every device the trace mentions: resident allocations, frees and failures,
-// DEV_INFO records and PyTorch counters.
+// tensor blocks, DEV_INFO records and PyTorch counters.
 std::set<int32_t> DevicesOf(const Trace& t) {
   std::set<int32_t> out;
   for (const Event& e : t.events) {
-    if (IsDeviceRecord(e.tag) && IsResidentKind(e.kind)) out.insert(e.device);
+    if (IsDeviceRecord(e.tag) && (IsResidentKind(e.kind) || e.kind == format::kDevTensorBlock)) {
+      out.insert(e.device);
+    }
     int32_t device;
     std::string stat;
     if (e.tag == format::kTagCounter && ParseTorchCounter(t.String(e.str), &device, &stat)) {
@@ -233,6 +235,12 @@ class DevicePass {
       }
     }
     for (const auto& [key, live] : replay_.live_by_kind()) {
+      if (key.first == format::kDevTensorBlock) {
+        DeviceStep& ds = by_row_[row][key.second];
+        ds.has_blocks = true;
+        ds.blocks_bytes = live;
+        continue;
+      }
       if (!IsResidentKind(key.first)) continue;
       DeviceStep& ds = by_row_[row][key.second];
       const char* name = format::DeviceKindName(key.first);
@@ -524,7 +532,9 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
       s.live_bytes_end_high = end_ci.high;
     }
     const bool resident = IsResidentKind(a.key.kind);
-    const DeviceSummary* dev = resident ? summary_of[a.key.device] : nullptr;
+    // Tensor blocks live on their device too: its warm-up and memory.
+    const bool on_device = resident || a.key.kind == format::kDevTensorBlock;
+    const DeviceSummary* dev = on_device ? summary_of[a.key.device] : nullptr;
     size_t peak_index = SIZE_MAX;
     if (resident) {
       auto p = pass.run_peak().find(a.key.device);

@@ -332,6 +332,17 @@ void WriteDeviceStep(JsonWriter& w, const analysis::DeviceStep& d) {
   WriteByName(w, "peak_by_kind", d.peak_by_kind);
   WriteTraffic(w, d);
   WriteByName(w, "stage_peaks", d.stage_peaks);
+  // PyTorch's tensor blocks (allocated) inside the segments (reserved).
+  w.Key("tensor_blocks");
+  if (d.has_blocks) {
+    w.BeginObject();
+    w.Field("allocated_bytes", d.blocks_bytes);
+    w.Field("reserved_bytes", d.live_bytes_end);
+    OptionalInt(w, "fragmentation_bytes", d.block_fragmentation());
+    w.EndObject();
+  } else {
+    w.Double(NAN);
+  }
   w.Key("driver");
   if (d.has_info) {
     w.BeginObject();
