@@ -12,15 +12,16 @@ Contract:
     torch, never initialises CUDA and never raises into torch's lazy init.
   * `enable()` asks PyTorch to keep, for each live block, the Python stack of
     its allocation: torch.cuda.memory._record_memory_history(enabled="state",
-    context="alloc", stacks="python") (torch >= 2.1; no history ring, no
-    C++ frames). PyTorch then captures that stack on every block allocation
-    (its own cost, documented by PyTorch as about 2 us; measured in
-    docs/gpu.md). MEMSTEP_TORCH_BLOCKS=nolines skips it (blocks counted, no
-    lines); MEMSTEP_TORCH_BLOCKS=0 turns all of this off. A program that
+    context="alloc", stacks="python") (torch >= 2.1: no history ring, no
+    C++ frames; torch 1.13 and 2.0: the boolean _record_memory_history(True)).
+    PyTorch then captures that stack on every block allocation (its own
+    cost, which PyTorch documents as about 2 us; not measured here).
+    MEMSTEP_TORCH_BLOCKS=nolines skips it (blocks counted, no lines);
+    MEMSTEP_TORCH_BLOCKS=0 turns all of this off. A program that
     calls _record_memory_history itself later keeps what it asked for.
   * `push(api)` runs at each step end (with the torch.cuda counters, see
     _torch_cuda.push): it reads torch.cuda.memory._snapshot(), keeps the
-    blocks in state active_allocated or active_awaiting_free, and compares
+    blocks in a live state (LIVE_STATES), and compares
     them with the previous step end's, by (device, address, size): each block
     gone is one memstep_torch_block(0, ...), each new block one
     memstep_torch_block(1, ...). Every block is counted exactly (at step-end
@@ -29,6 +30,9 @@ Contract:
     A new block is sampled by the device sampler (memstep_torch_block_sample:
     the same Poisson byte countdown and mean interval as device allocations);
     only a sampled one gets its frames (innermost first) passed to C.
+  * With PyTorch's cudaMallocAsync backend (get_allocator_backend() other
+    than "native"), every tensor is already a device_pool allocation of the
+    CUDA interception: the blocks turn themselves off, silently.
   * Failure: the first exception is swallowed, one "memstep: warning:" line
     goes to stderr (not with MEMSTEP_QUIET=1) and the blocks stay off for
     the rest of the process. A torch without the APIs gets one
@@ -55,6 +59,12 @@ def mode_from_env(environ=os.environ):
 def _say(kind, text):
     if os.environ.get("MEMSTEP_QUIET") != "1":
         sys.stderr.write("memstep: %s: %s\n" % (kind, text))
+
+
+def _memory_module():
+    """torch.cuda.memory, as the loaded torch.cuda module holds it (None
+    before torch is imported, or when torch.cuda is something else)."""
+    return getattr(sys.modules.get("torch.cuda"), "memory", None)
 
 
 def frames_bytes(frames):
@@ -132,7 +142,13 @@ class Collector:
         if self._mode() != ON:
             return
         try:
-            memory = sys.modules.get("torch.cuda.memory")
+            backend = getattr(sys.modules.get("torch.cuda"), "get_allocator_backend", None)
+            if backend is not None and backend() != "native":
+                # cudaMallocAsync: every tensor is a device_pool allocation
+                # of the CUDA interception already; no blocks to add.
+                self.mode = OFF
+                return
+            memory = _memory_module()
             record = getattr(memory, "_record_memory_history", None)
             if record is None or getattr(memory, "_snapshot", None) is None:
                 _say("note", "tensor blocks: this torch has no torch.cuda.memory."
@@ -141,9 +157,16 @@ class Collector:
             try:
                 record(enabled="state", context="alloc", stacks="python")
                 self.lines = True
-            except TypeError:  # torch 2.0: the boolean API only
-                _say("note", "tensor blocks: this torch has no _record_memory_history("
-                     "enabled='state') (torch < 2.1); blocks are recorded without Python lines")
+            except TypeError:
+                # torch 1.13 and 2.0: the boolean API only; each block's
+                # "history" then carries the frames (and a 1-entry trace).
+                try:
+                    record(True)
+                    self.lines = True
+                except TypeError:
+                    _say("note", "tensor blocks: this torch's _record_memory_history takes "
+                         "neither enabled='state' nor True; blocks are recorded without "
+                         "Python lines")
         except Exception as err:
             self._fail(err)
 
@@ -156,7 +179,7 @@ class Collector:
         if block is None or sample is None:
             return
         cuda = sys.modules.get("torch.cuda")
-        snap = getattr(sys.modules.get("torch.cuda.memory"), "_snapshot", None)
+        snap = getattr(_memory_module(), "_snapshot", None)
         if cuda is None or snap is None:
             return
         try:

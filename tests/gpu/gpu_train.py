@@ -60,9 +60,9 @@ def mode_leak(facts, steps):
             if err != 0:
                 raise SystemExit("cuMemAlloc_v2 failed: %d" % err)
             facts["cu_mem_alloc"].append(size)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        opt.step()  # memstep's zero-code hooks end the step when this returns
         step_facts(facts)
+        opt.zero_grad(set_to_none=True)
 
 
 def leak_device(kept):

@@ -163,6 +163,30 @@ class CollectorTest(unittest.TestCase):
         self.assertTrue(self.c.failed)
         del keep
 
+    def test_legacy_boolean_api(self):
+        # torch 1.13's signature (2.0 adds keywords after `enabled`).
+        calls = []
+
+        def legacy(enabled, device=None):
+            calls.append(enabled)
+
+        self.fake.memory._record_memory_history = legacy
+        self.c.install(self.fake.torch)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            keep = self.fake.empty(4096)
+        self.assertEqual((calls, err.getvalue(), self.c.lines), ([True], "", True))
+        del keep
+
+    def test_cuda_malloc_async_backend_needs_no_blocks(self):
+        self.fake.cuda.get_allocator_backend = lambda: "cudaMallocAsync"
+        self.c.install(self.fake.torch)
+        keep = self.fake.empty(4096)
+        self.c.push(self.api)
+        self.assertEqual((self.fake.history_calls, self.api.events, self.fake.snapshots),
+                         ([], [], 0))
+        del keep
+
     def test_lazy_init_never_broken(self):
         # A failing _record_memory_history inside torch's lazy init must not
         # raise into it.
