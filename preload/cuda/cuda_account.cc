@@ -305,6 +305,23 @@ void RecordAlloc(uint8_t kind, int device, uint64_t addr, uint64_t size, uint8_t
   EmitDevAlloc(t, stack, kind, device, addr, size, api, aux, sampled, interval);
 }
 
+// A PyTorch tensor block (torch_blocks.cc): the device sampler's decision,
+// and its record. Blocks touch no table and no counter (they lie inside
+// segments that are counted already).
+bool TorchBlockSample(uint64_t size, uint64_t* interval) { return DevSample(size, interval); }
+
+void RecordTorchBlock(bool alloc, int device, uint64_t addr, uint64_t size, uint32_t stack,
+                      bool sampled, uint64_t interval) {
+  ThreadState& t = t_state;
+  if (alloc) {
+    EmitDevAlloc(t, stack, fmt::kDevTensorBlock, device, addr, size, fmt::kApiTorchCachingAllocator,
+                 0, sampled, interval);
+  } else {
+    EmitDevFree(t, NextSeq(), fmt::kDevTensorBlock, device, addr, size,
+                fmt::kApiTorchCachingAllocator);
+  }
+}
+
 void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error) {
   ThreadState& t = t_state;
   GuardScope guard(t);

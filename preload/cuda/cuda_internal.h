@@ -454,6 +454,15 @@ void VmmBeginUnmap(uint64_t va, uint64_t size, VmmUndo* u);
 // ok: the real call succeeded (write the DEV_FREEs); otherwise undo.
 void VmmEnd(VmmUndo* u, bool ok, uint8_t api);
 
+// PyTorch tensor blocks (torch_blocks.cc, docs/gpu.md "Tensor blocks inside
+// the caching allocator"): the device sampler's decision for a block of
+// `size` bytes (*interval: the T its gap was drawn with, 0: p = 1), and the
+// DEV_ALLOC / DEV_FREE of kind tensor_block. The caller holds the guard and
+// made the thread known (EnsureThread).
+bool TorchBlockSample(uint64_t size, uint64_t* interval);
+void RecordTorchBlock(bool alloc, int device, uint64_t addr, uint64_t size, uint32_t stack,
+                      bool sampled, uint64_t interval);
+
 // State behind the step-end counters (cuda_info.cc).
 bool DeviceSeen();         // a device allocation succeeded (CUDA is initialised)
 bool PoolSeen();           // ... a stream-ordered one

@@ -35,6 +35,7 @@ Usage:
 import functools
 import threading
 
+from memstep import _torch_blocks
 from memstep import _torch_cuda
 
 __all__ = [
@@ -84,6 +85,18 @@ class _Api:
         if self.snapshot is not None:
             self.snapshot.argtypes = []
             self.snapshot.restype = None
+        # Tensor blocks of PyTorch's caching allocator (memstep/_torch_blocks.py);
+        # absent from older libraries.
+        self.torch_block_sample = getattr(lib, "memstep_torch_block_sample", None)
+        if self.torch_block_sample is not None:
+            self.torch_block_sample.argtypes = [ctypes.c_uint64]
+            self.torch_block_sample.restype = ctypes.c_int64
+        self.torch_block = getattr(lib, "memstep_torch_block", None)
+        if self.torch_block is not None:
+            self.torch_block.argtypes = [ctypes.c_int, ctypes.c_int32, ctypes.c_uint64,
+                                         ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p,
+                                         ctypes.c_uint64]
+            self.torch_block.restype = None
         # Non-zero once an NVTX range marked a step (python/memstep/_torch_hooks
         # then stops marking steps); absent from older libraries.
         self.nvtx_steps_seen = getattr(lib, "memstep_nvtx_steps_seen", None)
@@ -145,6 +158,7 @@ def step(n=None):
     if not explicit["step"]:
         _mark_explicit("step")
     if _step_open:  # this call ends the open step: its statistics first
+        _torch_blocks.push(api)
         _torch_cuda.push(api.counter)
     api.step_begin(n)
     _step_open = True
@@ -160,6 +174,7 @@ def step_end(n=None):
         return
     if not explicit["step"]:
         _mark_explicit("step")
+    _torch_blocks.push(api)
     _torch_cuda.push(api.counter)
     api.step_end(int(n))
     _step_open = False

@@ -57,6 +57,9 @@ Contract:
         captured an optimizer step is a step (stage "graph").
   * PyTorch's OutOfMemoryError becomes a memory snapshot
     (memstep/_torch_oom.py), installed at the end of install().
+  * Tensor blocks of the caching allocator (memstep/_torch_blocks.py): its
+    install() queues their set-up for when the program initialises CUDA;
+    the block events are written with the CUDA statistics, at each step end.
   * Behaviour is unchanged: wrapped functions return what the originals
     return and raise what they raise; hook failures are swallowed.
 """
@@ -68,6 +71,7 @@ import threading
 import weakref
 
 import memstep as _ms
+from memstep import _torch_blocks
 from memstep import _torch_cuda
 from memstep import _torch_oom
 
@@ -141,6 +145,7 @@ class _State:
         return True
 
     def push_cuda_stats(self):
+        _torch_blocks.push(self.api)
         _torch_cuda.push(self.api.counter)
 
     def open_step(self):
@@ -526,4 +531,5 @@ def install(torch):
         _torch_oom.install(torch, api)
     except Exception:
         pass
+    _torch_blocks.install(torch)  # never raises
     return True

@@ -144,6 +144,29 @@ struct DeviceStep {
   uint64_t pool_reserved_bytes = 0;  // default memory pool (stream-ordered allocator)
   uint64_t pool_used_bytes = 0;
   TorchCudaStats torch;
+  // Tensor blocks of PyTorch's caching allocator (kind tensor_block, an inner
+  // layer): live block bytes at the step end ("allocated"), once any block
+  // was recorded on this device. The segments (live_bytes_end) are "reserved".
+  bool has_blocks = false;
+  uint64_t blocks_bytes = 0;
+  // The library's counters of CUDA memory pools created by the program
+  // (`cuda.pool:<dev>.0x<pool>.{reserved,used}_bytes`, key "0x<pool>") and of
+  // the device's graph memory (`cuda.graph:<dev>.*`): their latest values at
+  // the step end; -1 unknown. Stream-ordered allocations are in the resident
+  // bytes already; these show what the pools hold besides.
+  struct PoolBytes {
+    int64_t reserved = -1;
+    int64_t used = -1;
+  };
+  std::map<std::string, PoolBytes> created_pools;
+  PoolBytes graph;
+  // reserved - allocated from the records: segments minus blocks; -1 when
+  // no block was recorded or the blocks exceed the recorded segments.
+  int64_t block_fragmentation() const {
+    return has_blocks && live_bytes_end >= blocks_bytes
+               ? static_cast<int64_t>(live_bytes_end - blocks_bytes)
+               : -1;
+  }
 };
 
 // One training step (of one process; multi-process runs report per process).

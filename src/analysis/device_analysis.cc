@@ -6,9 +6,11 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "src/analysis/device_replay.h"
 #include "src/analysis/growth.h"
 #include "src/analysis/series_util.h"
@@ -63,14 +65,19 @@ bool IsDeviceRecord(uint8_t tag) {
 }
 
 // Every device the trace mentions: resident allocations, frees and failures,
-// DEV_INFO records and PyTorch counters.
+// tensor blocks, DEV_INFO records and PyTorch counters.
 std::set<int32_t> DevicesOf(const Trace& t) {
   std::set<int32_t> out;
   for (const Event& e : t.events) {
-    if (IsDeviceRecord(e.tag) && IsResidentKind(e.kind)) out.insert(e.device);
+    if (IsDeviceRecord(e.tag) && (IsResidentKind(e.kind) || e.kind == format::kDevTensorBlock)) {
+      out.insert(e.device);
+    }
     int32_t device;
     std::string stat;
-    if (e.tag == format::kTagCounter && ParseTorchCounter(t.String(e.str), &device, &stat)) {
+    std::string pool;
+    if (e.tag == format::kTagCounter &&
+        (ParseTorchCounter(t.String(e.str), &device, &stat) ||
+         ParsePoolCounter(t.String(e.str), &device, &pool, &stat))) {
       out.insert(device);
     }
   }
@@ -94,6 +101,7 @@ class DevicePass {
   void Run() {
     for (size_t i = 0; i < t_.events.size(); ++i) {
       const Event& e = t_.events[i];
+      NoteDevInfo(e);
       if (replay_.Apply(e)) {
         if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
         continue;
@@ -212,8 +220,23 @@ class DevicePass {
   void OnCounter(const Event& e) {
     int32_t device;
     std::string stat;
-    if (ParseTorchCounter(t_.String(e.str), &device, &stat))
+    std::string pool;
+    if (ParseTorchCounter(t_.String(e.str), &device, &stat)) {
       SetTorchStat(stat, e.value, torch_[device]);
+    } else if (ParsePoolCounter(t_.String(e.str), &device, &pool, &stat)) {
+      DeviceStep::PoolBytes& b = pool.empty() ? graph_[device] : pools_[device][pool];
+      (stat == "reserved_bytes" ? b.reserved : b.used) = e.value;
+      // The library reads the pools right after a step's DEV_INFO (which
+      // follows that step's END record): such a read is that step's value.
+      if (const reader::DeviceInfo* info = read_info_) {
+        auto row = host_.row_of_step->find(info->step);
+        if (row != host_.row_of_step->end()) {
+          DeviceStep& ds = by_row_[row->second][device];
+          DeviceStep::PoolBytes& r = pool.empty() ? ds.graph : ds.created_pools[pool];
+          (stat == "reserved_bytes" ? r.reserved : r.used) = e.value;
+        }
+      }
+    }
   }
 
   void Record(size_t row) {
@@ -233,12 +256,20 @@ class DevicePass {
       }
     }
     for (const auto& [key, live] : replay_.live_by_kind()) {
+      if (key.first == format::kDevTensorBlock) {
+        DeviceStep& ds = by_row_[row][key.second];
+        ds.has_blocks = true;
+        ds.blocks_bytes = live;
+        continue;
+      }
       if (!IsResidentKind(key.first)) continue;
       DeviceStep& ds = by_row_[row][key.second];
       const char* name = format::DeviceKindName(key.first);
       ds.live_by_kind[name] = live;
       ds.peak_by_kind[name] = std::max(track_.kind[key], live);
     }
+    for (const auto& [device, pools] : pools_) by_row_[row][device].created_pools = pools;
+    for (const auto& [device, graph] : graph_) by_row_[row][device].graph = graph;
     for (const auto& [device, stats] : torch_) {
       TorchCudaStats& ts = by_row_[row][device].torch;
       ts = stats;
@@ -280,6 +311,32 @@ class DevicePass {
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageRun> open_;  // (tid, stage str)
   std::map<std::pair<std::string, int32_t>, IndexedPeak> best_;        // (stage, device)
   std::map<int32_t, TorchCudaStats> torch_;
+  std::map<int32_t, std::map<std::string, DeviceStep::PoolBytes>> pools_;  // latest values
+  std::map<int32_t, DeviceStep::PoolBytes> graph_;
+  // The DEV_INFO whose step-end pool read is under way: set when a DEV_INFO
+  // came right before the current event, kept while pool counters follow it.
+  const reader::DeviceInfo* read_info_ = nullptr;
+  uint64_t prev_seq_ = 0;
+
+  void NoteDevInfo(const Event& e) {
+    const reader::DeviceInfo* info = InfoBefore(e.seq);
+    int32_t device;
+    std::string pool, stat;
+    if (info != nullptr && info->seq > prev_seq_) {
+      read_info_ = info;
+    } else if (e.tag != format::kTagCounter ||
+               !ParsePoolCounter(t_.String(e.str), &device, &pool, &stat)) {
+      read_info_ = nullptr;
+    }
+    prev_seq_ = e.seq;
+  }
+
+  // The last DEV_INFO written before `seq` (t_.device_info is in seq order).
+  const reader::DeviceInfo* InfoBefore(uint64_t seq) const {
+    auto it = std::lower_bound(t_.device_info.begin(), t_.device_info.end(), seq,
+                               [](const reader::DeviceInfo& i, uint64_t s) { return i.seq < s; });
+    return it == t_.device_info.begin() ? nullptr : &*(it - 1);
+  }
   std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
   std::vector<size_t> fails_;
   std::vector<std::vector<double>> site_by_step_;
@@ -454,6 +511,38 @@ void FillStepRows(const Trace& t, DevicePass& pass, std::vector<StepRow>& steps)
 
 }  // namespace
 
+bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
+                      std::string* stat) {
+  std::string rest;
+  bool graph = false;
+  if (absl::StartsWith(name, "cuda.pool:")) {
+    rest = name.substr(sizeof("cuda.pool:") - 1);
+  } else if (absl::StartsWith(name, "cuda.graph:")) {
+    rest = name.substr(sizeof("cuda.graph:") - 1);
+    graph = true;
+  } else {
+    return false;
+  }
+  const std::vector<std::string> parts = absl::StrSplit(rest, '.');
+  if (parts.size() != (graph ? 2u : 3u)) return false;
+  const std::string& s = parts.back();
+  if (s != "reserved_bytes" && s != "used_bytes") return false;
+  if (!absl::SimpleAtoi(parts[0], device) || *device < -1) return false;
+  if (graph) {
+    pool->clear();
+  } else {
+    const std::string& hex = parts[1];
+    if (hex.size() < 3 || hex.size() > 18 || hex.compare(0, 2, "0x") != 0 ||
+        !std::all_of(hex.begin() + 2, hex.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+      return false;
+    }
+    *pool = hex;
+  }
+  *stat = s;
+  return true;
+}
+
 bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat) {
   if (!absl::StartsWith(name, kTorchPrefix)) return false;
   const size_t begin = sizeof(kTorchPrefix) - 1;
@@ -524,7 +613,9 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
       s.live_bytes_end_high = end_ci.high;
     }
     const bool resident = IsResidentKind(a.key.kind);
-    const DeviceSummary* dev = resident ? summary_of[a.key.device] : nullptr;
+    // Tensor blocks live on their device too: its warm-up and memory.
+    const bool on_device = resident || a.key.kind == format::kDevTensorBlock;
+    const DeviceSummary* dev = on_device ? summary_of[a.key.device] : nullptr;
     size_t peak_index = SIZE_MAX;
     if (resident) {
       auto p = pass.run_peak().find(a.key.device);

@@ -61,6 +61,12 @@ void AnalyzeDevices(const reader::Trace& t, const HostContext& host, const Optio
 // Parses "torch.cuda:<dev>.<stat>"; false for any other counter name.
 bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat);
 
+// Parses the library's pool counters: "cuda.pool:<dev>.0x<pool>.<stat>"
+// (*pool = "0x<pool>") and "cuda.graph:<dev>.<stat>" (*pool = ""), <dev> a
+// CUDA ordinal or -1, <stat> reserved_bytes or used_bytes; false otherwise.
+bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
+                      std::string* stat);
+
 }  // namespace memstep::analysis
 
 #endif  // MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_

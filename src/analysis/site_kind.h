@@ -21,6 +21,7 @@ enum class SiteKind : uint8_t {
   kDeviceVmm,      // "device_vmm": physical memory of the VMM API
   kDevicePool,     // "device_pool": stream-ordered allocations
   kDeviceUnknown,  // "device_unknown": a device kind this version does not know
+  kTensorBlock,    // "tensor_block": a block of PyTorch's caching allocator (inside segments)
 };
 
 inline const char* SiteKindName(SiteKind kind) {
@@ -39,6 +40,8 @@ inline const char* SiteKindName(SiteKind kind) {
       return "device_vmm";
     case SiteKind::kDevicePool:
       return "device_pool";
+    case SiteKind::kTensorBlock:
+      return "tensor_block";
     case SiteKind::kDeviceUnknown:
       break;
   }
@@ -62,6 +65,8 @@ inline SiteKind DeviceSiteKind(uint8_t device_kind) {
       return SiteKind::kDeviceVmm;
     case format::kDevPool:
       return SiteKind::kDevicePool;
+    case format::kDevTensorBlock:
+      return SiteKind::kTensorBlock;
     default:
       return SiteKind::kDeviceUnknown;
   }

@@ -258,7 +258,13 @@ enum DeviceKind : uint8_t {
   kDevVmm = 4,         // cuMemCreate: physical memory of the VMM API
   kDevPool = 5,        // cudaMallocAsync/...FromPoolAsync/cuMemAllocAsync, graph memory
                        // nodes: logical
+  // A block (tensor storage) that PyTorch's caching allocator handed out inside
+  // one of its segments: an INNER layer, never a device total (the segments
+  // are the device allocations above). Written by the Python helper
+  // (docs/gpu.md "Tensor blocks inside the caching allocator").
+  kDevTensorBlock = 6,
 };
+// The last kind that counts toward the device totals (kDevTensorBlock does not).
 inline constexpr uint8_t kDevKindMax = 5;
 
 inline const char* DeviceKindName(uint8_t kind) {
@@ -273,6 +279,8 @@ inline const char* DeviceKindName(uint8_t kind) {
       return "device_vmm";
     case kDevPool:
       return "device_pool";
+    case kDevTensorBlock:
+      return "tensor_block";
     default:
       return "device_unknown";
   }
@@ -329,6 +337,8 @@ enum DeviceApi : uint8_t {
   kApiCuIpcCloseMemHandle = 68,
   kApiCuGraphAddMemAllocNode = 69,
   kApiCuGraphAddMemFreeNode = 70,
+  // tensor_block: PyTorch's caching allocator (block events from its snapshots)
+  kApiTorchCachingAllocator = 80,
 };
 
 inline const char* DeviceApiName(uint8_t api) {
@@ -425,6 +435,8 @@ inline const char* DeviceApiName(uint8_t api) {
       return "cuGraphAddMemAllocNode";
     case kApiCuGraphAddMemFreeNode:
       return "cuGraphAddMemFreeNode";
+    case kApiTorchCachingAllocator:
+      return "torch.cuda.caching_allocator";
     default:
       return "unknown";
   }

@@ -291,6 +291,37 @@ void WriteDeviceStep(JsonWriter& w, const analysis::DeviceStep& d) {
   WriteByName(w, "peak_by_kind", d.peak_by_kind);
   WriteTraffic(w, d);
   WriteByName(w, "stage_peaks", d.stage_peaks);
+  // PyTorch's tensor blocks (allocated) inside the segments (reserved).
+  w.Key("tensor_blocks");
+  if (d.has_blocks) {
+    w.BeginObject();
+    w.Field("allocated_bytes", d.blocks_bytes);
+    w.Field("reserved_bytes", d.live_bytes_end);
+    OptionalInt(w, "fragmentation_bytes", d.block_fragmentation());
+    w.EndObject();
+  } else {
+    w.Double(NAN);
+  }
+  // The library's counters of created memory pools and of graph memory.
+  w.Key("created_pools");
+  w.BeginObject();
+  for (const auto& [name, b] : d.created_pools) {
+    w.Key(name);
+    w.BeginObject();
+    OptionalInt(w, "reserved_bytes", b.reserved);
+    OptionalInt(w, "used_bytes", b.used);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.Key("graph_memory");
+  if (d.graph.reserved >= 0 || d.graph.used >= 0) {
+    w.BeginObject();
+    OptionalInt(w, "reserved_bytes", d.graph.reserved);
+    OptionalInt(w, "used_bytes", d.graph.used);
+    w.EndObject();
+  } else {
+    w.Double(NAN);
+  }
   w.Key("driver");
   if (d.has_info) {
     w.BeginObject();

@@ -232,17 +232,22 @@ void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOpt
                        std::string& out) {
   for (const DeviceSummary& d : p.devices) {
     const auto rows = DeviceRows(r, p.pid, d.device);
-    bool info = false, pool = false, torch = false, ooms = false;
+    bool info = false, pool = false, torch = false, ooms = false, blocks = false;
+    bool pools = false, graph = false;
     for (const auto& [row, ds] : rows) {
+      blocks |= ds->has_blocks;
+      pools |= !ds->created_pools.empty();
+      graph |= ds->graph.reserved >= 0 || ds->graph.used >= 0;
       info |= ds->has_info;
       pool |= ds->pool_reserved_bytes > 0;
       torch |= ds->torch.any();
       ooms |= ds->torch.ooms_in_step > 0;
     }
-    if (!info && !torch) continue;
+    if (!info && !torch && !blocks && !pools && !graph) continue;
     absl::StrAppend(&out, "\n", DeviceName(d.device), " per step (pid ", p.pid, "): resident bytes",
                     info ? ", the driver's view" : "", torch ? ", PyTorch's caching allocator" : "",
-                    "\n");
+                    blocks ? ", its tensor blocks (allocated) in the segments (reserved)" : "",
+                    pools ? ", created memory pools" : "", graph ? ", graph memory" : "", "\n");
     std::string header = absl::StrFormat("  %8s %11s %11s", "step", "live end", "peak");
     if (info) absl::StrAppend(&header, absl::StrFormat(" %11s", "drv used"));
     if (pool) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pool rsv", "pool used"));
@@ -251,6 +256,9 @@ void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOpt
           &header, absl::StrFormat(" %11s %11s %11s %11s %6s %7s", "reserved", "allocated", "slack",
                                    "inact.split", "share", "retries"));
     }
+    if (blocks) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "blocks", "frag."));
+    if (pools) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pools rsv", "pools used"));
+    if (graph) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "graph rsv", "graph used"));
     if (ooms) absl::StrAppend(&header, absl::StrFormat(" %5s", "OOMs"));
     out += header + "\n";
     std::vector<uint64_t> peaks;
@@ -284,6 +292,24 @@ void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOpt
                       MaybeBytes(t.allocated_bytes), MaybeBytes(t.cache_slack()),
                       MaybeBytes(t.inactive_split_bytes), share,
                       t.alloc_retries_in_step < 0 ? "-" : absl::StrCat(t.alloc_retries_in_step)));
+      }
+      if (blocks) {
+        absl::StrAppend(&out,
+                        absl::StrFormat(" %11s %11s", ds.has_blocks ? Bytes(ds.blocks_bytes) : "-",
+                                        MaybeBytes(ds.block_fragmentation())));
+      }
+      if (pools) {  // created pools, summed
+        int64_t reserved = -1, used = -1;
+        for (const auto& [name, b] : ds.created_pools) {
+          if (b.reserved >= 0) reserved = std::max<int64_t>(reserved, 0) + b.reserved;
+          if (b.used >= 0) used = std::max<int64_t>(used, 0) + b.used;
+        }
+        absl::StrAppend(&out,
+                        absl::StrFormat(" %11s %11s", MaybeBytes(reserved), MaybeBytes(used)));
+      }
+      if (graph) {
+        absl::StrAppend(&out, absl::StrFormat(" %11s %11s", MaybeBytes(ds.graph.reserved),
+                                              MaybeBytes(ds.graph.used)));
       }
       if (ooms) {
         absl::StrAppend(&out, absl::StrFormat(" %5s", ds.torch.ooms_in_step < 0

@@ -533,6 +533,76 @@ TEST(DeviceCachingTest, TensorsOrCacheOrFragmentation) {
   }
 }
 
+TEST(PoolCounterTest, ParsePoolCounter) {
+  int32_t device = 0;
+  std::string pool, stat;
+  ASSERT_TRUE(ParsePoolCounter("cuda.pool:0.0x5a00.reserved_bytes", &device, &pool, &stat));
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(pool, "0x5a00");
+  EXPECT_EQ(stat, "reserved_bytes");
+  ASSERT_TRUE(ParsePoolCounter("cuda.graph:-1.used_bytes", &device, &pool, &stat));
+  EXPECT_EQ(device, -1);
+  EXPECT_EQ(pool, "");
+  EXPECT_EQ(stat, "used_bytes");
+  for (const char* bad :
+       {"cuda.pool:0.reserved_bytes", "cuda.pool:0.5a00.used_bytes", "cuda.pool:0.0x.used_bytes",
+        "cuda.pool:0.0xZZ.used_bytes", "cuda.graph:0.0x1.used_bytes", "cuda.graph:0.free_bytes",
+        "cuda.graph:x.used_bytes", "cuda.graph:-2.used_bytes", "torch.cuda:0.allocated_bytes"}) {
+    EXPECT_FALSE(ParsePoolCounter(bad, &device, &pool, &stat)) << bad;
+  }
+}
+
+// The library's counters of a created pool and of graph memory, written at
+// step ends and after a trim within a step: each step row shows the latest.
+TEST(PoolCounterTest, StepRowsTextAndJson) {
+  reader::TraceBuilder b;
+  b.String(1, "cuda.pool:0.0x5a00.reserved_bytes");
+  b.String(2, "cuda.pool:0.0x5a00.used_bytes");
+  b.String(3, "cuda.graph:0.reserved_bytes");
+  b.String(4, "cuda.graph:0.used_bytes");
+  b.Stack(1, {0x1000});
+  format::Counters c{};
+  uint64_t ts = 1;
+  b.DevAlloc(ts++, 1, format::kDevPool, 0, 0x7f0000000000, 3 * kMiB, format::kApiCudaMallocAsync,
+             0x5a00, 0);
+  // As the library writes them: the step-end read follows the step's END
+  // record and its DEV_INFO; a trim's read comes within a step.
+  for (uint64_t s = 0; s < 3; ++s) {
+    b.Step(ts++, s, 0, c);
+    if (s == 2) b.Counter(ts++, 1, static_cast<int64_t>(1 * kMiB));  // after a trim
+    b.Step(ts++, s, 1, c);
+    b.DevInfo(ts++, s, 0, 70 * kMiB, 80 * kMiB);
+    b.Counter(ts++, 1, static_cast<int64_t>((6 + s) * kMiB));
+    b.Counter(ts++, 2, static_cast<int64_t>(3 * kMiB));
+    b.Counter(ts++, 3, static_cast<int64_t>(8 * kMiB));
+    b.Counter(ts++, 4, static_cast<int64_t>(5 * kMiB));
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), b.Finish()));
+  Options o;
+  o.symbolize = false;
+  absl::StatusOr<Report> r = AnalyzeRun(dir.path(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->steps.size(), 3u);
+  for (uint64_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(r->steps[s].devices.size(), 1u);
+    const DeviceStep& d = r->steps[s].devices[0];
+    ASSERT_EQ(d.created_pools.count("0x5a00"), 1u);
+    EXPECT_EQ(d.created_pools.at("0x5a00").reserved, static_cast<int64_t>((6 + s) * kMiB));
+    EXPECT_EQ(d.created_pools.at("0x5a00").used, static_cast<int64_t>(3 * kMiB));
+    EXPECT_EQ(d.graph.reserved, static_cast<int64_t>(8 * kMiB));
+    EXPECT_EQ(d.graph.used, static_cast<int64_t>(5 * kMiB));
+  }
+  const std::string text = report::FormatText(*r);
+  EXPECT_THAT(text, HasSubstr("pools rsv  pools used   graph rsv  graph used"));
+  EXPECT_THAT(text, HasSubstr("created memory pools, graph memory"));
+  const std::string json = report::FormatJson(*r);
+  EXPECT_THAT(json, HasSubstr("\"created_pools\":{\"0x5a00\":{\"reserved_bytes\":8388608,"
+                              "\"used_bytes\":3145728}}"));
+  EXPECT_THAT(json, HasSubstr("\"graph_memory\":{\"reserved_bytes\":8388608,"
+                              "\"used_bytes\":5242880}"));
+}
+
 TEST(DeviceHostOnlyTest, NoDeviceDataNoDeviceOutput) {
   testing::TempDir dir;
   ASSERT_TRUE(testing::WriteFile(dir.File("h.trace"), HostTrace(false)));
