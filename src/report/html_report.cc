@@ -42,6 +42,7 @@
 #include "src/report/html_internal.h"
 #include "src/report/html_page.h"
 #include "src/report/report.h"
+#include "src/report/text_internal.h"
 
 namespace memstep::report {
 namespace html {
@@ -102,18 +103,6 @@ constexpr size_t kMaxFrames = 12;       // frames listed per growing site
 constexpr size_t kMaxListRows = 100;    // alerts, OOMs listed at the top
 
 // The innermost frame outside the allocator (as the text report names sites).
-std::string SiteName(const Site& s) {
-  for (const analysis::Frame& f : s.frames) {
-    if (absl::StartsWith(f.function, "operator new") || absl::StartsWith(f.function, "malloc") ||
-        absl::StartsWith(f.function, "calloc") || absl::StartsWith(f.function, "realloc") ||
-        absl::StrContains(f.module, "libc.so") || absl::StrContains(f.module, "libstdc++") ||
-        absl::StrContains(f.module, "libmemstep")) {
-      continue;
-    }
-    return f.function;
-  }
-  return s.frames.empty() ? "[no stack]" : s.frames[0].function;
-}
 
 // Rows [begin, end) of Report::steps per process (steps are ordered by pid).
 std::map<uint32_t, std::pair<size_t, size_t>> StepRanges(const Report& r) {
@@ -469,7 +458,7 @@ void WriteGrowth(const Report& r, const std::map<uint32_t, std::pair<size_t, siz
     j.F("pid", s.pid);
     j.F("class", analysis::GrowthClassName(g.cls));
     j.F("kind", KindName(s.kind, s.device));
-    j.F("name", SiteName(s));
+    j.F("name", internal::SiteName(s, "[no stack]"));
     j.F("slope", g.slope);
     j.F("low", g.slope_low);
     j.F("high", g.slope_high);

@@ -28,6 +28,9 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
 // when there are at most o.max_step_rows, else the first and last
 // o.edge_rows and the o.peak_rows with the largest `peaks`, in order.
 std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOptions& o);
+// A site's one-line name: its first frame that is not an allocator's or
+// memstep's own (the innermost frame when all are); `no_frames` without frames.
+std::string SiteName(const analysis::Site& s, const char* no_frames);
 using analysis::IsHost;
 using analysis::SiteKind;
 using analysis::SiteKindName;

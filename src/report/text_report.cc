@@ -112,6 +112,20 @@ std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOpt
   return out;
 }
 
+// The first frame that is not an allocator's or memstep's, for a one-line name.
+std::string SiteName(const analysis::Site& s, const char* no_frames) {
+  for (const analysis::Frame& f : s.frames) {
+    if (absl::StartsWith(f.function, "operator new") || absl::StartsWith(f.function, "malloc") ||
+        absl::StartsWith(f.function, "calloc") || absl::StartsWith(f.function, "realloc") ||
+        absl::StrContains(f.module, "libc.so") || absl::StrContains(f.module, "libstdc++") ||
+        absl::StrContains(f.module, "libmemstep")) {
+      continue;
+    }
+    return f.function;
+  }
+  return s.frames.empty() ? no_frames : s.frames[0].function;
+}
+
 }  // namespace internal
 
 namespace {
@@ -445,18 +459,6 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
 std::string SignedBytes(double v) { return (v >= 0 ? "+" : "") + HumanBytes(v); }
 
 // The innermost frame outside the allocator, for a one-line site name.
-std::string SiteName(const Site& s) {
-  for (const analysis::Frame& f : s.frames) {
-    if (absl::StartsWith(f.function, "operator new") || absl::StartsWith(f.function, "malloc") ||
-        absl::StartsWith(f.function, "calloc") || absl::StartsWith(f.function, "realloc") ||
-        absl::StrContains(f.module, "libc.so") || absl::StrContains(f.module, "libstdc++") ||
-        absl::StrContains(f.module, "libmemstep")) {
-      continue;
-    }
-    return f.function;
-  }
-  return s.frames.empty() ? "?" : s.frames[0].function;
-}
 
 // RSS growth split per step (docs/analysis.md "RSS growth explained").
 void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out) {
@@ -501,7 +503,7 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
     }
     absl::StrAppend(&out, "      likely cause: ");
     if (site != nullptr) {
-      absl::StrAppend(&out, "site #", site->id, " ", SiteName(*site));
+      absl::StrAppend(&out, "site #", site->id, " ", internal::SiteName(*site, "?"));
     } else {
       absl::StrAppend(&out, "the exact heap (no site named)");
     }
