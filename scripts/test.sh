@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quick start, part 2: install dependencies, build, and run the whole test suite
+# Quick start, part 2: install dependencies, check the formatting, build, and run the whole test suite
 # (unit, preload, end-to-end, benchmark smoke), the libFuzzer targets for a
 # bounded time (scripts/fuzz.sh), then the offline side's unit,
 # end-to-end and preload-driving tests again under AddressSanitizer +
