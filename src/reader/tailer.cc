@@ -75,7 +75,7 @@ absl::Status TraceTailer::Poll() {
     // A header still being written: a prefix of the magic, or a fixed part
     // whose header_len the file does not reach yet.
     const size_t magic_n = std::min(n, sizeof(format::kFileMagic));
-    if (memcmp(buf_.data(), format::kFileMagic, magic_n) == 0) {
+    if (magic_n == 0 || memcmp(buf_.data(), format::kFileMagic, magic_n) == 0) {
       if (n < sizeof(format::FileHeader)) return absl::OkStatus();
       format::FileHeader h;
       memcpy(&h, buf_.data(), sizeof(h));

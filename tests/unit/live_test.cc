@@ -74,7 +74,8 @@ std::vector<uint8_t> StepTrace(int steps, uint32_t pid, const std::string& host,
     b.Stage(ts + 2, 1, s, 1, Live(before, before + (4 << 20)));
     b.Stage(ts + 3, 2, s, 0, Live(before, before));
     b.Alloc(ts + 4, 7, 0x100000 + 0x10000 * s, kLeak, 0, 0, s, 2);
-    b.DevAlloc(ts + 5, 0, format::kDevDevice, 0, 0x7000000 + (1 << 20) * s, 1 << 20, 1);
+    b.DevAlloc(ts + 5, 0, format::kDevDevice, 0,
+               0x7000000 + (uint64_t{1} << 20) * static_cast<uint64_t>(s), 1 << 20, 1);
     b.Stage(ts + 6, 2, s, 1, Live(before + kLeak, before + kLeak + (1 << 20)));
     if (s == alert_at) b.Alert(ts + 7, s, format::kAlertGrowth, kLeak, 32 << 10);
     b.Step(ts + 8, s, 1, Live(before + kLeak, before + kLeak + (4 << 20)));
