@@ -225,7 +225,7 @@ class DevicePass {
       SetTorchStat(stat, e.value, torch_[device]);
     } else if (ParsePoolCounter(t_.String(e.str), &device, &pool, &stat)) {
       DeviceStep::PoolBytes& b = pool.empty() ? graph_[device] : pools_[device][pool];
-      (stat == "reserved_bytes" ? b.reserved : b.used) = e.value;
+      b.Set(stat, e.value);
       // The library reads the pools right after a step's DEV_INFO (which
       // follows that step's END record): such a read is that step's value.
       if (const reader::DeviceInfo* info = read_info_) {
@@ -233,7 +233,7 @@ class DevicePass {
         if (row != host_.row_of_step->end()) {
           DeviceStep& ds = by_row_[row->second][device];
           DeviceStep::PoolBytes& r = pool.empty() ? ds.graph : ds.created_pools[pool];
-          (stat == "reserved_bytes" ? r.reserved : r.used) = e.value;
+          r.Set(stat, e.value);
         }
       }
     }
@@ -526,7 +526,9 @@ bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* poo
   const std::vector<std::string> parts = absl::StrSplit(rest, '.');
   if (parts.size() != (graph ? 2u : 3u)) return false;
   const std::string& s = parts.back();
-  if (s != "reserved_bytes" && s != "used_bytes") return false;
+  if (s != "reserved_bytes" && s != "used_bytes" && (graph || s != "release_threshold_bytes")) {
+    return false;
+  }
   if (!absl::SimpleAtoi(parts[0], device) || *device < -1) return false;
   if (graph) {
     pool->clear();
