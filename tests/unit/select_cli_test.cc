@@ -315,6 +315,28 @@ TEST_F(SelectMixedCliTest, StageFiltersMmapAndDeviceOnEveryFormat) {
       [this](std::vector<std::string> a) { return Report(std::move(a)); });
 }
 
+// --steps on the same records: device and mmap memory before step 10 stays
+// live (its frees need it), the rows and the churn are steps 10..19's.
+TEST_F(SelectMixedCliTest, StepsWithMmapAndDeviceOnEveryFormat) {
+  EveryFormat(
+      this, {"--steps", "10:19"},
+      [](const std::string& f, const std::string& all, const std::string& sel) {
+        if (f == "json") {
+          EXPECT_THAT(sel, HasSubstr("\"live_bytes_end\":1048576,\"peak_bytes\":3145728"));
+          EXPECT_THAT(sel, Not(HasSubstr("\"step\":20,")));
+        } else if (f == "folded") {
+          // Live at step 19's end: the mappings of steps 0..19.
+          EXPECT_THAT(sel, HasSubstr(";0x6000 20971520\n"));
+          EXPECT_THAT(all, HasSubstr(";0x6000 41943040\n"));
+        } else if (f == "churn-json") {
+          EXPECT_THAT(sel, HasSubstr("\"steps\":10,"));
+          EXPECT_THAT(sel, HasSubstr("\"device_alloc_count_per_step\":2,"));
+          EXPECT_THAT(sel, HasSubstr("\"kind\":\"device\",\"device\":0,"));
+        }
+      },
+      [this](std::vector<std::string> a) { return Report(std::move(a)); });
+}
+
 TEST_F(SelectCliTest, BadSelectionsExitOne) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--steps", "9:3"},
