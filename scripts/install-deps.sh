@@ -8,7 +8,9 @@
 # scripts/check_format.sh; golang-go: `go tool pprof`
 # reads the pprof export in tests/unit/export_cli_test.py; chromium: headless,
 # opens the HTML report in tests/unit/html_browser_test.py; tmux: the real
-# terminal `memstep top` is tested in, tests/e2e/live_test.py).
+# terminal `memstep top` is tested in, tests/e2e/live_test.py; prometheus:
+# its promtool checks the alerting rules of docs/monitoring.md and a real
+# --metrics-file output, tests/e2e/promtool_test.py).
 # Idempotent: does nothing (no network) when everything is already installed.
 set -euo pipefail
 pkgs=(
@@ -17,7 +19,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev
   heaptrack python3 python3-torch python3-dev
   libpython3.11-testsuite python3-numpy python3-pytest python3-hypothesis
-  clang-14 libclang-rt-14-dev clang-format-14 golang-go chromium tmux
+  clang-14 libclang-rt-14-dev clang-format-14 golang-go chromium tmux prometheus
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -463,6 +463,7 @@ void CommitLog(VmmUndo* u, uint8_t api) {
   for (int i = 0; i < u->n; ++i) {
     const VmmUndo::Op& op = u->ops[i];
     if (op.what != VmmUndo::kHandleRemoved) continue;
+    if (!op.handle.counted) continue;  // imported and never mapped: never written
     CountFree(fmt::kDevVmm, op.handle.device, op.handle.size);
     HuntGone(op.handle.hunt_est, op.handle.hunt_gen);
     EmitDevFree(t, op.seq, fmt::kDevVmm, op.handle.device, op.key, op.handle.size, api);
@@ -482,7 +483,7 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
   uint64_t interval = 0;
   const bool sampled = DevSample(size, &interval);
   const uint32_t stack = sampled ? CaptureStack(t) : 0;
-  VmmHandle entry{size, device, 0, false, 0, 0};
+  VmmHandle entry{size, device, 0, false, 0, 0, false, true, 1};
   if (sampled) HuntBorn(size, interval, &entry.hunt_est, &entry.hunt_gen);
   VmmHandle old;
   PutResult put;
@@ -491,7 +492,7 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
     put = g_handles.Put(handle, entry, &old);
   }
   if (put == PutResult::kRefused) TableFull();
-  if (put == PutResult::kReplaced) {  // a release memstep did not see
+  if (put == PutResult::kReplaced && old.counted) {  // a release memstep did not see
     CountFree(fmt::kDevVmm, old.device, old.size);
     HuntGone(old.hunt_est, old.hunt_gen);
     EmitDevFree(t, NextSeq(), fmt::kDevVmm, old.device, handle, old.size, fmt::kApiUnknown);
@@ -501,11 +502,37 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
                interval);
 }
 
-void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
+void VmmImported(uint64_t handle, int device) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  g_seen.store(true, std::memory_order_relaxed);
+  if (!EnsureTables()) return;
+  PutResult put;
+  {
+    SpinLockHolder h(&g_vmm_lock);
+    VmmHandle* known = g_handles.Find(handle);
+    if (known != nullptr && !known->released) {  // the same handle again: the same memory
+      ++known->refs;
+      return;
+    }
+    // (A released handle still mapped that comes back from an import: the
+    // driver reused it for new memory; the old entry is replaced unfreed,
+    // as cuMemCreate's replace does.)
+    VmmHandle entry{0, device, 0, false, 0, 0, true, false, 1};
+    put = g_handles.Put(handle, entry, nullptr);
+  }
+  if (put == PutResult::kRefused) TableFull();
+}
+
+void VmmMapped(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle) {
   if (!EnsureTables()) return;
   VmmUndo stale;
   stale.n = 0;
   bool stored;
+  bool first_import_map = false;
+  VmmHandle imported{};
   {
     SpinLockHolder h(&g_vmm_lock);
     VmmMapping old;
@@ -513,10 +540,40 @@ void VmmMapped(uint64_t va, uint64_t size, uint64_t handle) {
     stored = put != PutResult::kRefused;
     if (put == PutResult::kReplaced) DropMappingLocked(old.handle, &stale);  // unmap unseen
     VmmHandle* mapped = stored ? g_handles.Find(handle) : nullptr;
-    if (mapped != nullptr) ++mapped->mappings;  // a mapping not in the table is never unmapped
+    if (mapped != nullptr) {
+      ++mapped->mappings;  // a mapping not in the table is never unmapped
+      if (mapped->imported && !mapped->counted) {
+        mapped->counted = true;
+        mapped->size = offset + size;  // the extent this process uses
+        first_import_map = true;
+        imported = *mapped;
+      }
+    }
   }
   if (!stored) TableFull();
   if (stale.n > 0) CommitLog(&stale, fmt::kApiCuMemUnmap);
+  if (!first_import_map) return;
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint64_t interval = 0;
+  const bool sampled = DevSample(imported.size, &interval);
+  const uint32_t stack = sampled ? CaptureStack(t) : 0;
+  if (sampled) {
+    HuntBorn(imported.size, interval, &imported.hunt_est, &imported.hunt_gen);
+    SpinLockHolder h(&g_vmm_lock);
+    VmmHandle* still = g_handles.Find(handle);
+    if (still != nullptr && still->imported) {
+      still->hunt_est = imported.hunt_est;
+      still->hunt_gen = imported.hunt_gen;
+      imported.hunt_est = 0;
+    }
+  }
+  HuntGone(imported.hunt_est, imported.hunt_gen);  // freed meanwhile: not a hunt sample
+  CountAlloc(fmt::kDevVmm, imported.device, imported.size);
+  EmitDevAlloc(t, stack, fmt::kDevVmm, imported.device, handle, imported.size,
+               fmt::kApiCuMemImportFromShareableHandle, 0, sampled, interval);
 }
 
 void VmmBeginRelease(uint64_t handle, VmmUndo* u) {
@@ -527,6 +584,10 @@ void VmmBeginRelease(uint64_t handle, VmmUndo* u) {
   VmmHandle* released = g_handles.Find(handle);
   if (released == nullptr) return;
   LogHandle(u, handle, *released);
+  if (released->refs > 1) {  // another import of it is still held
+    --released->refs;
+    return;
+  }
   released->released = true;
   if (released->mappings == 0) LoggedHandleRemoved(u);
 }

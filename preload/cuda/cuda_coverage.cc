@@ -7,8 +7,13 @@
 //    opened, and unmaps at the last close);
 //  - non-default memory pools and graph memory: which pools and devices to
 //    read at step ends and after a trim (COUNTER records
-//    `cuda.pool:<dev>.0x<pool>.reserved_bytes` / `.used_bytes` and
-//    `cuda.graph:<dev>.reserved_bytes` / `.used_bytes`).
+//    `cuda.pool:<dev>.0x<pool>.reserved_bytes` / `.used_bytes` /
+//    `.release_threshold_bytes`, `.trim_to_bytes` at a trim, and
+//    `cuda.graph:<dev>.reserved_bytes` / `.used_bytes`); a pool whose release
+//    threshold the program sets is read from then on;
+//  - multicast objects (cuMulticastCreate): their size and the device memory
+//    bound to them, as COUNTER records (the bound memory itself is counted
+//    where it was allocated, by cuMemCreate).
 // Allocations themselves are recorded by cuda_account.cc (RecordAlloc, the
 // two-phase frees); this file only decides when.
 //
@@ -270,13 +275,22 @@ bool GraphAttr(int device, int attr, uint64_t* value) {
   return get != nullptr && get(device, attr, value) == kCudaSuccess;
 }
 
-void EmitPool(uint64_t pool, int device) {
-  uint64_t reserved = 0, used = 0;
+void EmitPool(uint64_t pool, int device, int64_t trim_to) {
+  uint64_t reserved = 0, used = 0, threshold = 0;
   if (!PoolAttr(pool, kPoolAttrReservedMemCurrent, &reserved) ||
       !PoolAttr(pool, kPoolAttrUsedMemCurrent, &used)) {
     return;
   }
   char name[96];
+  if (trim_to >= 0) {
+    EmitCounter(name, CounterName(name, sizeof name, "cuda.pool:", device, pool, "trim_to_bytes"),
+                static_cast<uint64_t>(trim_to));
+  }
+  if (PoolAttr(pool, kPoolAttrReleaseThreshold, &threshold)) {
+    EmitCounter(
+        name, CounterName(name, sizeof name, "cuda.pool:", device, pool, "release_threshold_bytes"),
+        threshold);
+  }
   EmitCounter(name, CounterName(name, sizeof name, "cuda.pool:", device, pool, "reserved_bytes"),
               reserved);
   EmitCounter(name, CounterName(name, sizeof name, "cuda.pool:", device, pool, "used_bytes"), used);
@@ -319,7 +333,7 @@ void GraphMemSeen(int device) {
   }
 }
 
-void EmitPoolCounters(uint64_t pool) {
+void EmitPoolCounters(uint64_t pool, int64_t trim_to) {
   int device = -2;
   {
     SpinLockHolder h(&g_pool_lock);
@@ -327,7 +341,24 @@ void EmitPoolCounters(uint64_t pool) {
       if (e.pool == pool) device = e.device;
     }
   }
-  if (device != -2) EmitPool(pool, device);
+  if (device != -2) EmitPool(pool, device, trim_to);
+}
+
+void PoolThresholdSet(uint64_t pool, uint64_t threshold) {
+  if (pool == 0) return;
+  PoolSeenHandle(pool, -1);
+  int device = -2;
+  {
+    SpinLockHolder h(&g_pool_lock);
+    for (const PoolEntry& e : g_pools) {
+      if (e.pool == pool) device = e.device;
+    }
+  }
+  if (device == -2) return;  // the table is full
+  char name[96];
+  EmitCounter(name,
+              CounterName(name, sizeof name, "cuda.pool:", device, pool, "release_threshold_bytes"),
+              threshold);
 }
 
 void EmitGraphCounters(int device) {
@@ -349,7 +380,7 @@ void CoverageStepEnd() {
     for (int i = 0; i < kMaxPools; ++i) pools[i] = g_pools[i];
   }
   for (const PoolEntry& e : pools) {
-    if (e.pool != 0) EmitPool(e.pool, e.device);
+    if (e.pool != 0) EmitPool(e.pool, e.device, -1);
   }
   uint32_t graphs = g_graph_devices.load(std::memory_order_relaxed);
   for (int d = 0; d < 32; ++d) {
@@ -357,17 +388,127 @@ void CoverageStepEnd() {
   }
 }
 
+// ---- multicast objects ----
+namespace {
+
+constexpr int kMaxMulticast = 64;
+constexpr int kMulticastDevices = 8;  // bound bytes per device 0..7; others share slot 8
+struct MulticastEntry {
+  uint64_t mc;  // 0 = free slot
+  uint64_t size;
+  uint64_t bound[kMulticastDevices + 1];  // [kMulticastDevices]: device -1 or >= 8
+};
+SpinLock g_mc_lock;
+MulticastEntry g_mcs[kMaxMulticast];  // protected by g_mc_lock
+std::atomic<bool> g_mcs_full{false};
+
+int McSlot(int device) {
+  return device >= 0 && device < kMulticastDevices ? device : kMulticastDevices;
+}
+
+void EmitMcSize(uint64_t mc, uint64_t size) {
+  char name[96];
+  EmitCounter(name, CounterName(name, sizeof name, "cuda.multicast:", -1, mc, "size_bytes"), size);
+}
+void EmitMcBound(uint64_t mc, int device, uint64_t bytes) {
+  char name[96];
+  EmitCounter(name, CounterName(name, sizeof name, "cuda.multicast:", device, mc, "bound_bytes"),
+              bytes);
+}
+
+// Adds (sign > 0) or removes `bytes` bound on `device`; the new total, or -1
+// for an object memstep did not see.
+int64_t McBind(uint64_t mc, int device, uint64_t bytes, int sign) {
+  SpinLockHolder h(&g_mc_lock);
+  for (MulticastEntry& e : g_mcs) {
+    if (e.mc != mc) continue;
+    uint64_t& b = e.bound[McSlot(device)];
+    b = sign > 0 ? b + bytes : (b > bytes ? b - bytes : 0);
+    return static_cast<int64_t>(b);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void MulticastCreated(uint64_t mc, uint64_t size) {
+  if (mc == 0) return;
+  bool stored = false;
+  {
+    SpinLockHolder h(&g_mc_lock);
+    int free_slot = -1;
+    for (int i = 0; i < kMaxMulticast; ++i) {
+      if (g_mcs[i].mc == mc) {  // a handle value reused by the driver
+        free_slot = i;
+        break;
+      }
+      if (g_mcs[i].mc == 0 && free_slot < 0) free_slot = i;
+    }
+    if (free_slot >= 0) {
+      g_mcs[free_slot] = {};
+      g_mcs[free_slot].mc = mc;
+      g_mcs[free_slot].size = size;
+      stored = true;
+    }
+  }
+  if (!stored) {
+    if (!g_mcs_full.exchange(true)) {
+      Notice("more than 64 multicast objects: the counters of later ones are not recorded");
+    }
+    return;
+  }
+  EmitMcSize(mc, size);
+}
+
+void MulticastBound(uint64_t mc, int device, uint64_t bytes) {
+  int64_t total = McBind(mc, device, bytes, +1);
+  if (total >= 0)
+    EmitMcBound(mc, McSlot(device) == kMulticastDevices ? -1 : device,
+                static_cast<uint64_t>(total));
+}
+
+void MulticastUnbound(uint64_t mc, int device, uint64_t bytes) {
+  int64_t total = McBind(mc, device, bytes, -1);
+  if (total >= 0)
+    EmitMcBound(mc, McSlot(device) == kMulticastDevices ? -1 : device,
+                static_cast<uint64_t>(total));
+}
+
+bool MulticastReleased(uint64_t mc) {
+  MulticastEntry gone{};
+  {
+    SpinLockHolder h(&g_mc_lock);
+    for (MulticastEntry& e : g_mcs) {
+      if (e.mc == mc) {
+        gone = e;
+        e = {};
+        break;
+      }
+    }
+  }
+  if (gone.mc == 0) return false;
+  for (int d = 0; d <= kMulticastDevices; ++d) {
+    if (gone.bound[d] != 0) EmitMcBound(mc, d == kMulticastDevices ? -1 : d, 0);
+  }
+  EmitMcSize(mc, 0);
+  return true;
+}
+
 // ---- fork: the child has no CUDA context ----
 namespace {
 void CoverageForkPrepare() {
   g_pool_lock.Lock();
   g_ipc_lock.Lock();
+  g_mc_lock.Lock();
 }
 void CoverageForkParent() {
+  g_mc_lock.Unlock();
   g_ipc_lock.Unlock();
   g_pool_lock.Unlock();
 }
 void CoverageForkChild() {
+  g_mc_lock.Reset();
+  for (MulticastEntry& e : g_mcs) e = {};
   g_ipc_lock.Reset();
   g_pool_lock.Reset();
   if (g_ipc_table.load(std::memory_order_acquire) == 2) g_ipc_refs.Reset();

@@ -132,6 +132,57 @@ CUresult MemRelease(const Target& tg, CUmemHandle handle) {
   VmmBeginRelease(handle, &u);
   CUresult r = real(handle);
   VmmEnd(&u, r == 0, fmt::kApiCuMemRelease);
+  if (r == 0) MulticastReleased(handle);  // multicast objects are released here too
+  return r;
+}
+
+// The device of a VMM handle as the driver describes it (-1 unknown): for an
+// imported handle (its exporter chose the location) and bound memory.
+int HandleDevice(CUmemHandle handle) {
+  auto props = reinterpret_cast<CUresult (*)(CUmemAllocationProp*, CUmemHandle)>(
+      DrHelper(kSym_cuMemGetAllocationPropertiesFromHandle));
+  CUmemAllocationProp prop{};
+  return props != nullptr && props(&prop, handle) == 0 ? PropDevice(&prop) : -1;
+}
+
+// Another process's VMM memory (NCCL's peer buffers with cuMem): counted for
+// this process once per handle, at its first mapping (cuda_account.cc).
+CUresult MemImportFromShareableHandle(const Target& tg, CUmemHandle* handle, void* os_handle,
+                                      int type) {
+  auto real = Real<CUresult (*)(CUmemHandle*, void*, int)>(tg);
+  if (!Active()) return real(handle, os_handle, type);
+  CUresult r = real(handle, os_handle, type);
+  if (r == 0 && handle != nullptr) VmmImported(*handle, HandleDevice(*handle));
+  return r;
+}
+
+// Multicast objects: their memory is the device memory bound to them
+// (allocated, and counted, by cuMemCreate); the object and its bindings are
+// COUNTER records (cuda_coverage.cc).
+CUresult MulticastCreate(const Target& tg, CUmemHandle* mc, const MulticastProp* prop) {
+  CUresult r = Real<CUresult (*)(CUmemHandle*, const MulticastProp*)>(tg)(mc, prop);
+  if (r == 0 && mc != nullptr && Active()) MulticastCreated(*mc, prop != nullptr ? prop->size : 0);
+  return r;
+}
+CUresult MulticastBindMem(const Target& tg, CUmemHandle mc, size_t mc_offset, CUmemHandle mem,
+                          size_t mem_offset, size_t size, cuuint64_t flags) {
+  CUresult r = Real<CUresult (*)(CUmemHandle, size_t, CUmemHandle, size_t, size_t, cuuint64_t)>(tg)(
+      mc, mc_offset, mem, mem_offset, size, flags);
+  if (r == 0 && Active()) MulticastBound(mc, HandleDevice(mem), size);
+  return r;
+}
+CUresult MulticastBindAddr(const Target& tg, CUmemHandle mc, size_t mc_offset, CUdeviceptr ptr,
+                           size_t size, cuuint64_t flags) {
+  CUresult r = Real<CUresult (*)(CUmemHandle, size_t, CUdeviceptr, size_t, cuuint64_t)>(tg)(
+      mc, mc_offset, ptr, size, flags);
+  if (r == 0 && Active()) MulticastBound(mc, DriverDevice(), size);
+  return r;
+}
+CUresult MulticastUnbind(const Target& tg, CUmemHandle mc, int device, size_t mc_offset,
+                         size_t size) {
+  CUresult r =
+      Real<CUresult (*)(CUmemHandle, int, size_t, size_t)>(tg)(mc, device, mc_offset, size);
+  if (r == 0 && Active()) MulticastUnbound(mc, device, size);
   return r;
 }
 
@@ -140,7 +191,7 @@ CUresult MemMap(const Target& tg, CUdeviceptr va, size_t size, size_t offset, CU
   auto real = Real<CUresult (*)(CUdeviceptr, size_t, size_t, CUmemHandle, cuuint64_t)>(tg);
   if (!Active()) return real(va, size, offset, handle, flags);
   CUresult r = real(va, size, offset, handle, flags);
-  if (r == 0) VmmMapped(va, size, handle);
+  if (r == 0) VmmMapped(va, size, offset, handle);
   return r;
 }
 
@@ -250,7 +301,16 @@ CUresult MemPoolDestroy(const Target& tg, void* pool) {
 }
 CUresult MemPoolTrimTo(const Target& tg, void* pool, size_t keep) {
   CUresult r = Real<CUresult (*)(void*, size_t)>(tg)(pool, keep);
-  if (r == 0 && Active()) EmitPoolCounters(AsAddr(pool));
+  if (r == 0 && Active()) EmitPoolCounters(AsAddr(pool), static_cast<int64_t>(keep));
+  return r;
+}
+CUresult MemPoolSetAttribute(const Target& tg, void* pool, int attr, void* value) {
+  CUresult r = Real<CUresult (*)(void*, int, void*)>(tg)(pool, attr, value);
+  if (r == 0 && attr == kPoolAttrReleaseThreshold && value != nullptr && Active()) {
+    uint64_t threshold;
+    __builtin_memcpy(&threshold, value, sizeof threshold);
+    PoolThresholdSet(AsAddr(pool), threshold);
+  }
   return r;
 }
 
@@ -375,6 +435,12 @@ constexpr ProcAbi kProcAbis[] = {
     {"cuGraphAddMemAllocNode", 11040, kDrGraphAddMemAllocNode},
     {"cuGraphAddMemFreeNode", 11040, kDrGraphAddMemFreeNode},
     {"cuDeviceGraphMemTrim", 11040, kDrDeviceGraphMemTrim},
+    {"cuMemImportFromShareableHandle", 10020, kDrMemImportFromShareableHandle},
+    {"cuMulticastCreate", 12010, kDrMulticastCreate},
+    {"cuMulticastBindMem", 12010, kDrMulticastBindMem},
+    {"cuMulticastBindAddr", 12010, kDrMulticastBindAddr},
+    {"cuMulticastUnbind", 12010, kDrMulticastUnbind},
+    {"cuMemPoolSetAttribute", 11020, kDrMemPoolSetAttribute},
     {"cuGetProcAddress", 12000, kDrGetProcAddressV2},
     {"cuGetProcAddress", 11030, kDrGetProcAddress},
 };
@@ -407,7 +473,20 @@ bool SameName(const char* a, const char* b) {
   X(kDrGraphAddMemFreeNode, GraphAddMemFreeNode,                                              \
     (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr),                    \
     (node, g, deps, n, dptr))                                                                 \
-  X(kDrDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
+  X(kDrDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))                        \
+  X(kDrMemImportFromShareableHandle, MemImportFromShareableHandle,                            \
+    (CUmemHandle * h, void* os, int type), (h, os, type))                                     \
+  X(kDrMulticastCreate, MulticastCreate, (CUmemHandle * mc, const MulticastProp* prop),       \
+    (mc, prop))                                                                               \
+  X(kDrMulticastBindMem, MulticastBindMem,                                                    \
+    (CUmemHandle mc, size_t mco, CUmemHandle mem, size_t memo, size_t n, cuuint64_t f),       \
+    (mc, mco, mem, memo, n, f))                                                               \
+  X(kDrMulticastBindAddr, MulticastBindAddr,                                                  \
+    (CUmemHandle mc, size_t mco, CUdeviceptr p, size_t n, cuuint64_t f), (mc, mco, p, n, f))  \
+  X(kDrMulticastUnbind, MulticastUnbind, (CUmemHandle mc, int dev, size_t mco, size_t n),     \
+    (mc, dev, mco, n))                                                                        \
+  X(kDrMemPoolSetAttribute, MemPoolSetAttribute, (void* pool, int attr, void* value),         \
+    (pool, attr, value))
 #define MEMSTEP_DR_ABIS(X)                                                                       \
   X(kDrMemAlloc, MemAlloc, (CUdeviceptr * d, size_t n), (d, n))                                  \
   X(kDrMemFree, MemFree, (CUdeviceptr d), (d))                                                   \
@@ -544,3 +623,18 @@ MEMSTEP_DR_EXPORT(cuGraphAddMemFreeNode, GraphAddMemFreeNode,
                   (void** node, void* g, void* const* deps, size_t n, CUdeviceptr dptr),
                   (node, g, deps, n, dptr))
 MEMSTEP_DR_EXPORT(cuDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
+MEMSTEP_DR_EXPORT(cuMemImportFromShareableHandle, MemImportFromShareableHandle,
+                  (CUmemHandle * h, void* os, int type), (h, os, type))
+MEMSTEP_DR_EXPORT(cuMulticastCreate, MulticastCreate, (CUmemHandle * mc, const MulticastProp* prop),
+                  (mc, prop))
+MEMSTEP_DR_EXPORT(cuMulticastBindMem, MulticastBindMem,
+                  (CUmemHandle mc, size_t mco, CUmemHandle mem, size_t memo, size_t n,
+                   cuuint64_t f),
+                  (mc, mco, mem, memo, n, f))
+MEMSTEP_DR_EXPORT(cuMulticastBindAddr, MulticastBindAddr,
+                  (CUmemHandle mc, size_t mco, CUdeviceptr p, size_t n, cuuint64_t f),
+                  (mc, mco, p, n, f))
+MEMSTEP_DR_EXPORT(cuMulticastUnbind, MulticastUnbind,
+                  (CUmemHandle mc, int dev, size_t mco, size_t n), (mc, dev, mco, n))
+MEMSTEP_DR_EXPORT(cuMemPoolSetAttribute, MemPoolSetAttribute, (void* pool, int attr, void* value),
+                  (pool, attr, value))

@@ -62,6 +62,14 @@ struct cudaExtent {
   size_t height;
   size_t depth;
 };
+// CUmulticastObjectProp (cuda.h, CUDA 12.1 to 13.0).
+struct MulticastProp {
+  unsigned num_devices;
+  size_t size;  // per device: the most memory each device can bind
+  unsigned long long handle_types;
+  unsigned long long flags;
+};
+static_assert(sizeof(MulticastProp) == 32, "CUmulticastObjectProp is 32 bytes");
 struct cudaChannelFormatDesc {
   int x, y, z, w;  // bits per channel
   int f;           // cudaChannelFormatKind
@@ -111,7 +119,8 @@ inline constexpr int kCudaErrorMemoryAllocation = 2;     // = CUDA_ERROR_OUT_OF_
 inline constexpr int kCudaErrorInsufficientDriver = 35;  // what cudart returns without a driver
 inline constexpr int kCuErrorStubLibrary = 34;           // the driver library is missing
 inline constexpr int kMemLocationDevice = 1;
-inline constexpr int kPoolAttrReservedMemCurrent = 5;  // CU_MEMPOOL_ATTR_ / cudaMemPoolAttr
+inline constexpr int kPoolAttrReleaseThreshold = 4;  // CU_MEMPOOL_ATTR_ / cudaMemPoolAttr
+inline constexpr int kPoolAttrReservedMemCurrent = 5;
 inline constexpr int kPoolAttrUsedMemCurrent = 7;
 inline constexpr int kGraphMemAttrUsedMemCurrent = 0;  // cudaGraphMemAttributeType
 inline constexpr int kGraphMemAttrReservedMemCurrent = 2;
@@ -152,6 +161,7 @@ enum Abi : uint8_t {
   kRtGraphAddMemAllocNode,
   kRtGraphAddMemFreeNode,
   kRtDeviceGraphMemTrim,
+  kRtMemPoolSetAttribute,
   kDrMemAlloc,       // cuMemAlloc_v2
   kDrMemFree,        // cuMemFree_v2
   kDrMemAllocPitch,  // cuMemAllocPitch_v2
@@ -183,6 +193,12 @@ enum Abi : uint8_t {
   kDrGraphAddMemAllocNode,
   kDrGraphAddMemFreeNode,
   kDrDeviceGraphMemTrim,
+  kDrMemImportFromShareableHandle,
+  kDrMulticastCreate,
+  kDrMulticastBindMem,
+  kDrMulticastBindAddr,
+  kDrMulticastUnbind,
+  kDrMemPoolSetAttribute,
   kAbiCount,
   kAbiNone = 0xFF,
 };
@@ -223,7 +239,8 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cudaMemPoolTrimTo, kRtMemPoolTrimTo)                                    \
   X(cudaGraphAddMemAllocNode, kRtGraphAddMemAllocNode)                      \
   X(cudaGraphAddMemFreeNode, kRtGraphAddMemFreeNode)                        \
-  X(cudaDeviceGraphMemTrim, kRtDeviceGraphMemTrim)
+  X(cudaDeviceGraphMemTrim, kRtDeviceGraphMemTrim)                          \
+  X(cudaMemPoolSetAttribute, kRtMemPoolSetAttribute)
 #define MEMSTEP_CUDART_HELPERS(X)          \
   X(cudaGetDevice, kAbiNone)               \
   X(cudaMemGetInfo, kAbiNone)              \
@@ -231,50 +248,57 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cudaMemPoolGetAttribute, kAbiNone)     \
   X(cudaDeviceGetGraphMemAttribute, kAbiNone)
 
-#define MEMSTEP_CUDA_DRIVER_SYMBOLS(X)                      \
-  X(cuMemAlloc_v2, kDrMemAlloc)                             \
-  X(cuMemFree_v2, kDrMemFree)                               \
-  X(cuMemAllocPitch_v2, kDrMemAllocPitch)                   \
-  X(cuMemAllocManaged, kDrMemAllocManaged)                  \
-  X(cuMemAllocHost_v2, kDrMemAllocHost)                     \
-  X(cuMemHostAlloc, kDrMemHostAlloc)                        \
-  X(cuMemFreeHost, kDrMemFreeHost)                          \
-  X(cuMemCreate, kDrMemCreate)                              \
-  X(cuMemRelease, kDrMemRelease)                            \
-  X(cuMemMap, kDrMemMap)                                    \
-  X(cuMemUnmap, kDrMemUnmap)                                \
-  X(cuMemAllocAsync, kDrMemAllocAsync)                      \
-  X(cuMemAllocAsync_ptsz, kDrMemAllocAsync)                 \
-  X(cuMemFreeAsync, kDrMemFreeAsync)                        \
-  X(cuMemFreeAsync_ptsz, kDrMemFreeAsync)                   \
-  X(cuMemAllocFromPoolAsync, kDrMemAllocFromPoolAsync)      \
-  X(cuMemAllocFromPoolAsync_ptsz, kDrMemAllocFromPoolAsync) \
-  X(cuGetProcAddress, kDrGetProcAddress)                    \
-  X(cuGetProcAddress_v2, kDrGetProcAddressV2)               \
-  X(cuMemHostRegister_v2, kDrMemHostRegister)               \
-  X(cuMemHostUnregister, kDrMemHostUnregister)              \
-  X(cuArrayCreate_v2, kDrArrayCreate)                       \
-  X(cuArray3DCreate_v2, kDrArray3DCreate)                   \
-  X(cuMipmappedArrayCreate, kDrMipmappedArrayCreate)        \
-  X(cuArrayDestroy, kDrArrayDestroy)                        \
-  X(cuMipmappedArrayDestroy, kDrMipmappedArrayDestroy)      \
-  X(cuIpcOpenMemHandle_v2, kDrIpcOpenMemHandle)             \
-  X(cuIpcOpenMemHandle, kDrIpcOpenMemHandle)                \
-  X(cuIpcCloseMemHandle, kDrIpcCloseMemHandle)              \
-  X(cuMemPoolCreate, kDrMemPoolCreate)                      \
-  X(cuMemPoolDestroy, kDrMemPoolDestroy)                    \
-  X(cuMemPoolTrimTo, kDrMemPoolTrimTo)                      \
-  X(cuGraphAddMemAllocNode, kDrGraphAddMemAllocNode)        \
-  X(cuGraphAddMemFreeNode, kDrGraphAddMemFreeNode)          \
-  X(cuDeviceGraphMemTrim, kDrDeviceGraphMemTrim)
-#define MEMSTEP_CUDA_DRIVER_HELPERS(X)   \
-  X(cuCtxGetCurrent, kAbiNone)           \
-  X(cuCtxGetDevice, kAbiNone)            \
-  X(cuMemGetInfo_v2, kAbiNone)           \
-  X(cuDeviceGetDefaultMemPool, kAbiNone) \
-  X(cuMemPoolGetAttribute, kAbiNone)     \
-  X(cuMemGetAddressRange_v2, kAbiNone)   \
-  X(cuDeviceGetGraphMemAttribute, kAbiNone)
+#define MEMSTEP_CUDA_DRIVER_SYMBOLS(X)                               \
+  X(cuMemAlloc_v2, kDrMemAlloc)                                      \
+  X(cuMemFree_v2, kDrMemFree)                                        \
+  X(cuMemAllocPitch_v2, kDrMemAllocPitch)                            \
+  X(cuMemAllocManaged, kDrMemAllocManaged)                           \
+  X(cuMemAllocHost_v2, kDrMemAllocHost)                              \
+  X(cuMemHostAlloc, kDrMemHostAlloc)                                 \
+  X(cuMemFreeHost, kDrMemFreeHost)                                   \
+  X(cuMemCreate, kDrMemCreate)                                       \
+  X(cuMemRelease, kDrMemRelease)                                     \
+  X(cuMemMap, kDrMemMap)                                             \
+  X(cuMemUnmap, kDrMemUnmap)                                         \
+  X(cuMemAllocAsync, kDrMemAllocAsync)                               \
+  X(cuMemAllocAsync_ptsz, kDrMemAllocAsync)                          \
+  X(cuMemFreeAsync, kDrMemFreeAsync)                                 \
+  X(cuMemFreeAsync_ptsz, kDrMemFreeAsync)                            \
+  X(cuMemAllocFromPoolAsync, kDrMemAllocFromPoolAsync)               \
+  X(cuMemAllocFromPoolAsync_ptsz, kDrMemAllocFromPoolAsync)          \
+  X(cuGetProcAddress, kDrGetProcAddress)                             \
+  X(cuGetProcAddress_v2, kDrGetProcAddressV2)                        \
+  X(cuMemHostRegister_v2, kDrMemHostRegister)                        \
+  X(cuMemHostUnregister, kDrMemHostUnregister)                       \
+  X(cuArrayCreate_v2, kDrArrayCreate)                                \
+  X(cuArray3DCreate_v2, kDrArray3DCreate)                            \
+  X(cuMipmappedArrayCreate, kDrMipmappedArrayCreate)                 \
+  X(cuArrayDestroy, kDrArrayDestroy)                                 \
+  X(cuMipmappedArrayDestroy, kDrMipmappedArrayDestroy)               \
+  X(cuIpcOpenMemHandle_v2, kDrIpcOpenMemHandle)                      \
+  X(cuIpcOpenMemHandle, kDrIpcOpenMemHandle)                         \
+  X(cuIpcCloseMemHandle, kDrIpcCloseMemHandle)                       \
+  X(cuMemPoolCreate, kDrMemPoolCreate)                               \
+  X(cuMemPoolDestroy, kDrMemPoolDestroy)                             \
+  X(cuMemPoolTrimTo, kDrMemPoolTrimTo)                               \
+  X(cuGraphAddMemAllocNode, kDrGraphAddMemAllocNode)                 \
+  X(cuGraphAddMemFreeNode, kDrGraphAddMemFreeNode)                   \
+  X(cuDeviceGraphMemTrim, kDrDeviceGraphMemTrim)                     \
+  X(cuMemImportFromShareableHandle, kDrMemImportFromShareableHandle) \
+  X(cuMulticastCreate, kDrMulticastCreate)                           \
+  X(cuMulticastBindMem, kDrMulticastBindMem)                         \
+  X(cuMulticastBindAddr, kDrMulticastBindAddr)                       \
+  X(cuMulticastUnbind, kDrMulticastUnbind)                           \
+  X(cuMemPoolSetAttribute, kDrMemPoolSetAttribute)
+#define MEMSTEP_CUDA_DRIVER_HELPERS(X)      \
+  X(cuCtxGetCurrent, kAbiNone)              \
+  X(cuCtxGetDevice, kAbiNone)               \
+  X(cuMemGetInfo_v2, kAbiNone)              \
+  X(cuDeviceGetDefaultMemPool, kAbiNone)    \
+  X(cuMemPoolGetAttribute, kAbiNone)        \
+  X(cuMemGetAddressRange_v2, kAbiNone)      \
+  X(cuDeviceGetGraphMemAttribute, kAbiNone) \
+  X(cuMemGetAllocationPropertiesFromHandle, kAbiNone)
 
 #define MEMSTEP_CUDA_ENUM(name, abi) kSym_##name,
 enum RtSym : int {
@@ -404,6 +428,13 @@ struct VmmHandle {
   bool released;      // cuMemRelease was called (freed when no mapping is left)
   uint16_t hunt_gen;  // as DevBlock's
   uint64_t hunt_est;
+  // Imported (cuMemImportFromShareableHandle): another process's memory.
+  // `refs` imports returned this handle (each needs its own cuMemRelease);
+  // `counted`: its DEV_ALLOC is written (at its first mapping, whose extent
+  // is the size: the driver does not tell an imported handle's size).
+  bool imported;
+  bool counted;
+  uint32_t refs;
 };
 // A cuMemMap mapping in the mapping table; its VA is the key.
 struct VmmMapping {
@@ -431,7 +462,10 @@ void EndDriverFree(PendingFree* f, bool ok, uint8_t api);
 
 // VMM (cuMemCreate/Map/Unmap/Release): physical memory per handle.
 void VmmCreated(uint64_t handle, uint64_t size, int device);
-void VmmMapped(uint64_t va, uint64_t size, uint64_t handle);
+// An imported handle (cuMemImportFromShareableHandle) on `device`: counted
+// once per handle, at its first mapping (docs/gpu.md "Imported VMM handles").
+void VmmImported(uint64_t handle, int device);
+void VmmMapped(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
 // Release and unmap free physical memory: the table is updated before the
 // real call (a handle the driver frees can be reused at once by another
 // thread) and restored from this log if the call fails.
@@ -514,8 +548,24 @@ const IpcClose* SetIpcRuntimeClose(const IpcClose* c);  // returns the previous 
 void PoolSeenHandle(uint64_t pool, int device);  // created, or allocated from
 void PoolGone(uint64_t pool);                    // destroyed
 void GraphMemSeen(int device);                   // a graph memory node on `device`
-// After a trim: the counters of that pool / device's graph memory, now.
-void EmitPoolCounters(uint64_t pool);
+// After a trim: the counters of that pool / device's graph memory, now;
+// `trim_to`: also a `.trim_to_bytes` COUNTER with the trim's minimum (the
+// program's own request), -1 for none.
+void EmitPoolCounters(uint64_t pool, int64_t trim_to = -1);
+// A pool's release threshold was set (cudaMemPoolSetAttribute /
+// cuMemPoolSetAttribute): the pool is read at step ends from now on (device
+// -1 if it was never seen before) and a `.release_threshold_bytes` COUNTER
+// is written at once.
+void PoolThresholdSet(uint64_t pool, uint64_t threshold);
+// Multicast objects (cuMulticastCreate, NVLink SHARP): COUNTER records
+// `cuda.multicast:-1.0x<mc>.size_bytes` at the create and at the release
+// (0), and `cuda.multicast:<dev>.0x<mc>.bound_bytes` (the device memory of
+// `dev` bound to it, already counted where it was allocated) at each bind and
+// unbind. At most 64 objects at a time (one notice beyond).
+void MulticastCreated(uint64_t mc, uint64_t size);
+void MulticastBound(uint64_t mc, int device, uint64_t bytes);  // device -1: unknown
+void MulticastUnbound(uint64_t mc, int device, uint64_t bytes);
+bool MulticastReleased(uint64_t mc);  // false: not a multicast object memstep saw
 void EmitGraphCounters(int device);
 // At a step end, from a thread with a current context: every pool's and
 // device's counters (through the driver if it is loaded, else the runtime

@@ -227,7 +227,19 @@ cudaError_t MemPoolTrimTo(const Target& tg, void* pool, size_t keep) {
   cudaError_t r = Real<cudaError_t (*)(void*, size_t)>(tg)(pool, keep);
   if (r == kCudaSuccess && Active()) {
     NoteRuntimeThread(tg.major);
-    EmitPoolCounters(reinterpret_cast<uintptr_t>(pool));
+    EmitPoolCounters(reinterpret_cast<uintptr_t>(pool), static_cast<int64_t>(keep));
+  }
+  return r;
+}
+// A release threshold: recorded, so that a pool that keeps freed memory up
+// to its threshold (caching) reads differently from a leak.
+cudaError_t MemPoolSetAttribute(const Target& tg, void* pool, int attr, void* value) {
+  cudaError_t r = Real<cudaError_t (*)(void*, int, void*)>(tg)(pool, attr, value);
+  if (r == kCudaSuccess && attr == kPoolAttrReleaseThreshold && value != nullptr && Active()) {
+    NoteRuntimeThread(tg.major);
+    uint64_t threshold;
+    __builtin_memcpy(&threshold, value, sizeof threshold);
+    PoolThresholdSet(reinterpret_cast<uintptr_t>(pool), threshold);
   }
   return r;
 }
@@ -343,7 +355,9 @@ cudaError_t GetDriverEntryPointByVersion(const Target& tg, const char* symbol, v
     (node, g, deps, n, params))                                                                  \
   X(kRtGraphAddMemFreeNode, GraphAddMemFreeNode,                                                 \
     (void** node, void* g, void* const* deps, size_t n, void* dptr), (node, g, deps, n, dptr))   \
-  X(kRtDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))
+  X(kRtDeviceGraphMemTrim, DeviceGraphMemTrim, (int device), (device))                           \
+  X(kRtMemPoolSetAttribute, MemPoolSetAttribute, (void* pool, int attr, void* value),            \
+    (pool, attr, value))
 #define MEMSTEP_RT_ABIS(X)                                                                        \
   X(kRtMalloc, Malloc, (void** p, size_t n), (p, n))                                              \
   X(kRtFree, Free, (void* p), (p))                                                                \

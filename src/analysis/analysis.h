@@ -157,6 +157,26 @@ struct DeviceStep {
   struct PoolBytes {
     int64_t reserved = -1;
     int64_t used = -1;
+    // The pool's release threshold (`.release_threshold_bytes`: what the
+    // pool may keep of freed memory); -1 unknown, INT64_MAX no limit (a
+    // threshold of 2^63 bytes or more, such as PyTorch's UINT64_MAX).
+    int64_t release_threshold = -1;
+    // Freed memory the pool keeps (reserved - used), -1 unknown; and whether
+    // it is within the release threshold (the pool caches as configured:
+    // not a leak), -1 unknown.
+    int64_t cached() const { return reserved >= 0 && used >= 0 ? reserved - used : -1; }
+    int within_threshold() const {
+      return cached() >= 0 && release_threshold >= 0 ? cached() <= release_threshold : -1;
+    }
+    void Set(const std::string& stat, int64_t value) {
+      if (stat == "reserved_bytes") {
+        reserved = value;
+      } else if (stat == "used_bytes") {
+        used = value;
+      } else {  // release_threshold_bytes (ParsePoolCounter admits no other)
+        release_threshold = value < 0 ? INT64_MAX : value;
+      }
+    }
   };
   std::map<std::string, PoolBytes> created_pools;
   PoolBytes graph;

@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "src/analysis/device_replay.h"
 #include "src/analysis/growth.h"
+#include "src/analysis/replay.h"
+#include "src/analysis/select.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/trend.h"
 #include "src/format/format.h"
@@ -178,12 +180,14 @@ class DevicePass {
   void OnStep(const Event& e) {
     if (e.phase == 0) {
       in_step_ = static_cast<int64_t>(e.step);
+      replay_.set_in_step(true);
       Reset();
       return;
     }
     auto row = host_.row_of_step->find(e.step);
     if (row != host_.row_of_step->end()) Record(row->second);
     in_step_ = -1;
+    replay_.set_in_step(false);
     Reset();
   }
 
@@ -225,7 +229,7 @@ class DevicePass {
       SetTorchStat(stat, e.value, torch_[device]);
     } else if (ParsePoolCounter(t_.String(e.str), &device, &pool, &stat)) {
       DeviceStep::PoolBytes& b = pool.empty() ? graph_[device] : pools_[device][pool];
-      (stat == "reserved_bytes" ? b.reserved : b.used) = e.value;
+      b.Set(stat, e.value);
       // The library reads the pools right after a step's DEV_INFO (which
       // follows that step's END record): such a read is that step's value.
       if (const reader::DeviceInfo* info = read_info_) {
@@ -233,7 +237,7 @@ class DevicePass {
         if (row != host_.row_of_step->end()) {
           DeviceStep& ds = by_row_[row->second][device];
           DeviceStep::PoolBytes& r = pool.empty() ? ds.graph : ds.created_pools[pool];
-          (stat == "reserved_bytes" ? r.reserved : r.used) = e.value;
+          r.Set(stat, e.value);
         }
       }
     }
@@ -509,6 +513,26 @@ void FillStepRows(const Trace& t, DevicePass& pass, std::vector<StepRow>& steps)
   }
 }
 
+// A device site's churn (the churn view, docs/analysis.md "Churn"): its
+// allocations made while a step was open, per step, estimated like a host
+// site's (FillChurn); exact when every sample had p = 1 (high = low). Shares
+// are of the process's exact resident device allocations in its steps (0
+// totals: no share, for pinned host memory and tensor blocks).
+void FillDeviceChurn(const DeviceReplay::SiteAcc& a, size_t steps, double bytes, double count,
+                     double interval, Site& s) {
+  HeapReplay::Accumulator acc;
+  acc.key.kind = HeapReplay::Kind::kHost;
+  acc.step_alloc_bytes = a.step_alloc_bytes;
+  acc.step_alloc_count = a.step_alloc_count;
+  acc.step_alloc_bytes_var = a.step_alloc_bytes_var;
+  acc.step_alloc_count_var = a.step_alloc_count_var;
+  FillChurn(acc, steps, bytes, count, interval, s);
+  if (interval <= 0 && steps > 0) {  // every allocation recorded with p = 1
+    s.churn_bytes_per_step_low = s.churn_bytes_per_step_high = s.churn_bytes_per_step;
+    s.churn_count_per_step_low = s.churn_count_per_step_high = s.churn_count_per_step;
+  }
+}
+
 }  // namespace
 
 bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
@@ -526,7 +550,9 @@ bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* poo
   const std::vector<std::string> parts = absl::StrSplit(rest, '.');
   if (parts.size() != (graph ? 2u : 3u)) return false;
   const std::string& s = parts.back();
-  if (s != "reserved_bytes" && s != "used_bytes") return false;
+  if (s != "reserved_bytes" && s != "used_bytes" && (graph || s != "release_threshold_bytes")) {
+    return false;
+  }
   if (!absl::SimpleAtoi(parts[0], device) || *device < -1) return false;
   if (graph) {
     pool->clear();
@@ -592,6 +618,15 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
   std::map<int32_t, const DeviceSummary*> summary_of;
   for (const DeviceSummary& ds : summary.devices) summary_of[ds.device] = &ds;
   const auto& accs = pass.replay().sites();
+  // The churn view's shares: the process's exact resident device
+  // allocations in its steps (the step rows' device traffic).
+  double step_dev_bytes = 0, step_dev_count = 0;
+  for (const StepRow& row : steps) {
+    for (const DeviceStep& ds : row.devices) {
+      step_dev_bytes += static_cast<double>(ds.alloc_bytes);
+      step_dev_count += static_cast<double>(ds.alloc_count);
+    }
+  }
   for (size_t j = 0; j < accs.size(); ++j) {
     const DeviceReplay::SiteAcc& a = accs[j];
     site_of[a.key] = base + j;
@@ -605,6 +640,8 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     s.samples = a.samples;
     s.alloc_bytes = a.alloc_bytes;
     s.alloc_count = a.alloc_count;
+    FillDeviceChurn(a, rows, IsResidentKind(a.key.kind) ? step_dev_bytes : 0,
+                    IsResidentKind(a.key.kind) ? step_dev_count : 0, sampled ? interval : 0, s);
     s.live_bytes_end = std::max(a.live_bytes, 0.0);
     s.live_count_end = std::max(a.live_count, 0.0);
     if (sampled) {  // exact sites keep high < 0

@@ -63,7 +63,8 @@ bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* st
 
 // Parses the library's pool counters: "cuda.pool:<dev>.0x<pool>.<stat>"
 // (*pool = "0x<pool>") and "cuda.graph:<dev>.<stat>" (*pool = ""), <dev> a
-// CUDA ordinal or -1, <stat> reserved_bytes or used_bytes; false otherwise.
+// CUDA ordinal or -1, <stat> reserved_bytes or used_bytes (and, for pools,
+// release_threshold_bytes); false otherwise (trim_to_bytes, multicast).
 bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
                       std::string* stat);
 

@@ -83,6 +83,12 @@ bool DeviceReplay::Apply(const reader::Event& e) {
       s.live_count += l.weight;
       s.live_bytes += bytes;
       s.live_var += bytes * bytes * (1 - p);
+      if (in_step_) {
+        s.step_alloc_bytes += bytes;
+        s.step_alloc_count += l.weight;
+        s.step_alloc_bytes_var += bytes * bytes * (1 - p);
+        s.step_alloc_count_var += l.weight * l.weight * (1 - p);
+      }
     }
     allocations_[{e.kind, e.addr}] = l;
     live_[{e.kind, e.device}] += e.size;

@@ -76,6 +76,13 @@ class DeviceReplay {
     double live_count = 0;
     double live_bytes = 0;
     double live_var = 0;  // sampling variance of live_bytes
+    // Churn: what was allocated while set_in_step(true) held, with the
+    // Horvitz-Thompson variances ((s/p)^2 (1-p), (1/p)^2 (1-p) per sample),
+    // as HeapReplay::Accumulator's.
+    double step_alloc_bytes = 0;
+    double step_alloc_count = 0;
+    double step_alloc_bytes_var = 0;
+    double step_alloc_count_var = 0;
   };
   // Cumulative traffic of one device's resident kinds.
   struct Traffic {
@@ -88,6 +95,8 @@ class DeviceReplay {
   // Applies DEV_ALLOC and DEV_FREE; returns false (and changes nothing) for
   // any other record.
   bool Apply(const reader::Event& e);
+  // Allocations from now on are made in a step (churn) or not.
+  void set_in_step(bool in_step) { in_step_ = in_step; }
 
   const std::vector<SiteAcc>& sites() const { return sites_; }
   // Live bytes of `kind` on `device` (0 if never seen).
@@ -132,6 +141,7 @@ class DeviceReplay {
   uint64_t unmatched_frees_ = 0;
   uint64_t ignored_frees_ = 0;
   uint64_t max_interval_ = 0;
+  bool in_step_ = false;
 };
 
 }  // namespace memstep::analysis

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
@@ -113,6 +114,9 @@ SelectOutcome SelectTrace(const Options& o, reader::Trace* t) {
   const uint64_t cut_ts = cut < ev.size() ? ev[cut].ts : UINT64_MAX;
   size_t kept = 0;
   const format::Counters* begin_counters = nullptr;  // at the first selected step's begin
+  // --stage: device allocations of other stages, dropped with their frees
+  // (a DEV_FREE of an allocation the replay never saw would subtract it).
+  absl::flat_hash_set<std::pair<uint8_t, uint64_t>> dropped_dev;
   for (size_t i = 0; i < cut; ++i) {
     const Event& e = ev[i];
     if (first > 0 && begin_counters == nullptr && e.tag == format::kTagStep && e.step >= first &&
@@ -125,8 +129,27 @@ SelectOutcome SelectTrace(const Options& o, reader::Trace* t) {
       if (e.tag == format::kTagStage && !o.stage.empty()) keep = keep && stage_ids.contains(e.str);
       if (keep && e.tag == format::kTagStep && e.phase == 1) ++out.steps;
       if (keep && e.tag == format::kTagStage) out.stage_ran = true;
-    } else if (e.tag == format::kTagAlloc && !o.stage.empty()) {
-      keep = stage_ids.contains(e.str);
+    } else if (!o.stage.empty()) {
+      switch (e.tag) {
+        case format::kTagAlloc:
+        case format::kTagMmap:  // its munmaps stay: an unknown range unmaps nothing
+        case format::kTagDevFail:
+          keep = stage_ids.contains(e.str);
+          break;
+        case format::kTagDevAlloc:
+          keep = stage_ids.contains(e.str);
+          if (keep) {
+            dropped_dev.erase(std::make_pair(e.kind, e.addr));  // the address is reused
+          } else {
+            dropped_dev.insert(std::make_pair(e.kind, e.addr));
+          }
+          break;
+        case format::kTagDevFree:
+          keep = dropped_dev.erase(std::make_pair(e.kind, e.addr)) == 0;
+          break;
+        default:  // FREE, MUNMAP, MREMAP (of a kept mapping: followed), the rest
+          break;
+      }
     }
     if (keep) ev[kept++] = e;
   }

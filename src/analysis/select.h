@@ -7,10 +7,12 @@
 //   rows, no peaks, no alerts for them) but keeps their allocations and frees,
 //   so the live heap at step 10's begin is what the program really had; it
 //   cuts every event after step 19's STEP end (the report ends there: "live
-//   at the end" is live at the end of step 19), and drops the sampled host
-//   allocations (ALLOC) whose stage is not "forward": call sites, their live
-//   bytes and their churn are then forward's. The exact counters (step table,
-//   heap growth, stage peaks of that stage) and device memory stay whole.
+//   at the end" is live at the end of step 19), and drops the allocation
+//   records (ALLOC, MMAP, DEV_ALLOC, DEV_FAIL) whose stage is not "forward",
+//   with the DEV_FREEs of the dropped DEV_ALLOCs: call sites, their live bytes
+//   and churn, and the device totals are then forward's allocations. The exact
+//   host counters (step table, heap growth, stage peaks of that stage), the
+//   driver's DEV_INFO and the COUNTERs stay whole.
 //   A site's cohorts are the steps 10..19 only: what was allocated before
 //   step 10 belongs to no step, so a growth fit sees only what the selected
 //   steps kept.

@@ -337,6 +337,7 @@ enum DeviceApi : uint8_t {
   kApiCuIpcCloseMemHandle = 68,
   kApiCuGraphAddMemAllocNode = 69,
   kApiCuGraphAddMemFreeNode = 70,
+  kApiCuMemImportFromShareableHandle = 71,  // device_vmm: another process's VMM memory
   // tensor_block: PyTorch's caching allocator (block events from its snapshots)
   kApiTorchCachingAllocator = 80,
 };
@@ -435,6 +436,8 @@ inline const char* DeviceApiName(uint8_t api) {
       return "cuGraphAddMemAllocNode";
     case kApiCuGraphAddMemFreeNode:
       return "cuGraphAddMemFreeNode";
+    case kApiCuMemImportFromShareableHandle:
+      return "cuMemImportFromShareableHandle";
     case kApiTorchCachingAllocator:
       return "torch.cuda.caching_allocator";
     default:

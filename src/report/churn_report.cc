@@ -16,10 +16,12 @@ using analysis::ProcessSummary;
 using analysis::Report;
 using analysis::Site;
 
-// A process's exact allocations over its steps.
+// A process's exact allocations over its steps: host, and resident device
+// memory (every device's).
 struct Totals {
   size_t steps = 0;
   double bytes = 0, count = 0;
+  double device_bytes = 0, device_count = 0;
 };
 
 Totals TotalsOf(const Report& r, uint32_t pid) {
@@ -29,16 +31,22 @@ Totals TotalsOf(const Report& r, uint32_t pid) {
     ++t.steps;
     t.bytes += static_cast<double>(row.alloc_bytes);
     t.count += static_cast<double>(row.alloc_count);
+    for (const analysis::DeviceStep& d : row.devices) {
+      t.device_bytes += static_cast<double>(d.alloc_bytes);
+      t.device_count += static_cast<double>(d.alloc_count);
+    }
   }
   return t;
 }
 
-// The process's host and mmap sites that allocated in its steps, hottest
-// first.
-std::vector<const Site*> ChurnSites(const Report& r, uint32_t pid) {
+// The process's host and mmap sites (device: its device sites) that
+// allocated in its steps, hottest first.
+std::vector<const Site*> ChurnSites(const Report& r, uint32_t pid, bool device) {
   std::vector<const Site*> out;
   for (const Site& s : r.sites) {
-    if (s.pid == pid && analysis::IsHost(s.kind) && s.churn_count_per_step > 0) out.push_back(&s);
+    if (s.pid == pid && analysis::IsHost(s.kind) != device && s.churn_count_per_step > 0) {
+      out.push_back(&s);
+    }
   }
   std::stable_sort(out.begin(), out.end(), [](const Site* a, const Site* b) {
     if (a->churn_count_per_step != b->churn_count_per_step) {
@@ -61,6 +69,41 @@ std::string Ci(double low, double high, bool bytes) {
                : absl::StrCat("[", Count(low), ", ", Count(high), "]");
 }
 
+// " [mmap]", " [device_pool, device 0]" or "".
+std::string KindTag(const Site& s) {
+  if (s.kind == analysis::SiteKind::kHost) return "";
+  if (analysis::IsHost(s.kind)) return " [mmap]";
+  return absl::StrCat(" [", analysis::SiteKindName(s.kind),
+                      s.device >= 0 ? absl::StrCat(", device ", s.device) : "", "]");
+}
+
+// Shares of a device site are of the resident device allocations: none for
+// pinned host memory and tensor blocks (share 0 with allocations).
+bool HasShare(const Site& s) { return s.churn_count_share > 0 || s.churn_bytes_share > 0; }
+
+void AppendSites(const std::vector<const Site*>& sites, const ReportOptions& o, std::string& out) {
+  for (size_t i = 0; i < sites.size(); ++i) {
+    if (o.top > 0 && i >= static_cast<size_t>(o.top)) {
+      absl::StrAppend(&out, "  ... ", sites.size() - i, " more sites (--top)\n");
+      break;
+    }
+    const Site& s = *sites[i];
+    const bool share = analysis::IsHost(s.kind) || HasShare(s);
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%3d. site #%d%s  %s allocs/step %s", i + 1, s.id, KindTag(s),
+                        Count(s.churn_count_per_step),
+                        Ci(s.churn_count_per_step_low, s.churn_count_per_step_high, false)),
+        share ? absl::StrFormat("  %.1f %% of allocations", 100 * s.churn_count_share) : "", "\n");
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("     %s/step %s", HumanBytes(s.churn_bytes_per_step),
+                        Ci(s.churn_bytes_per_step_low, s.churn_bytes_per_step_high, true)),
+        share ? absl::StrFormat("  %.1f %% of bytes", 100 * s.churn_bytes_share) : "", "\n");
+    internal::AppendFrames(s.frames, o, out);
+  }
+}
+
 }  // namespace
 
 std::string FormatChurnText(const Report& r, const ReportOptions& o) {
@@ -81,26 +124,15 @@ std::string FormatChurnText(const Report& r, const ReportOptions& o) {
     const double n = static_cast<double>(t.steps);
     absl::StrAppend(&out, t.steps, " steps, exact ", Count(t.count / n), " allocations and ",
                     HumanBytes(t.bytes / n), " per step\n");
-    const std::vector<const Site*> sites = ChurnSites(r, p.pid);
+    const std::vector<const Site*> sites = ChurnSites(r, p.pid, false);
     if (sites.empty()) absl::StrAppend(&out, "  no sampled allocation in the steps\n");
-    for (size_t i = 0; i < sites.size(); ++i) {
-      if (o.top > 0 && i >= static_cast<size_t>(o.top)) {
-        absl::StrAppend(&out, "  ... ", sites.size() - i, " more sites (--top)\n");
-        break;
-      }
-      const Site& s = *sites[i];
-      absl::StrAppend(
-          &out, absl::StrFormat("%3d. site #%d%s  %s allocs/step %s  %.1f %% of allocations\n",
-                                i + 1, s.id, s.kind == analysis::SiteKind::kMmap ? " [mmap]" : "",
-                                Count(s.churn_count_per_step),
-                                Ci(s.churn_count_per_step_low, s.churn_count_per_step_high, false),
-                                100 * s.churn_count_share));
-      absl::StrAppend(
-          &out,
-          absl::StrFormat("     %s/step %s  %.1f %% of bytes\n", HumanBytes(s.churn_bytes_per_step),
-                          Ci(s.churn_bytes_per_step_low, s.churn_bytes_per_step_high, true),
-                          100 * s.churn_bytes_share));
-      internal::AppendFrames(s.frames, o, out);
+    AppendSites(sites, o, out);
+    const std::vector<const Site*> device = ChurnSites(r, p.pid, true);
+    if (!device.empty() || t.device_count > 0) {
+      absl::StrAppend(&out, "  device: exact ", Count(t.device_count / n), " allocations and ",
+                      HumanBytes(t.device_bytes / n), " per step (resident kinds)\n");
+      if (device.empty()) absl::StrAppend(&out, "  no sampled device allocation in the steps\n");
+      AppendSites(device, o, out);
     }
   }
   return out;
@@ -123,20 +155,25 @@ std::string FormatChurnJson(const Report& r, const ReportOptions& o) {
     w.Field("steps", static_cast<uint64_t>(t.steps));
     w.Field("alloc_bytes_per_step", t.bytes / n);
     w.Field("alloc_count_per_step", t.count / n);
+    w.Field("device_alloc_bytes_per_step", t.device_bytes / n);
+    w.Field("device_alloc_count_per_step", t.device_count / n);
     w.Key("sites");
     w.BeginArray();
-    const std::vector<const Site*> sites = ChurnSites(r, p.pid);
-    for (size_t i = 0; i < sites.size(); ++i) {
-      if (o.top > 0 && i >= static_cast<size_t>(o.top)) break;
-      const Site& s = *sites[i];
-      w.BeginObject();
-      w.Field("site_id", s.id);
-      w.Field("kind", analysis::SiteKindName(s.kind));
-      w.Field("samples", s.samples);
-      w.Key("churn");
-      internal::WriteChurn(w, s);
-      internal::WriteFrames(w, s.frames, o.frames);
-      w.EndObject();
+    for (bool device : {false, true}) {  // host and mmap sites, then device sites
+      const std::vector<const Site*> sites = ChurnSites(r, p.pid, device);
+      for (size_t i = 0; i < sites.size(); ++i) {
+        if (o.top > 0 && i >= static_cast<size_t>(o.top)) break;
+        const Site& s = *sites[i];
+        w.BeginObject();
+        w.Field("site_id", s.id);
+        w.Field("kind", analysis::SiteKindName(s.kind));
+        if (device) w.Field("device", static_cast<int>(s.device));
+        w.Field("samples", s.samples);
+        w.Key("churn");
+        internal::WriteChurn(w, s);
+        internal::WriteFrames(w, s.frames, o.frames);
+        w.EndObject();
+      }
     }
     w.EndArray();
     w.EndObject();
@@ -159,7 +196,9 @@ std::string FormatChurnCsv(const Report& r) {
       "alloc_bytes_per_step_high,count_share,bytes_share,function,file,line,stack\r\n";
   for (const ProcessSummary& p : r.processes) {
     const Totals t = TotalsOf(r, p.pid);
-    for (const Site* sp : ChurnSites(r, p.pid)) {
+    std::vector<const Site*> sites = ChurnSites(r, p.pid, false);
+    for (const Site* d : ChurnSites(r, p.pid, true)) sites.push_back(d);
+    for (const Site* sp : sites) {
       const Site& s = *sp;
       auto lo = [](double v, double low, double high) { return high < 0 ? v : low; };
       auto hi = [](double v, double high) { return high < 0 ? v : high; };

@@ -10,8 +10,9 @@
 //       make_batch  train.cc:42
 //
 // Contract: pure functions of the Report (no I/O, deterministic); sites are
-// ordered by allocations per step, then bytes per step; device sites are not
-// listed (their allocations are exact and few; see the device sections).
+// ordered by allocations per step, then bytes per step: host (and mmap) sites
+// first, then device sites (every kind, tensor blocks included), whose shares
+// are of the process's resident device allocations.
 
 #ifndef MEMSTEP_SRC_REPORT_CHURN_REPORT_H_
 #define MEMSTEP_SRC_REPORT_CHURN_REPORT_H_

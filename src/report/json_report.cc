@@ -310,6 +310,14 @@ void WriteDeviceStep(JsonWriter& w, const analysis::DeviceStep& d) {
     w.BeginObject();
     OptionalInt(w, "reserved_bytes", b.reserved);
     OptionalInt(w, "used_bytes", b.used);
+    OptionalInt(w, "release_threshold_bytes", b.release_threshold);
+    OptionalInt(w, "cached_bytes", b.cached());
+    w.Key("within_release_threshold");
+    if (b.within_threshold() >= 0) {
+      w.Bool(b.within_threshold() == 1);
+    } else {
+      w.Double(NAN);
+    }
     w.EndObject();
   }
   w.EndObject();

@@ -544,10 +544,16 @@ TEST(PoolCounterTest, ParsePoolCounter) {
   EXPECT_EQ(device, -1);
   EXPECT_EQ(pool, "");
   EXPECT_EQ(stat, "used_bytes");
+  ASSERT_TRUE(
+      ParsePoolCounter("cuda.pool:-1.0x5a00.release_threshold_bytes", &device, &pool, &stat));
+  EXPECT_EQ(device, -1);
+  EXPECT_EQ(stat, "release_threshold_bytes");
   for (const char* bad :
-       {"cuda.pool:0.reserved_bytes", "cuda.pool:0.5a00.used_bytes", "cuda.pool:0.0x.used_bytes",
-        "cuda.pool:0.0xZZ.used_bytes", "cuda.graph:0.0x1.used_bytes", "cuda.graph:0.free_bytes",
-        "cuda.graph:x.used_bytes", "cuda.graph:-2.used_bytes", "torch.cuda:0.allocated_bytes"}) {
+       {"cuda.graph:0.release_threshold_bytes", "cuda.pool:0.0x5a00.trim_to_bytes",
+        "cuda.multicast:0.0x5a00.bound_bytes", "cuda.pool:0.reserved_bytes",
+        "cuda.pool:0.5a00.used_bytes", "cuda.pool:0.0x.used_bytes", "cuda.pool:0.0xZZ.used_bytes",
+        "cuda.graph:0.0x1.used_bytes", "cuda.graph:0.free_bytes", "cuda.graph:x.used_bytes",
+        "cuda.graph:-2.used_bytes", "torch.cuda:0.allocated_bytes"}) {
     EXPECT_FALSE(ParsePoolCounter(bad, &device, &pool, &stat)) << bad;
   }
 }
@@ -560,6 +566,8 @@ TEST(PoolCounterTest, StepRowsTextAndJson) {
   b.String(2, "cuda.pool:0.0x5a00.used_bytes");
   b.String(3, "cuda.graph:0.reserved_bytes");
   b.String(4, "cuda.graph:0.used_bytes");
+  b.String(5, "cuda.pool:0.0x5a00.release_threshold_bytes");
+  b.String(6, "cuda.pool:0.0x5b00.release_threshold_bytes");
   b.Stack(1, {0x1000});
   format::Counters c{};
   uint64_t ts = 1;
@@ -576,6 +584,9 @@ TEST(PoolCounterTest, StepRowsTextAndJson) {
     b.Counter(ts++, 2, static_cast<int64_t>(3 * kMiB));
     b.Counter(ts++, 3, static_cast<int64_t>(8 * kMiB));
     b.Counter(ts++, 4, static_cast<int64_t>(5 * kMiB));
+    // 4 MiB: steps 0 and 1 keep 3 and 4 MiB freed (within), step 2 keeps 5.
+    b.Counter(ts++, 5, static_cast<int64_t>(4 * kMiB));
+    b.Counter(ts++, 6, -1);  // UINT64_MAX as the record's int64: no limit
   }
   testing::TempDir dir;
   ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), b.Finish()));
@@ -590,6 +601,10 @@ TEST(PoolCounterTest, StepRowsTextAndJson) {
     ASSERT_EQ(d.created_pools.count("0x5a00"), 1u);
     EXPECT_EQ(d.created_pools.at("0x5a00").reserved, static_cast<int64_t>((6 + s) * kMiB));
     EXPECT_EQ(d.created_pools.at("0x5a00").used, static_cast<int64_t>(3 * kMiB));
+    EXPECT_EQ(d.created_pools.at("0x5a00").release_threshold, static_cast<int64_t>(4 * kMiB));
+    EXPECT_EQ(d.created_pools.at("0x5a00").within_threshold(), s < 2 ? 1 : 0);
+    EXPECT_EQ(d.created_pools.at("0x5b00").release_threshold, INT64_MAX);
+    EXPECT_EQ(d.created_pools.at("0x5b00").within_threshold(), -1);  // reserved, used unknown
     EXPECT_EQ(d.graph.reserved, static_cast<int64_t>(8 * kMiB));
     EXPECT_EQ(d.graph.used, static_cast<int64_t>(5 * kMiB));
   }
@@ -598,7 +613,11 @@ TEST(PoolCounterTest, StepRowsTextAndJson) {
   EXPECT_THAT(text, HasSubstr("created memory pools, graph memory"));
   const std::string json = report::FormatJson(*r);
   EXPECT_THAT(json, HasSubstr("\"created_pools\":{\"0x5a00\":{\"reserved_bytes\":8388608,"
-                              "\"used_bytes\":3145728}}"));
+                              "\"used_bytes\":3145728,\"release_threshold_bytes\":4194304,"
+                              "\"cached_bytes\":5242880,\"within_release_threshold\":false},"
+                              "\"0x5b00\":{\"reserved_bytes\":null,\"used_bytes\":null,"
+                              "\"release_threshold_bytes\":9223372036854775807,"
+                              "\"cached_bytes\":null,\"within_release_threshold\":null}}"));
   EXPECT_THAT(json, HasSubstr("\"graph_memory\":{\"reserved_bytes\":8388608,"
                               "\"used_bytes\":5242880}"));
 }

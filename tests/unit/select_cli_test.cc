@@ -37,10 +37,20 @@ format::Counters C(uint64_t alloc, uint64_t live, uint64_t count) {
   return c;
 }
 
+constexpr uint64_t kMiB = 1024 * 1024;
+
 // 40 steps recorded exactly: in stage "forward" stack 0x1000 keeps `keep`
 // bytes a step; in stage "backward" stack 0x3000 allocates and frees 10
-// blocks of 1 KiB.
-std::vector<uint8_t> Trace(uint32_t pid, const std::string& rank, uint64_t keep) {
+// blocks of 1 KiB. With `mixed`, also (every record exact, p = 1):
+//   forward : mmap 0x6000 keeps 1 MiB a step; cudaMalloc 0x5000 2 MiB on
+//             device 0, freed in backward; the previous step's 0x7000 freed
+//   backward: cudaMalloc 0x7000 1 MiB on device 0 (freed in the next step's
+//             forward; the last one stays); a failed 0x7000 cudaMalloc of
+//             8 MiB in step 5.
+// Device 0: 3 MiB peak, 1 MiB live at each step end; backward's own
+// allocations: 1 MiB peak and live.
+std::vector<uint8_t> Trace(uint32_t pid, const std::string& rank, uint64_t keep,
+                           bool mixed = false) {
   reader::TraceHeaderInfo info;
   info.pid = pid;
   info.tlvs = {{format::kTlvRankEnv, "RANK=" + rank + std::string(1, '\0')}};
@@ -49,6 +59,9 @@ std::vector<uint8_t> Trace(uint32_t pid, const std::string& rank, uint64_t keep)
   b.String(2, "backward");
   b.Stack(1, {0x1000});
   b.Stack(3, {0x3000});
+  b.Stack(5, {0x5000});
+  b.Stack(6, {0x6000});
+  b.Stack(7, {0x7000});
   uint64_t ts = 1, addr = 0x100000, alloc = 0, live = 0, count = 0;
   for (uint64_t step = 0; step < 40; ++step) {
     b.Step(ts++, step, 0, C(alloc, live, count));
@@ -57,12 +70,29 @@ std::vector<uint8_t> Trace(uint32_t pid, const std::string& rank, uint64_t keep)
     alloc += keep;
     live += keep;
     ++count;
+    if (mixed) {
+      b.Mmap(ts++, 6, 0x7f0000000000 + step * kMiB, kMiB, step, 1);
+      b.DevAlloc(ts++, 5, format::kDevDevice, 0, 0x500000000 + step * 4 * kMiB, 2 * kMiB,
+                 format::kApiCudaMalloc, 0, step, 1);
+      if (step > 0) {
+        b.DevFree(ts++, format::kDevDevice, 0, 0x700000000 + (step - 1) * 4 * kMiB, kMiB,
+                  format::kApiCudaFree);
+      }
+    }
     b.Stage(ts++, 1, step, 1, C(alloc, live, count));
     b.Stage(ts++, 2, step, 0, C(alloc, live, count));
     for (int k = 0; k < 10; ++k) {
       const uint64_t a = addr++;
       b.Alloc(ts++, 3, a, kKiB, 0, 0, step, 2);
       b.Free(ts++, a);
+    }
+    if (mixed) {
+      b.DevAlloc(ts++, 7, format::kDevDevice, 0, 0x700000000 + step * 4 * kMiB, kMiB,
+                 format::kApiCudaMalloc, 0, step, 2);
+      b.DevFree(ts++, format::kDevDevice, 0, 0x500000000 + step * 4 * kMiB, 2 * kMiB,
+                format::kApiCudaFree);
+      if (step == 5)
+        b.DevFail(ts++, 7, format::kDevDevice, 0, 8 * kMiB, format::kApiCudaMalloc, 2, step, 2);
     }
     alloc += 10 * kKiB;
     count += 10;
@@ -227,6 +257,84 @@ TEST_F(SelectCliTest, PidOnEveryFormat) {
 TEST_F(SelectCliTest, RankOnEveryFormat) {
   EveryFormat(this, {"--rank=1"}, OnlyPid200,
               [this](std::vector<std::string> a) { return Report(std::move(a)); });
+}
+
+// --stage on mmap and device records (docs/analysis.md "Selection"), on every
+// format: backward's view has neither forward's mapping (0x6000) nor its
+// device allocation (0x5000), whose free in backward is dropped with it (kept,
+// it would end backward's 1 MiB: device 0 would read 0 at the step ends).
+class SelectMixedCliTest : public SelectCliTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::WriteFile(dir_.File("a.trace"), Trace(100, "0", 64 * kKiB, true)));
+  }
+};
+
+TEST_F(SelectMixedCliTest, StageFiltersMmapAndDeviceOnEveryFormat) {
+  EveryFormat(
+      this, {"--stage", "backward"},
+      [](const std::string& f, const std::string& all, const std::string& sel) {
+        for (const char* forward_site : {"0x5000", "0x6000"}) {
+          EXPECT_THAT(sel, Not(HasSubstr(forward_site))) << forward_site;
+        }
+        if (f == "text") {
+          EXPECT_THAT(all, HasSubstr("0x6000"));
+          EXPECT_THAT(sel, HasSubstr("0x7000"));
+        } else if (f == "json") {
+          // Device 0 at each step end: 1 MiB live, the peak 3 MiB (1 MiB backward's own).
+          EXPECT_THAT(all, HasSubstr("\"peak_bytes\":3145728"));
+          EXPECT_THAT(sel, Not(HasSubstr("\"peak_bytes\":3145728")));
+          EXPECT_THAT(sel, HasSubstr("\"live_bytes_end\":1048576,\"peak_bytes\":1048576"));
+          EXPECT_THAT(all, HasSubstr("\"live_bytes_end\":1048576,\"peak_bytes\":3145728"));
+          EXPECT_THAT(sel, HasSubstr("0x7000"));
+          EXPECT_THAT(sel, HasSubstr("8388608"));  // backward's failed 8 MiB call
+          EXPECT_THAT(all, HasSubstr("0x5000"));
+        } else if (f == "folded") {
+          EXPECT_THAT(all, HasSubstr(";0x6000 41943040\n"));  // forward's 40 mappings
+          EXPECT_THAT(sel, HasSubstr(";0x7000 1048576\n"));   // the last backward block
+        } else if (f == "churn-text") {
+          EXPECT_THAT(sel, HasSubstr("device: exact 1 allocations and 1.00 MiB per step"));
+          EXPECT_THAT(all, HasSubstr("device: exact 2 allocations and 3.00 MiB per step"));
+          EXPECT_THAT(sel, HasSubstr("site #"));
+          EXPECT_THAT(all, HasSubstr("[mmap]"));
+          EXPECT_THAT(all, HasSubstr("[device, device 0]  1 allocs/step [1, 1]"));
+        } else if (f == "churn-json") {
+          EXPECT_THAT(sel, HasSubstr("\"device_alloc_count_per_step\":1,"));
+          EXPECT_THAT(all, HasSubstr("\"device_alloc_count_per_step\":2,"));
+          EXPECT_THAT(sel, HasSubstr("\"kind\":\"device\",\"device\":0,"));
+        } else if (f == "churn-csv") {
+          // 0x7000's share: of backward's device allocations alone, of both without --stage.
+          EXPECT_THAT(sel, HasSubstr(",device,1.000,1.000,1.000,1048576.0,1048576.0,1048576.0,"
+                                     "1.000000,1.000000,"));
+          EXPECT_THAT(all, HasSubstr(",device,1.000,1.000,1.000,1048576.0,1048576.0,1048576.0,"
+                                     "0.500000,0.333333,"));
+          EXPECT_THAT(sel, Not(HasSubstr(",mmap,")));
+          EXPECT_THAT(all, HasSubstr(",mmap,1.000,"));
+        }
+      },
+      [this](std::vector<std::string> a) { return Report(std::move(a)); });
+}
+
+// --steps on the same records: device and mmap memory before step 10 stays
+// live (its frees need it), the rows and the churn are steps 10..19's.
+TEST_F(SelectMixedCliTest, StepsWithMmapAndDeviceOnEveryFormat) {
+  EveryFormat(
+      this, {"--steps", "10:19"},
+      [](const std::string& f, const std::string& all, const std::string& sel) {
+        if (f == "json") {
+          EXPECT_THAT(sel, HasSubstr("\"live_bytes_end\":1048576,\"peak_bytes\":3145728"));
+          EXPECT_THAT(sel, Not(HasSubstr("\"step\":20,")));
+        } else if (f == "folded") {
+          // Live at step 19's end: the mappings of steps 0..19.
+          EXPECT_THAT(sel, HasSubstr(";0x6000 20971520\n"));
+          EXPECT_THAT(all, HasSubstr(";0x6000 41943040\n"));
+        } else if (f == "churn-json") {
+          EXPECT_THAT(sel, HasSubstr("\"steps\":10,"));
+          EXPECT_THAT(sel, HasSubstr("\"device_alloc_count_per_step\":2,"));
+          EXPECT_THAT(sel, HasSubstr("\"kind\":\"device\",\"device\":0,"));
+        }
+      },
+      [this](std::vector<std::string> a) { return Report(std::move(a)); });
 }
 
 TEST_F(SelectCliTest, BadSelectionsExitOne) {

@@ -10,6 +10,7 @@
 #include "src/analysis/diff.h"
 #include "src/analysis/gates.h"
 #include "src/report/diff_report.h"
+#include "src/report/html_diff.h"
 #include "tools/memstep/cli.h"
 
 namespace memstep::cli {
@@ -56,8 +57,8 @@ int DiffMain(const std::vector<std::string>& args) {
         value = args[++i];
       }
       if (name == "--format") {
-        if (value != "text" && value != "json") {
-          return UsageError(absl::StrCat("--format must be text or json, not '", value, "'"));
+        if (value != "text" && value != "json" && value != "html") {
+          return UsageError(absl::StrCat("--format must be text, json or html, not '", value, "'"));
         }
         format = value;
       } else if (name == "-o" || name == "--output") {
@@ -126,6 +127,10 @@ int DiffMain(const std::vector<std::string>& args) {
     ro.top = top > 0 ? top : 0;
     ro.frames = frames > 0 ? frames : 0;
     data = report::FormatDiffJson(diff, ro);
+  } else if (format == "html") {  // a page: the 100 largest changes unless told
+    ro.top = top >= 0 ? top : 100;
+    ro.frames = frames >= 0 ? frames : 0;
+    data = report::FormatDiffHtml(diff, ro);
   } else {
     if (top >= 0) ro.top = top;
     if (frames >= 0) ro.frames = frames;

@@ -95,6 +95,25 @@ typedef CUresult (*PFN_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmem
 typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t* granularity,
                                                       const CUmemAllocationProp* prop, int option);
 typedef CUresult (*PFN_cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize);
+/* Sharing and multicast (cudaTypedefs.h: _v10020, _v11020 and _v12010 ABIs). */
+typedef CUresult (*PFN_cuMemExportToShareableHandle)(void* shareableHandle,
+                                                     CUmemGenericAllocationHandle handle,
+                                                     int handleType, unsigned long long flags);
+typedef CUresult (*PFN_cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle* handle,
+                                                       void* osHandle, int shHandleType);
+typedef CUresult (*PFN_cuMemPoolSetAttribute)(CUmemoryPool pool, int attr, void* value);
+typedef CUresult (*PFN_cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
+typedef CUresult (*PFN_cuMulticastCreate)(CUmemGenericAllocationHandle* mcHandle,
+                                          const CUmulticastObjectProp* prop);
+typedef CUresult (*PFN_cuMulticastAddDevice)(CUmemGenericAllocationHandle mcHandle, CUdevice dev);
+typedef CUresult (*PFN_cuMulticastBindMem)(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                                           CUmemGenericAllocationHandle memHandle, size_t memOffset,
+                                           size_t size, unsigned long long flags);
+typedef CUresult (*PFN_cuMulticastBindAddr)(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                                            CUdeviceptr memptr, size_t size,
+                                            unsigned long long flags);
+typedef CUresult (*PFN_cuMulticastUnbind)(CUmemGenericAllocationHandle mcHandle, CUdevice dev,
+                                          size_t mcOffset, size_t size);
 typedef CUresult (*PFN_cuMemFree_v2)(CUdeviceptr dptr);
 
 #ifdef __cplusplus

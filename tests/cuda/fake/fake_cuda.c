@@ -17,10 +17,25 @@
  *   cuMemMap/cuMemSetAccess make a range usable, and the physical memory
  *   returns when the handle is released and its last mapping is unmapped.
  *   (Two mappings of one handle do not alias; no test needs it.)
+ * - Sharing VMM memory: cuMemExportToShareableHandle (POSIX file descriptor
+ *   only) gives a memfd that names (pid, handle, size, device);
+ *   cuMemImportFromShareableHandle in another process takes fresh memory of
+ *   that size, and importing the same exported allocation again returns the
+ *   same handle with one more reference (each import needs its cuMemRelease;
+ *   the last one, with no mapping left, returns the memory). Importing in
+ *   the exporting process itself is refused (invalid value): no test needs it.
+ * - Multicast objects: cuMulticastCreate returns a handle of no memory of its
+ *   own; cuMulticastBindMem/BindAddr/Unbind check their ranges against the
+ *   object's size (per device) and the bound memory; cuMemRelease releases
+ *   the object (refused while memory is bound to it, which the real driver
+ *   leaves undefined).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake_types.h"
 #include "fakecuda_core.h"
@@ -275,7 +290,16 @@ static struct {
   uint64_t handle;
   int maps;
   int released;
+  int refs; /* imports of it not released yet (0: created here, one release) */
+  /* an import: the exporter's pid and handle */
+  int64_t src_pid;
+  uint64_t src_handle;
+  /* a multicast object: its size per device and bytes bound per device */
+  int mc;
+  uint64_t mc_size;
+  uint64_t mc_bound[8];
 } g_handles[MAX_MAPPINGS];
+static uint64_t g_next_mc = 0x6d630000; /* multicast handles; protected by g_vmm_mu */
 
 static int HandleSlot(uint64_t h, int create) {
   int free_slot = -1;
@@ -284,9 +308,8 @@ static int HandleSlot(uint64_t h, int create) {
     if (g_handles[i].handle == 0 && free_slot < 0) free_slot = i;
   }
   if (create && free_slot >= 0) {
+    memset(&g_handles[free_slot], 0, sizeof g_handles[free_slot]);
     g_handles[free_slot].handle = h;
-    g_handles[free_slot].maps = 0;
-    g_handles[free_slot].released = 0;
   }
   return create ? free_slot : -1;
 }
@@ -383,7 +406,19 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&g_vmm_mu);
   int i = HandleSlot(handle, 0);
-  if (i >= 0 && !g_handles[i].released) {
+  if (i >= 0 && g_handles[i].mc) {
+    uint64_t bound = 0;
+    for (int d = 0; d < 8; ++d) bound += g_handles[i].mc_bound[d];
+    if (bound == 0 && g_handles[i].maps == 0) {
+      g_handles[i].handle = 0;
+      r = CUDA_SUCCESS;
+    }
+    fc_log("cuMemRelease", "none", 0, -1, 0, handle, 0, r);
+  } else if (i >= 0 && g_handles[i].refs > 1) {
+    g_handles[i].refs--; /* another import of it is still held */
+    r = CUDA_SUCCESS;
+    fc_log("cuMemRelease", "none", FC_VMM, -1, 0, handle, 0, r);
+  } else if (i >= 0 && !g_handles[i].released) {
     g_handles[i].released = 1;
     r = CUDA_SUCCESS;
     fc_log("cuMemRelease", "none", FC_VMM, -1, 0, handle, 0, r);
@@ -457,6 +492,191 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
     }
   }
   pthread_mutex_unlock(&g_vmm_mu);
+  return r;
+}
+
+/* ---------------------------------------------------------------- sharing VMM memory */
+
+typedef struct {
+  char magic[8]; /* "FCVMM01" */
+  int64_t pid;
+  uint64_t handle, size;
+  int64_t dev;
+} ShareDesc;
+
+EXPORT CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                             int type, unsigned long long flags) {
+  fc_block b;
+  if (shareable == NULL || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      !fc_block_find(handle, &b) || b.kind != FC_VMM) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ShareDesc d;
+  memset(&d, 0, sizeof d);
+  memcpy(d.magic, "FCVMM01", 8);
+  d.pid = getpid();
+  d.handle = handle;
+  d.size = b.size;
+  d.dev = b.dev;
+  int fd = memfd_create("fakecuda-vmm-export", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (pwrite(fd, &d, sizeof d, 0) != (ssize_t)sizeof d) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(shareable, &fd, sizeof fd);
+  fc_log("cuMemExportToShareableHandle", "none", FC_VMM, b.dev, b.size, handle, 0, 0);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os,
+                                               int type) {
+  static const char kCall[] = "cuMemImportFromShareableHandle";
+  ShareDesc d;
+  int fd = (int)(intptr_t)os;
+  if (handle == NULL || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      pread(fd, &d, sizeof d, 0) != (ssize_t)sizeof d || memcmp(d.magic, "FCVMM01", 8) != 0 ||
+      d.pid == getpid() || d.size == 0) {
+    fc_log(kCall, "fail", FC_VMM, -1, 0, 0, 0, CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&g_vmm_mu);
+  for (int i = 0; i < MAX_MAPPINGS; ++i) {
+    if (g_handles[i].handle && g_handles[i].refs > 0 && !g_handles[i].released &&
+        g_handles[i].src_pid == d.pid && g_handles[i].src_handle == d.handle) {
+      g_handles[i].refs++;
+      *handle = g_handles[i].handle;
+      pthread_mutex_unlock(&g_vmm_mu);
+      fc_log(kCall, "none", FC_VMM, (int)d.dev, d.size, *handle, 0, 0);
+      return CUDA_SUCCESS;
+    }
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  uint64_t h = 0;
+  CUresult r = fc_alloc(kCall, FC_VMM, (int)d.dev, d.size, NULL, 0, FC_OWNER_DRIVER, &h);
+  if (r != CUDA_SUCCESS) return r;
+  pthread_mutex_lock(&g_vmm_mu);
+  int i = HandleSlot(h, 1);
+  if (i >= 0) {
+    g_handles[i].refs = 1;
+    g_handles[i].src_pid = d.pid;
+    g_handles[i].src_handle = d.handle;
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                       CUmemGenericAllocationHandle handle) {
+  fc_block b;
+  if (prop == NULL || !fc_block_find(handle, &b) || b.kind != FC_VMM) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  memset(prop, 0, sizeof *prop);
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = b.dev;
+  return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- multicast */
+
+EXPORT CUresult cuMulticastGetGranularity(size_t* g, const CUmulticastObjectProp* prop, int opt) {
+  (void)opt;
+  if (g == NULL || prop == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *g = FC_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle* mc,
+                                  const CUmulticastObjectProp* prop) {
+  if (mc == NULL || prop == NULL || prop->numDevices == 0 || prop->size == 0 ||
+      prop->size % FC_GRANULARITY || prop->flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_vmm_mu);
+  uint64_t h = ++g_next_mc;
+  int i = HandleSlot(h, 1);
+  if (i >= 0) {
+    g_handles[i].mc = 1;
+    g_handles[i].mc_size = prop->size;
+    *mc = h;
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  fc_log("cuMulticastCreate", "none", 0, -1, prop->size, r ? 0 : h, 0, r);
+  return r;
+}
+
+EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mc, CUdevice dev) {
+  if (dev < 0 || dev >= fc_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&g_vmm_mu);
+  int i = HandleSlot(mc, 0);
+  CUresult r = i >= 0 && g_handles[i].mc ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_unlock(&g_vmm_mu);
+  return r;
+}
+
+/* Binds (size > 0) `size` bytes of device `dev`'s memory to the object. */
+static CUresult McBind(const char* call, uint64_t mc, size_t mc_offset, int dev, size_t size) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_vmm_mu);
+  int i = HandleSlot(mc, 0);
+  if (i >= 0 && g_handles[i].mc && dev >= 0 && dev < 8 && size && size % FC_GRANULARITY == 0 &&
+      mc_offset % FC_GRANULARITY == 0 && mc_offset + size <= g_handles[i].mc_size &&
+      g_handles[i].mc_bound[dev] + size <= g_handles[i].mc_size) {
+    g_handles[i].mc_bound[dev] += size;
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  fc_log(call, "none", 0, dev, size, mc, 0, r);
+  return r;
+}
+
+EXPORT CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                                   CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size,
+                                   unsigned long long flags) {
+  fc_block b;
+  if (flags != 0 || !fc_block_find(mem, &b) || b.kind != FC_VMM || mem_offset + size > b.size) {
+    fc_log("cuMulticastBindMem", "none", 0, -1, size, mc, 0, CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return McBind("cuMulticastBindMem", mc, mc_offset, b.dev, size);
+}
+
+EXPORT CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                                    CUdeviceptr ptr, size_t size, unsigned long long flags) {
+  int dev = -1;
+  pthread_mutex_lock(&g_vmm_mu);
+  for (int i = 0; i < MAX_MAPPINGS && dev < 0; ++i) {
+    if (g_maps[i].size && ptr >= g_maps[i].va && ptr + size <= g_maps[i].va + g_maps[i].size) {
+      fc_block b;
+      if (fc_block_find(g_maps[i].handle, &b)) dev = b.dev;
+    }
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  if (flags != 0 || dev < 0) {
+    fc_log("cuMulticastBindAddr", "none", 0, -1, size, mc, 0, CUDA_ERROR_INVALID_VALUE);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return McBind("cuMulticastBindAddr", mc, mc_offset, dev, size);
+}
+
+EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_offset,
+                                  size_t size) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_vmm_mu);
+  int i = HandleSlot(mc, 0);
+  if (i >= 0 && g_handles[i].mc && dev >= 0 && dev < 8 &&
+      mc_offset + size <= g_handles[i].mc_size && size <= g_handles[i].mc_bound[dev]) {
+    g_handles[i].mc_bound[dev] -= size;
+    r = CUDA_SUCCESS;
+  }
+  pthread_mutex_unlock(&g_vmm_mu);
+  fc_log("cuMulticastUnbind", "none", 0, dev, size, mc, 0, r);
   return r;
 }
 
@@ -677,6 +897,15 @@ static const struct Entry kEntries[] = {
     E(cuMemUnmap, 10020),
     E(cuMemSetAccess, 10020),
     E(cuMemGetAllocationGranularity, 10020),
+    E(cuMemExportToShareableHandle, 10020),
+    E(cuMemImportFromShareableHandle, 10020),
+    E(cuMemGetAllocationPropertiesFromHandle, 10020),
+    E(cuMulticastGetGranularity, 12010),
+    E(cuMulticastCreate, 12010),
+    E(cuMulticastAddDevice, 12010),
+    E(cuMulticastBindMem, 12010),
+    E(cuMulticastBindAddr, 12010),
+    E(cuMulticastUnbind, 12010),
     {"cuMemHostRegister", 4000, 6050, NULL, (void*)cuMemHostRegister_v2, NULL},
     E(cuMemHostUnregister, 4000),
     {"cuArrayCreate", 2000, 3020, NULL, (void*)cuArrayCreate_v2, NULL},

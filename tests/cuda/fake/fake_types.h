@@ -197,6 +197,16 @@ enum {
   cudaGraphMemAttrReservedMemHigh = 3,
 };
 enum { cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713 };
+/* Sharing VMM memory (cuMemExportToShareableHandle / ...Import...) and
+ * multicast objects (cuda.h of CUDA 13.0: CUmemAllocationHandleType,
+ * CUmulticastObjectProp). */
+enum { CU_MEM_HANDLE_TYPE_NONE = 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 };
+typedef struct CUmulticastObjectProp_st {
+  unsigned int numDevices;
+  size_t size;
+  unsigned long long handleTypes;
+  unsigned long long flags;
+} CUmulticastObjectProp;
 
 /* cuGetProcAddress (CUDA 11.3-11.8 ABI) and cuGetProcAddress_v2 (12.0+). */
 typedef CUresult (*PFN_cuGetProcAddress_v1)(const char* symbol, void** pfn, int cudaVersion,
