@@ -144,8 +144,16 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   g->slope = w.t.slope;
   g->slope_low = w.t.ci_low;
   g->slope_high = w.t.ci_high;
-  w.h1 = TrendTest(Slice(y, ws, ws + half));
-  w.h2 = TrendTest(Slice(y, ws + half, n));
+  // The halves' trend tests only matter for a window that rises (ClassifyRise);
+  // otherwise only their slopes are reported.
+  const bool rises = w.t.p_increasing < o.p_value && w.t.slope > 0;
+  if (rises) {
+    w.h1 = TrendTest(Slice(y, ws, ws + half));
+    w.h2 = TrendTest(Slice(y, ws + half, n));
+  } else if (!cohorts) {
+    w.h1.slope = TheilSenSlope(Slice(y, ws, ws + half));
+    w.h2.slope = TheilSenSlope(Slice(y, ws + half, n));
+  }
   g->slope_first_half = w.h1.slope;
   g->slope_second_half = w.h2.slope;
   g->retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;

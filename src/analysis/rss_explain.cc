@@ -17,24 +17,6 @@ constexpr double kMinShare = 0.25;
 // Fewer rows with statistics in the window: the allocator's components are unknown.
 constexpr size_t kMinStatRows = 10;
 
-// Theil-Sen slope of (x, y): the median of the pairwise slopes.
-double SlopeXY(const std::vector<double>& x, const std::vector<double>& y) {
-  std::vector<double> s;
-  for (size_t i = 0; i < x.size(); ++i) {
-    for (size_t j = i + 1; j < x.size(); ++j) {
-      if (x[j] != x[i]) s.push_back((y[j] - y[i]) / (x[j] - x[i]));
-    }
-  }
-  if (s.empty()) return 0;
-  const size_t mid = s.size() / 2;
-  std::nth_element(s.begin(), s.begin() + mid, s.end());
-  double m = s[mid];
-  if (s.size() % 2 == 0) {
-    m = (m + *std::max_element(s.begin(), s.begin() + mid)) / 2;
-  }
-  return m;
-}
-
 struct Component {
   double slope = 0;
   double p = 1;
@@ -54,7 +36,7 @@ Component Fit(size_t b, size_t e, F value) {
   Component c;
   if (y.size() < kMinStatRows) return c;
   c.known = true;
-  c.slope = SlopeXY(x, y);
+  c.slope = TheilSenSlopeXY(x, y);
   c.p = TrendTest(y).p_increasing;
   return c;
 }
