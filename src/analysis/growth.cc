@@ -309,6 +309,19 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   } else {
     ClassifyFlat(in, w, o, &g);
   }
+  // A LEAK's printed interval is the one its class rests on: the reported
+  // 95 % interval of its rate (the Theil-Sen interval with the AR(1) tail, or
+  // for call sites the Horvitz-Thompson interval of what the cohorts kept),
+  // which is the one whose coverage is tested (docs/analysis.md "Intervals").
+  // A trend the Mann-Kendall test finds significant but whose rate interval
+  // still reaches 0 is not a leak (the test's variance keeps only the
+  // significant lags; a slowly mixing series has more).
+  if (g.cls == GrowthClass::kLeak && !(g.slope_low > 0)) {
+    g.reason = absl::StrFormat(
+        "p = %.2g, but the rate's 95 %% interval [%s, %s] reaches 0: growth not established",
+        g.p_value, Kib(g.slope_low), Kib(g.slope_high));
+    g.cls = GrowthClass::kNoTrend;
+  }
   return g;
 }
 

@@ -391,7 +391,9 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
 
   // Does RSS grow at all (the call-site bounds, as before)?
   const double p = options.p_value;
-  const bool rss_grows = rg.p_value < p && rg.slope >= options.min_rate &&
+  // (Its printed 95 % interval must exclude 0 too: a verdict never comes
+  // with an interval that says RSS may not grow; growth.cc's rule for LEAK.)
+  const bool rss_grows = rg.p_value < p && rg.slope >= options.min_rate && rg.slope_low > 0 &&
                          rg.slope * static_cast<double>(rg.window) >= options.min_window_growth;
   const bool frag_grows = x.has_allocator && c.frag.p < p && c.frag.slope > 0;
   if (frag_grows) FindPins(in, c, p, &x);
