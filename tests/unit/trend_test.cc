@@ -69,7 +69,6 @@ double TieTerm(const std::vector<double>& x) {
 
 }  // namespace
 
-
 double TheilSenSlope(const std::vector<double>& x) {
   const size_t n = x.size();
   if (n < 2) return 0;
@@ -229,7 +228,6 @@ TrendResult TrendTest(const std::vector<double>& x) {
   return r;
 }
 
-
 // rss_explain.cc's SlopeXY as it was.
 double SlopeXY(const std::vector<double>& x, const std::vector<double>& y) {
   std::vector<double> s;
@@ -326,9 +324,15 @@ TEST(TrendPairsTest, LongSeriesCountingEqualsReference) {
 }
 
 TEST(TrendPairsTest, EdgeCases) {
-  const std::vector<std::vector<double>> cases = {
-      {}, {5}, {1, 2}, {2, 1, 2}, {7, 7, 7, 7, 7}, {0, 1, 0, 1, 0, 1, 0, 1},
-      {1, 3, 2, 5, 4, 6}, {-1e300, 0, 1e300, 0, -1e300}, {1e-300, 2e-300, 1e-300, 3e-300}};
+  const std::vector<std::vector<double>> cases = {{},
+                                                  {5},
+                                                  {1, 2},
+                                                  {2, 1, 2},
+                                                  {7, 7, 7, 7, 7},
+                                                  {0, 1, 0, 1, 0, 1, 0, 1},
+                                                  {1, 3, 2, 5, 4, 6},
+                                                  {-1e300, 0, 1e300, 0, -1e300},
+                                                  {1e-300, 2e-300, 1e-300, 3e-300}};
   for (const std::vector<double>& y : cases) {
     ExpectSame(reference::TrendTest(y), internal::TrendTestWith(y, PairMethod::kCounting),
                "n " + std::to_string(y.size()));
