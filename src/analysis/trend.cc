@@ -165,7 +165,7 @@ double FromOrdered(uint64_t k) {
 // z_j < z_i for z = y - t p, so the pairs below t are the inversions of z,
 // counted in O(n log n). Selection: a bracket [L, H] around the k-th slope
 // from a fixed-seed random sample of pairs, narrowed by bisection on the
-// slope value until at most max(4n, 4096) pairs lie in it; those pairs are
+// slope value until at most max(8n, 2048) pairs lie in it; those pairs are
 // then listed (the pairs whose order by z changes between t = L and t = H,
 // found by an insertion sort in O(n + their number)) and their slopes
 // computed exactly as AllPairs computes them. O(n log n) expected. The z
