@@ -8,9 +8,22 @@
 
 namespace memstep::analysis {
 
+// One symbolizer per thread, shared by every trace resolved on it (the
+// Symbolizer is thread-compatible and caches per module file, keyed by path
+// and build-id, and per ELF address, so one process's results are another's).
+// A run of many processes thus opens each library, and reads and
+// decompresses its debug info, once: per trace, a run of 2,146 short CPython
+// processes spent most of its report decompressing libc's separate debug
+// file again for each (docs/analysis.md "Cost of the trend statistics").
 class SymbolSource {
  public:
-  symbolize::Symbolizer symbolizer;
+  symbolize::Symbolizer& symbolizer = Shared();
+
+ private:
+  static symbolize::Symbolizer& Shared() {
+    static thread_local symbolize::Symbolizer shared;
+    return shared;
+  }
 };
 
 void SymbolSourceDeleter::operator()(SymbolSource* s) const { delete s; }

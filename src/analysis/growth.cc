@@ -144,8 +144,16 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   g->slope = w.t.slope;
   g->slope_low = w.t.ci_low;
   g->slope_high = w.t.ci_high;
-  w.h1 = TrendTest(Slice(y, ws, ws + half));
-  w.h2 = TrendTest(Slice(y, ws + half, n));
+  // The halves' trend tests only matter for a window that rises (ClassifyRise);
+  // otherwise only their slopes are reported.
+  const bool rises = w.t.p_increasing < o.p_value && w.t.slope > 0;
+  if (rises) {
+    w.h1 = TrendTest(Slice(y, ws, ws + half));
+    w.h2 = TrendTest(Slice(y, ws + half, n));
+  } else if (!cohorts) {
+    w.h1.slope = TheilSenSlope(Slice(y, ws, ws + half));
+    w.h2.slope = TheilSenSlope(Slice(y, ws + half, n));
+  }
   g->slope_first_half = w.h1.slope;
   g->slope_second_half = w.h2.slope;
   g->retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;
@@ -300,6 +308,19 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
     if (!TooSmall(w, effect, o, &g)) ClassifyRise(w, o, &g);
   } else {
     ClassifyFlat(in, w, o, &g);
+  }
+  // A LEAK's printed interval is the one its class rests on: the reported
+  // 95 % interval of its rate (the Theil-Sen interval with the AR(1) tail, or
+  // for call sites the Horvitz-Thompson interval of what the cohorts kept),
+  // which is the one whose coverage is tested (docs/analysis.md "Intervals").
+  // A trend the Mann-Kendall test finds significant but whose rate interval
+  // still reaches 0 is not a leak (the test's variance keeps only the
+  // significant lags; a slowly mixing series has more).
+  if (g.cls == GrowthClass::kLeak && !(g.slope_low > 0)) {
+    g.reason = absl::StrFormat(
+        "p = %.2g, but the rate's 95 %% interval [%s, %s] reaches 0: growth not established",
+        g.p_value, Kib(g.slope_low), Kib(g.slope_high));
+    g.cls = GrowthClass::kNoTrend;
   }
   return g;
 }

@@ -24,7 +24,8 @@
 // Anything else (including a significant trend too small to matter) ->
 // NO_TREND; fewer than 30 steps after W -> INSUFFICIENT.
 //
-// Contract: pure function of its inputs; O(N^2) in the window (N <= 256).
+// Contract: pure function of its inputs; O(n) in the series and O(N log N) in
+// the window (N <= 256; trend.h).
 
 #ifndef MEMSTEP_SRC_ANALYSIS_GROWTH_H_
 #define MEMSTEP_SRC_ANALYSIS_GROWTH_H_

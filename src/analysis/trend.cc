@@ -2,21 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
 #include <numeric>
+#include <random>
+#include <utility>
 
 namespace memstep::analysis {
 namespace {
 
 constexpr double kZ975 = 1.959963984540054;
-
-double Median(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + mid)) / 2;
-  return m;
-}
+// Up to this many points the rank autocorrelations are summed directly
+// (O(n^2), fewer instructions than the transforms below this size).
+constexpr size_t kDirectLagsMax = 2048;
 
 // Average ranks (1-based) with ties sharing their mean rank.
 std::vector<double> Ranks(const std::vector<double>& x) {
@@ -79,40 +79,431 @@ struct Prefix {
   }
 };
 
+std::vector<double> Positions(size_t n) {
+  std::vector<double> p(n);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<double>(i);
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// Pairwise slopes s_ij = (y_j - y_i) / (p_j - p_i), i < j: the k-th smallest.
+
+// Every pair listed: O(n^2) time and memory. The reference the counting
+// method is tested against, and the faster one for short series.
+class AllPairs {
+ public:
+  AllPairs(const std::vector<double>& pos, const std::vector<double>& y) {
+    const size_t n = y.size();
+    slopes_.reserve(n * (n - 1) / 2);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = i + 1; j < n; ++j) {
+        if (pos[j] != pos[i]) slopes_.push_back((y[j] - y[i]) / (pos[j] - pos[i]));
+      }
+    }
+  }
+  uint64_t count() const { return slopes_.size(); }
+  // The k-th smallest (1-based, 1 <= k <= count()).
+  double Select(uint64_t k) {
+    auto it = slopes_.begin() + static_cast<ptrdiff_t>(k - 1);
+    std::nth_element(slopes_.begin(), it, slopes_.end());
+    return *it;
+  }
+
+ private:
+  std::vector<double> slopes_;
+};
+
+// Pairs with i < j and key[j] < key[i] (strict inversions), and with
+// key[j] == key[i], by merge sort: O(n log n). Sorts `key`.
+template <typename T>
+std::pair<uint64_t, uint64_t> Inversions(std::vector<T>& key, std::vector<T>& buf) {
+  const size_t n = key.size();
+  buf.resize(n);
+  uint64_t inv = 0;
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      const size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+      size_t a = lo, b = mid, o = lo;
+      while (a < mid && b < hi) {
+        if (key[b] < key[a]) {
+          inv += mid - a;
+          buf[o++] = key[b++];
+        } else {
+          buf[o++] = key[a++];
+        }
+      }
+      while (a < mid) buf[o++] = key[a++];
+      while (b < hi) buf[o++] = key[b++];
+    }
+    key.swap(buf);
+  }
+  uint64_t ties = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && key[j] == key[i]) ++j;
+    const uint64_t t = j - i;
+    ties += t * (t - 1) / 2;
+    i = j;
+  }
+  return {inv, ties};
+}
+
+// Doubles as unsigned integers in the same order, and back.
+uint64_t Ordered(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u >> 63 ? ~u : u | (uint64_t{1} << 63);
+}
+double FromOrdered(uint64_t k) {
+  const uint64_t u = k >> 63 ? k & ~(uint64_t{1} << 63) : ~k;
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+// The counting method (positions strictly increasing): s_ij < t exactly when
+// z_j < z_i for z = y - t p, so the pairs below t are the inversions of z,
+// counted in O(n log n). Selection: a bracket [L, H] around the k-th slope
+// from a fixed-seed random sample of pairs, narrowed by bisection on the
+// slope value until at most max(8n, 2048) pairs lie in it; those pairs are
+// then listed (the pairs whose order by z changes between t = L and t = H,
+// found by an insertion sort in O(n + their number)) and their slopes
+// computed exactly as AllPairs computes them. O(n log n) expected. The z
+// are computed in long double; a pair whose slope lies within rounding of L
+// or H may be counted on the wrong side of it, which changes the result only
+// when the k-th slope itself lies within that rounding of L or H (then by at
+// most that rounding: about 2^-60 (max|y| + |t| max p)).
+class CountingPairs {
+ public:
+  CountingPairs(const std::vector<double>& pos, const std::vector<double>& y)
+      : pos_(pos), y_(y), n_(y.size()), m_(static_cast<uint64_t>(n_) * (n_ - 1) / 2) {
+    lo0_ = std::numeric_limits<double>::infinity();
+    hi0_ = -lo0_;
+    // Every pair's slope is a weighted mean of the consecutive ones.
+    for (size_t i = 0; i + 1 < n_; ++i) {
+      const double s = Slope(i, i + 1);
+      lo0_ = std::min(lo0_, s);
+      hi0_ = std::max(hi0_, s);
+    }
+    // A fixed-seed sample of pairs (splitmix64; any sample gives the same
+    // result, only the number of counts depends on it).
+    uint64_t state = 0x6d656d7374657001ULL ^ n_;
+    auto next = [&state](uint64_t below) {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      return static_cast<uint64_t>((static_cast<unsigned __int128>(z) * below) >> 64);
+    };
+    const size_t samples = static_cast<size_t>(
+        std::min<uint64_t>(m_, std::max<uint64_t>(2 * static_cast<uint64_t>(n_), 512)));
+    sample_.reserve(samples);
+    for (size_t s = 0; s < samples; ++s) {
+      const size_t i = next(n_);
+      size_t j = next(n_ - 1);
+      if (j >= i) ++j;
+      sample_.push_back(Slope(std::min(i, j), std::max(i, j)));
+    }
+    std::sort(sample_.begin(), sample_.end());
+    z_.resize(n_);
+  }
+  uint64_t count() const { return m_; }
+
+  double Select(uint64_t k) {
+    const uint64_t budget = std::max<uint64_t>(8 * static_cast<uint64_t>(n_), 2048);
+    // The tightest bracket the counts made so far give (lt non-decreasing
+    // in t: the last t below the k-th pair, the first at or above it).
+    double lo = lo0_, hi = hi0_;
+    uint64_t below_lo = 0, upto_hi = 0;
+    bool have_lo = false, have_hi = false;
+    for (const auto& [t, c] : counts_) {
+      if (c.first < k) {
+        lo = t;
+        below_lo = c.first;
+        have_lo = true;
+      } else if (!have_hi && c.second >= k) {
+        hi = t;
+        upto_hi = c.second;
+        have_hi = true;
+      }
+    }
+    // Narrowed by the sample's quantile of the k-th pair, +-3 sd.
+    const double size = static_cast<double>(sample_.size());
+    const double q = (static_cast<double>(k) - 0.5) / static_cast<double>(m_);
+    const double margin = 3 * std::sqrt(size * q * (1 - q)) + 2;
+    const double a = std::floor(q * size - margin), b = std::ceil(q * size + margin);
+    for (double at : {a, b}) {
+      if (at < 0 || at >= size) continue;
+      const double t = sample_[static_cast<size_t>(at)];
+      if (!(t > lo && t < hi) || (have_lo && have_hi && upto_hi - below_lo <= budget)) continue;
+      const auto [lt, le] = CountAt(t);
+      if (lt < k) {
+        lo = t;
+        below_lo = lt;
+        have_lo = true;
+      } else {
+        hi = t;
+        upto_hi = le;
+        have_hi = true;
+      }
+    }
+    if (!have_lo) below_lo = CountAt(lo).first;
+    if (!have_hi) upto_hi = CountAt(hi).second;
+    if (below_lo >= k) return lo;  // (rounding at the extremes)
+    if (upto_hi < k) return hi;
+    // Bisection on the value, halving the doubles between lo and hi (at
+    // most 64 steps; it lands on exactly representable ties such as 0).
+    while (upto_hi - below_lo > budget) {
+      const uint64_t kl = Ordered(lo), kh = Ordered(hi);
+      if (kh - kl < 2) break;  // adjacent values: a cluster of (nearly) equal slopes
+      const double mid = FromOrdered(kl + (kh - kl) / 2);
+      const auto [lt, le] = CountAt(mid);
+      if (lt >= k) {
+        hi = mid;
+        upto_hi = le;
+      } else if (le < k) {
+        lo = mid;
+        below_lo = lt;
+      } else {  // the k-th slope is mid itself
+        lo = hi = mid;
+        below_lo = lt;
+        upto_hi = le;
+      }
+    }
+    // The pairs in [lo, hi]: all of them, or for a cluster of more equal
+    // slopes than the budget, the first `budget` of them (all equal up to
+    // rounding).
+    const bool cluster = upto_hi - below_lo > budget;
+    std::vector<double> band = Band(lo, hi, budget, cluster);
+    if (band.empty()) return CountAt(lo).second >= k ? lo : hi;  // (rounding)
+    if (cluster) return band[std::min<size_t>(band.size() - 1, band.size() / 2)];
+    const uint64_t r = std::min<uint64_t>(std::max<uint64_t>(k - below_lo, 1), band.size());
+    auto it = band.begin() + static_cast<ptrdiff_t>(r - 1);
+    std::nth_element(band.begin(), it, band.end());
+    return *it;
+  }
+
+ private:
+  double Slope(size_t i, size_t j) const { return (y_[j] - y_[i]) / (pos_[j] - pos_[i]); }
+  long double Z(size_t i, double t) const {
+    return static_cast<long double>(y_[i]) -
+           static_cast<long double>(t) * static_cast<long double>(pos_[i]);
+  }
+  // Count(t), remembered: the brackets of later selections start from them.
+  std::pair<uint64_t, uint64_t> CountAt(double t) {
+    auto it = counts_.find(t);
+    if (it == counts_.end()) it = counts_.emplace(t, Count(t)).first;
+    return it->second;
+  }
+  // {pairs with slope < t, pairs with slope <= t}.
+  std::pair<uint64_t, uint64_t> Count(double t) {
+    z_.resize(n_);
+    for (size_t i = 0; i < n_; ++i) z_[i] = Z(i, t);
+    const auto [inv, ties] = Inversions(z_, buf_);
+    return {inv, inv + ties};
+  }
+  // The slopes in [lo, hi]: ordered by (z at lo, position), a pair i < j has
+  // i first when s_ij >= lo; by (z at hi, position descending), j first when
+  // s_ij <= hi. The pairs the insertion sort from the first order to the
+  // second swaps are those in [lo, hi].
+  std::vector<double> Band(double lo, double hi, uint64_t budget, bool first_only) const {
+    std::vector<long double> zl(n_), zh(n_);
+    for (size_t i = 0; i < n_; ++i) {
+      zl[i] = Z(i, lo);
+      zh[i] = Z(i, hi);
+    }
+    std::vector<size_t> order(n_);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return zl[a] < zl[b]; });
+    auto before = [&](size_t a, size_t b) { return zh[a] < zh[b] || (zh[a] == zh[b] && a > b); };
+    std::vector<double> band;
+    uint64_t swaps = 0;
+    const uint64_t limit = 2 * budget + n_;
+    for (size_t a = 1; a < n_; ++a) {
+      const size_t cur = order[a];
+      size_t b = a;
+      while (b > 0 && before(cur, order[b - 1])) {
+        const size_t u = order[b - 1];
+        if (u < cur) band.push_back(Slope(u, cur));
+        if (first_only && band.size() >= budget) return band;
+        order[b] = u;
+        --b;
+        if (++swaps > limit) return band;  // (rounding made the orders disagree)
+      }
+      order[b] = cur;
+    }
+    return band;
+  }
+
+  const std::vector<double>& pos_;
+  const std::vector<double>& y_;
+  size_t n_;
+  uint64_t m_;
+  double lo0_, hi0_;
+  std::vector<double> sample_;
+  std::vector<long double> z_, buf_;
+  std::map<double, std::pair<uint64_t, uint64_t>> counts_;
+};
+
+bool StrictlyIncreasing(const std::vector<double>& pos) {
+  for (size_t i = 1; i < pos.size(); ++i) {
+    if (!(pos[i] > pos[i - 1])) return false;
+  }
+  return true;
+}
+
+bool AllFinite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double d) { return std::isfinite(d); });
+}
+
+bool UseCounting(const std::vector<double>& pos, const std::vector<double>& y,
+                 internal::PairMethod method) {
+  if (method == internal::PairMethod::kAllPairs) return false;
+  if (method == internal::PairMethod::kAuto && y.size() <= internal::kAllPairsMax) return false;
+  return StrictlyIncreasing(pos) && AllFinite(y) && AllFinite(pos);
+}
+
+// The median of the slopes (the mean of the middle two for an even count).
+template <typename Pairs>
+double MedianSlope(Pairs& pairs) {
+  const uint64_t m = pairs.count();
+  if (m == 0) return 0;
+  const double upper = pairs.Select(m / 2 + 1);
+  return m % 2 ? upper : (upper + pairs.Select(m / 2)) / 2;
+}
+
+// ---------------------------------------------------------------------------
+// Exact autocorrelations of an integer series by number-theoretic transforms
+// modulo two primes (c 2^k + 1 below 2^62), combined by the Chinese remainder
+// theorem: exact for |c_k| below 2^120, O(n log n).
+
+struct Montgomery {
+  uint64_t p, np, r2;
+  explicit Montgomery(uint64_t prime) : p(prime) {
+    uint64_t inv = p;  // p^-1 mod 2^64 (Newton)
+    for (int i = 0; i < 6; ++i) inv *= 2 - p * inv;
+    np = ~inv + 1;
+    const uint64_t r = static_cast<uint64_t>((static_cast<unsigned __int128>(1) << 64) % p);
+    r2 = static_cast<uint64_t>(static_cast<unsigned __int128>(r) * r % p);
+  }
+  uint64_t Reduce(unsigned __int128 t) const {
+    const uint64_t m = static_cast<uint64_t>(t) * np;
+    const uint64_t u = static_cast<uint64_t>((t + static_cast<unsigned __int128>(m) * p) >> 64);
+    return u >= p ? u - p : u;
+  }
+  uint64_t Mul(uint64_t a, uint64_t b) const {
+    return Reduce(static_cast<unsigned __int128>(a) * b);
+  }
+  uint64_t To(uint64_t a) const { return Mul(a % p, r2); }
+  uint64_t From(uint64_t a) const { return Reduce(a); }
+  uint64_t Pow(uint64_t base_m, uint64_t e) const {  // Montgomery form in and out
+    uint64_t r = To(1);
+    for (; e > 0; e >>= 1, base_m = Mul(base_m, base_m)) {
+      if (e & 1) r = Mul(r, base_m);
+    }
+    return r;
+  }
+};
+
+// In-place transform of `a` (Montgomery form, size a power of two).
+void Ntt(std::vector<uint64_t>& a, const Montgomery& mg, uint64_t generator, bool inverse) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  const uint64_t p = mg.p;
+  for (size_t len = 2; len <= n; len <<= 1) {
+    uint64_t w = mg.Pow(mg.To(generator), (p - 1) / len);
+    if (inverse) w = mg.Pow(w, p - 2);
+    for (size_t i = 0; i < n; i += len) {
+      uint64_t wk = mg.To(1);
+      for (size_t k = 0; k < len / 2; ++k) {
+        const uint64_t u = a[i + k], v = mg.Mul(a[i + k + len / 2], wk);
+        a[i + k] = u + v >= p ? u + v - p : u + v;
+        a[i + k + len / 2] = u >= v ? u - v : u + p - v;
+        wk = mg.Mul(wk, w);
+      }
+    }
+  }
+  if (inverse) {
+    const uint64_t inv_n = mg.Pow(mg.To(n), p - 2);
+    for (uint64_t& v : a) v = mg.Mul(v, inv_n);
+  }
+}
+
+// c_k = sum_i a_i a_{i+k} (k = 0..n-1) modulo `prime`.
+std::vector<uint64_t> AutocorrelationMod(const std::vector<int64_t>& a, uint64_t prime,
+                                         uint64_t generator) {
+  const size_t n = a.size();
+  size_t size = 1;
+  while (size < 2 * n) size <<= 1;
+  const Montgomery mg(prime);
+  auto residue = [&](int64_t v) {
+    const uint64_t m = v >= 0 ? static_cast<uint64_t>(v) % prime
+                              : (prime - static_cast<uint64_t>(-v) % prime) % prime;
+    return mg.To(m);
+  };
+  std::vector<uint64_t> fa(size, 0), fb(size, 0);
+  for (size_t i = 0; i < n; ++i) {
+    fa[i] = residue(a[i]);
+    fb[i] = residue(a[n - 1 - i]);
+  }
+  Ntt(fa, mg, generator, false);
+  Ntt(fb, mg, generator, false);
+  for (size_t i = 0; i < size; ++i) fa[i] = mg.Mul(fa[i], fb[i]);
+  Ntt(fa, mg, generator, true);
+  std::vector<uint64_t> c(n);
+  for (size_t k = 0; k < n; ++k) c[k] = mg.From(fa[n - 1 - k]);
+  return c;
+}
+
+// c_k = sum_i a_i a_{i+k} exactly (|c_k| < 2^120), as long double.
+std::vector<long double> ExactAutocorrelation(const std::vector<int64_t>& a) {
+  constexpr uint64_t kP1 = 4179340454199820289ULL;  // 29 * 2^57 + 1, generator 3
+  constexpr uint64_t kP2 = 1945555039024054273ULL;  // 27 * 2^56 + 1, generator 5
+  const std::vector<uint64_t> r1 = AutocorrelationMod(a, kP1, 3);
+  uint64_t max_abs = 0;
+  for (int64_t v : a) max_abs = std::max<uint64_t>(max_abs, v < 0 ? -static_cast<uint64_t>(v) : v);
+  const long double bound = static_cast<long double>(max_abs) * max_abs * a.size();
+  if (bound < 1e18L) {  // |c_k| < p1 / 2: one prime is exact
+    std::vector<long double> c(a.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      c[k] = r1[k] > kP1 / 2 ? -static_cast<long double>(kP1 - r1[k])
+                             : static_cast<long double>(r1[k]);
+    }
+    return c;
+  }
+  const std::vector<uint64_t> r2 = AutocorrelationMod(a, kP2, 5);
+  // Garner: x = r1 + p1 * ((r2 - r1) p1^-1 mod p2), in [0, p1 p2).
+  const Montgomery m2(kP2);
+  const uint64_t p1_inv = m2.Pow(m2.To(kP1 % kP2), kP2 - 2);  // Montgomery form
+  const unsigned __int128 prod = static_cast<unsigned __int128>(kP1) * kP2;
+  std::vector<long double> c(a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    const uint64_t d = (r2[k] + kP2 - r1[k] % kP2) % kP2;
+    const uint64_t t = m2.From(m2.Mul(m2.To(d), p1_inv));
+    const unsigned __int128 x = r1[k] + static_cast<unsigned __int128>(kP1) * t;
+    c[k] = x > prod / 2 ? -static_cast<long double>(prod - x) : static_cast<long double>(x);
+  }
+  return c;
+}
+
 }  // namespace
 
 double NormalUpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
 
 double TheilSenSlope(const std::vector<double>& x) {
-  const size_t n = x.size();
-  if (n < 2) return 0;
-  std::vector<double> slopes;
-  slopes.reserve(n * (n - 1) / 2);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = i + 1; j < n; ++j) slopes.push_back((x[j] - x[i]) / static_cast<double>(j - i));
-  }
-  return Median(slopes);
+  return internal::TheilSenSlopeWith(Positions(x.size()), x, internal::PairMethod::kAuto);
+}
+
+double TheilSenSlopeXY(const std::vector<double>& pos, const std::vector<double>& y) {
+  return internal::TheilSenSlopeWith(pos, y, internal::PairMethod::kAuto);
 }
 
 namespace {
-
-// The pairwise slopes (x[j] - x[i]) / (j - i), i < j, sorted, and in *s the
-// Mann-Kendall S (the number of rising pairs minus the falling ones).
-std::vector<double> SortedPairwiseSlopes(const std::vector<double>& x, double* s) {
-  const size_t n = x.size();
-  std::vector<double> slopes;
-  slopes.reserve(n * (n - 1) / 2);
-  *s = 0;
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = i + 1; j < n; ++j) {
-      const double d = x[j] - x[i];
-      *s += (d > 0) - (d < 0);
-      slopes.push_back(d / static_cast<double>(j - i));
-    }
-  }
-  std::sort(slopes.begin(), slopes.end());
-  return slopes;
-}
 
 // The weighted sums of the rank autocorrelations r_k of the detrended series
 // (Hamed-Rao), and r_1.
@@ -122,7 +513,7 @@ struct RankLags {
   double r1 = 0;
 };
 
-RankLags RankAutocorrelation(const std::vector<double>& x, double slope) {
+RankLags RankAutocorrelation(const std::vector<double>& x, double slope, bool exact_transform) {
   const size_t n = x.size();
   const double nd = static_cast<double>(n);
   RankLags lags;
@@ -142,9 +533,37 @@ RankLags RankAutocorrelation(const std::vector<double>& x, double slope) {
   bool positive_run = true;
   if (denom > 0) {
     const double bound = kZ975 / std::sqrt(nd);
+    // The numerators sum_i (R_i - mean)(R_{i+k} - mean) are a quarter of the
+    // autocorrelations c_k of the integers a_i = 2 R_i - (n + 1) (ranks are
+    // multiples of 1/2): computed exactly, directly (O(n^2); every partial
+    // sum an integer below 2^53, so in any order) or by exact transforms
+    // (O(n log n)).
+    std::vector<int64_t> a(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<int64_t>(std::llround(2 * ranks[i])) - static_cast<int64_t>(n + 1);
+    }
+    std::vector<long double> c;
+    if (exact_transform) {
+      c = ExactAutocorrelation(a);
+    } else {
+      const std::vector<double> ad(a.begin(), a.end());
+      c.assign(n, 0);
+      for (size_t k = 1; k + 2 < n; ++k) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        const size_t len = n - k;
+        size_t i = 0;
+        for (; i + 4 <= len; i += 4) {
+          s0 += ad[i] * ad[i + k];
+          s1 += ad[i + 1] * ad[i + 1 + k];
+          s2 += ad[i + 2] * ad[i + 2 + k];
+          s3 += ad[i + 3] * ad[i + 3 + k];
+        }
+        for (; i < len; ++i) s0 += ad[i] * ad[i + k];
+        c[k] = static_cast<long double>((s0 + s1) + (s2 + s3));
+      }
+    }
     for (size_t k = 1; k + 2 < n; ++k) {
-      double num = 0;
-      for (size_t i = 0; i + k < n; ++i) num += (ranks[i] - mean) * (ranks[i + k] - mean);
+      const double num = static_cast<double>(c[k] / 4);
       const double rk = num / denom;
       if (k == 1) lags.r1 = rk;
       const double nk = static_cast<double>(n - k);
@@ -193,25 +612,42 @@ double ReportQuantile(double report_factor, double nd) {
 
 }  // namespace
 
-TrendResult TrendTest(const std::vector<double>& x) {
+namespace {
+
+// Mann-Kendall S: the rising pairs minus the falling ones.
+double MannKendallS(const std::vector<double>& x, bool counting) {
+  const size_t n = x.size();
+  if (counting) {  // O(n log n): the falling pairs are the inversions
+    std::vector<double> key = x, buf;
+    const auto [falling, ties] = Inversions(key, buf);
+    const uint64_t pairs = static_cast<uint64_t>(n) * (n - 1) / 2;
+    return static_cast<double>(pairs - ties - falling) - static_cast<double>(falling);
+  }
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const double d = x[j] - x[i];
+      s += (d > 0) - (d < 0);
+    }
+  }
+  return s;
+}
+
+template <typename Pairs>
+TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
   TrendResult r;
   const size_t n = x.size();
   r.n = n;
-  if (n < 3) {
-    r.slope = r.slope_low = r.slope_high = r.ci_low = r.ci_high = TheilSenSlope(x);
-    return r;
-  }
-  double s = 0;
-  const std::vector<double> slopes = SortedPairwiseSlopes(x, &s);
+  const double s = MannKendallS(x, counting);
   r.s = s;
-  const size_t m = slopes.size();
-  r.slope = m % 2 ? slopes[m / 2] : (slopes[m / 2 - 1] + slopes[m / 2]) / 2;
+  const uint64_t m = pairs.count();
+  r.slope = MedianSlope(pairs);
 
   // Var(S), corrected for ties and (Hamed-Rao) for the autocorrelation of the
   // ranks of the detrended series.
   const double nd = static_cast<double>(n);
   double var = (nd * (nd - 1) * (2 * nd + 5) - TieTerm(x)) / 18;
-  const RankLags lags = RankAutocorrelation(x, r.slope);
+  const RankLags lags = RankAutocorrelation(x, r.slope, n > kDirectLagsMax);
   r.hamed_rao = std::max(1.0, 1 + 2 * lags.sum / (nd * (nd - 1) * (nd - 2)));
   r.var_s = var * r.hamed_rao;
   // The interval takes the larger factor of the run of positive lags and the
@@ -229,7 +665,7 @@ TrendResult TrendTest(const std::vector<double>& x) {
   auto at_rank = [&](double rank) {  // 1-based, rounded and clamped
     double k = std::round(rank);
     k = std::min(std::max(k, 1.0), md);
-    return slopes[static_cast<size_t>(k) - 1];
+    return pairs.Select(static_cast<uint64_t>(k));
   };
   const double c = kZ975 * std::sqrt(var * ci_factor);
   r.slope_low = at_rank((md - c) / 2);
@@ -240,6 +676,45 @@ TrendResult TrendTest(const std::vector<double>& x) {
   r.ci_low = std::min(r.slope_low, at_rank((md - cr) / 2));
   r.ci_high = std::max(r.slope_high, at_rank((md + cr) / 2 + 1));
   return r;
+}
+
+}  // namespace
+
+namespace internal {
+
+TrendResult TrendTestWith(const std::vector<double>& x, PairMethod method) {
+  const size_t n = x.size();
+  if (n < 3) {
+    TrendResult r;
+    r.n = n;
+    r.slope = r.slope_low = r.slope_high = r.ci_low = r.ci_high =
+        TheilSenSlopeWith(Positions(n), x, method);
+    return r;
+  }
+  const std::vector<double> pos = Positions(n);
+  if (UseCounting(pos, x, method)) {
+    CountingPairs pairs(pos, x);
+    return TrendOf(x, pairs, true);
+  }
+  AllPairs pairs(pos, x);
+  return TrendOf(x, pairs, false);
+}
+
+double TheilSenSlopeWith(const std::vector<double>& pos, const std::vector<double>& y,
+                         PairMethod method) {
+  if (y.size() < 2 || pos.size() != y.size()) return 0;
+  if (UseCounting(pos, y, method)) {
+    CountingPairs pairs(pos, y);
+    return MedianSlope(pairs);
+  }
+  AllPairs pairs(pos, y);
+  return MedianSlope(pairs);
+}
+
+}  // namespace internal
+
+TrendResult TrendTest(const std::vector<double>& x) {
+  return internal::TrendTestWith(x, internal::PairMethod::kAuto);
 }
 
 size_t DetectWarmup(const std::vector<double>& x, double max_fraction, size_t min_after) {

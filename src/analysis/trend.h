@@ -22,9 +22,20 @@
 //   Warm-up: 0,50,100,100,101,100,... -> the two-segment least-squares fit
 //     splits at index 3, the first index of the flat segment.
 //
-// Contract: pure functions; O(n^2) time and memory in the series length, so
-// callers pass at most a few hundred points (the classifier's window is
-// <= 256). Empty or one-point series give p = 1 and slope 0.
+// Cost: series of up to internal::kAllPairsMax points list every pair
+// (O(n^2) time and memory: fewer instructions at that size). Longer ones
+// count pairs instead: S from the inversions of the series (merge sort),
+// each needed order statistic of the pairwise slopes (the median, the
+// interval's ranks) by counting the pairs below a candidate slope in
+// O(n log n) and bisecting on the value, and the rank autocorrelations of
+// every lag by exact number-theoretic transforms: O(n log n) time, O(n)
+// memory (tests/bench/trend_bench.cc; a 256-point window takes a third of
+// the all-pairs instructions).
+// Both give the same S, Var(S), p-value and ranks; the slopes are equal but
+// for a rounding bound stated at internal::PairMethod (docs/analysis.md
+// "Cost of the trend statistics").
+//
+// Contract: pure functions. Empty or one-point series give p = 1 and slope 0.
 
 #ifndef MEMSTEP_SRC_ANALYSIS_TREND_H_
 #define MEMSTEP_SRC_ANALYSIS_TREND_H_
@@ -61,6 +72,11 @@ TrendResult TrendTest(const std::vector<double>& x);
 // Theil-Sen slope only (median of pairwise slopes); 0 for n < 2.
 double TheilSenSlope(const std::vector<double>& x);
 
+// Theil-Sen slope of the points (pos_i, y_i), pos non-decreasing: the median
+// of (y_j - y_i) / (pos_j - pos_i) over the pairs i < j with pos_j != pos_i;
+// 0 when there is none.
+double TheilSenSlopeXY(const std::vector<double>& pos, const std::vector<double>& y);
+
 // One-sided upper tail of the standard normal: 1 - Phi(z).
 double NormalUpperTail(double z);
 
@@ -71,6 +87,27 @@ double NormalUpperTail(double z);
 // and the first segment rises faster than the second.
 size_t DetectWarmup(const std::vector<double>& x, double max_fraction = 0.25,
                     size_t min_after = 30);
+
+namespace internal {
+
+// Series longer than this count pairs instead of listing them.
+inline constexpr size_t kAllPairsMax = 80;
+
+// How the pairwise statistics are computed. kAllPairs lists every pair (the
+// reference); kCounting counts them in O(n log n) (strictly increasing
+// positions and finite values only; otherwise it lists them). kAuto: listing
+// up to kAllPairsMax points, counting above. Counting gives the same S,
+// Var(S), Hamed-Rao factors and p-value (integers and exact sums), and the
+// same slopes up to rounding: a selected slope can differ only when it lies
+// within about 2^-60 (max|y| + |slope| max pos) of a bisection point, by at
+// most that much (tests/unit/trend_test.cc checks equality on random series).
+enum class PairMethod { kAuto, kAllPairs, kCounting };
+
+TrendResult TrendTestWith(const std::vector<double>& x, PairMethod method);
+double TheilSenSlopeWith(const std::vector<double>& pos, const std::vector<double>& y,
+                         PairMethod method);
+
+}  // namespace internal
 
 }  // namespace memstep::analysis
 

@@ -390,6 +390,56 @@ TEST(GrowthTest, SmallTrendIsNoTrend) {
   EXPECT_EQ(ClassifyGrowth(in, 0, o).cls, GrowthClass::kLeak);
 }
 
+// Issue 9 item 4: a LEAK's printed interval is the one its class rests on,
+// so no series is LEAK with a 95 % rate interval that reaches 0. Exact
+// series of 120 steps with AR(1) noise (phi 0..0.9, sd 256 KiB) and trends
+// of 0..2 sd per 10 steps, 600 fixed seeds: every LEAK has slope_low > 0.
+// On the trend-free third, LEAK is a false alarm. It needs the interval's
+// lower end above 0, which a 95 % interval that covers the truth misses from
+// below in at most 2.5 % of runs: the stated false LEAK rate on trend-free
+// exact series (the Mann-Kendall test's nominal 1 % does not hold for
+// strongly autocorrelated ones: before the interval rule, 16 of these 200
+// were LEAK). Accepted up to MaxSuccesses(200, 0.025, 1e-4) = 14 (a correct
+// classifier fails with probability <= 1e-4); measured: 7.
+TEST(GrowthTest, NoLeakWithAnIntervalReachingZero) {
+  int leaks = 0, flat_runs = 0, false_leaks = 0, demoted = 0, flat_demoted = 0;
+  for (uint64_t seed = 1; seed <= 600; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    const double sd = 256 * kKiB, phi = 0.9 * u(rng);
+    const int kind = static_cast<int>(seed % 3);  // 0: flat, 1: small trend, 2: clear trend
+    const double slope = kind == 0 ? 0 : kind == 1 ? 0.02 * sd * u(rng) : 0.2 * sd * u(rng);
+    std::normal_distribution<double> noise(0, sd * std::sqrt(1 - phi * phi));
+    GrowthInput in;
+    double e = 0;
+    for (int r = 0; r < 120; ++r) {
+      e = phi * e + noise(rng);
+      in.y.push_back(std::round(64 * kMiB + slope * r + e));
+    }
+    GrowthOptions o;
+    o.min_rate = 512;  // the exact series' bounds (analysis.cc)
+    o.min_window_growth = 32 * kKiB;
+    const Growth g = ClassifyGrowth(in, 0, o);
+    if (g.cls == GrowthClass::kLeak) {
+      ++leaks;
+      EXPECT_GT(g.slope_low, 0) << "seed " << seed << ": " << g.reason;
+    }
+    const bool was_leak = g.reason.find("growth not established") != std::string::npos;
+    demoted += was_leak;
+    if (kind == 0) {
+      ++flat_runs;
+      flat_demoted += was_leak;
+      false_leaks += g.cls == GrowthClass::kLeak;
+    }
+  }
+  EXPECT_LE(false_leaks, testing::MaxSuccesses(flat_runs, 0.025, 1e-4));
+  EXPECT_GT(leaks, 100);  // the clear trends are found
+  printf(
+      "NoLeakWithAnIntervalReachingZero: %d LEAK of 600, %d false of %d flat; not LEAK for "
+      "the interval: %d (%d flat)\n",
+      leaks, false_leaks, flat_runs, demoted, flat_demoted);
+}
+
 TEST(TrendTest, WorkedExample) {
   TrendResult t = TrendTest({1, 3, 2, 5, 4, 6});
   EXPECT_EQ(t.s, 11);
