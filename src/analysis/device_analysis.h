@@ -34,6 +34,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "src/analysis/analysis.h"
+#include "src/analysis/events.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/reader/reader.h"
 
@@ -53,10 +54,10 @@ struct HostContext {
 // host analysis) and `summary`, appends device sites to `sites`, device stage
 // peaks to `stage_peaks` and failures to `failures`. Site ids in stage peaks
 // and failures are indices into `sites` plus 1, like the host analysis'.
-void AnalyzeDevices(const reader::Trace& t, const HostContext& host, const Options& options,
-                    FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
-                    std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
-                    std::vector<DeviceFailure>& failures);
+void AnalyzeDevices(const reader::Trace& t, const TraceEvents& events, const HostContext& host,
+                    const Options& options, FrameResolver& resolver, std::vector<StepRow>& steps,
+                    ProcessSummary& summary, std::vector<Site>& sites,
+                    std::vector<StagePeak>& stage_peaks, std::vector<DeviceFailure>& failures);
 
 // Parses "torch.cuda:<dev>.<stat>"; false for any other counter name.
 bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat);
