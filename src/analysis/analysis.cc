@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "src/analysis/calibrate.h"
 #include "src/analysis/device_analysis.h"
+#include "src/analysis/device_replay.h"
 #include "src/analysis/events.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/mem_snapshot.h"
@@ -437,7 +438,7 @@ void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
 void ReplayHost(const Trace& t, const TraceEvents& events,
                 const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
                 const std::map<std::string, StageRun>& max_run, const Options& options, size_t rows,
-                ProcessResult& r, HostPass& h) {
+                DeviceAnalysis* device, ProcessResult& r, HostPass& h) {
   const uint64_t last_step_end = LastStepEndSeq(t, row_of_step);
   h.interval_by_row.assign(rows, static_cast<double>(t.header.sample_interval));
   std::vector<reader::Rate> rates(t.rates.begin(), t.rates.end());
@@ -457,6 +458,7 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
   HeapReplay& replay = h.replay;
   if (!in_selection) replay.set_cohort(UINT32_MAX);
   events.ForEach([&](size_t i, const Event& e) {
+    if (device != nullptr) device->Apply(i, e);  // the device pass rides on this one
     while (next_rate < rates.size() && rates[next_rate].ts <= e.ts) {
       interval_now = static_cast<double>(rates[next_rate++].interval);
       if (row_now < rows)
@@ -500,22 +502,37 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
   r.summary.est_peak_time_s = static_cast<double>(h.peak_ts) / 1e9;
 }
 
-// Pass 2: replays up to each capture point (event indices) and keeps what
-// each site had live there. Stops after the last one.
-std::map<size_t, std::vector<HeapReplay::Accumulator>> CaptureHost(const TraceEvents& events,
-                                                                   std::vector<size_t> captures) {
-  std::sort(captures.begin(), captures.end());
-  captures.erase(std::unique(captures.begin(), captures.end()), captures.end());
-  std::map<size_t, std::vector<HeapReplay::Accumulator>> captured;
-  if (captures.empty()) return captured;
-  HeapReplay again;
-  size_t next = 0;
+// What the capture pass keeps: each site's live bytes right after given
+// events, host (HeapReplay) and device (DeviceReplay).
+struct Captured {
+  std::map<size_t, std::vector<HeapReplay::Accumulator>> host;
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> device;
+};
+
+// Pass 2: replays up to each capture point (event indices, host and device)
+// and keeps what each site had live there. Stops after the last one.
+Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
+                     std::vector<size_t> device) {
+  for (std::vector<size_t>* v : {&host, &device}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  Captured out;
+  if (host.empty() && device.empty()) return out;
+  const size_t last = std::max(host.empty() ? 0 : host.back(), device.empty() ? 0 : device.back());
+  HeapReplay heap;
+  DeviceReplay dev;
+  size_t next_host = 0, next_device = 0;
   events.ForEachUntil([&](size_t i, const Event& e) {
-    again.Apply(e);
-    if (i == captures[next]) captured[captures[next++]] = again.sites();
-    return next < captures.size();
+    heap.Apply(e);
+    dev.Apply(e);
+    if (next_host < host.size() && i == host[next_host]) out.host[host[next_host++]] = heap.sites();
+    if (next_device < device.size() && i == device[next_device]) {
+      out.device[device[next_device++]] = dev.sites();
+    }
+    return i < last;
   });
-  return captured;
+  return out;
 }
 
 ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
@@ -526,8 +543,11 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   std::map<std::string, StageRun> max_run;
   BuildSteps(t, r, row_of_step, max_run, options.timeline);
   const size_t rows = r.steps.size();
+  HostContext host;  // for the device analysis; filled in below
+  host.row_of_step = &row_of_step;
+  std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
   HostPass h;
-  ReplayHost(t, events, row_of_step, max_run, options, rows, r, h);
+  ReplayHost(t, events, row_of_step, max_run, options, rows, device.get(), r, h);
   const HeapReplay& replay = h.replay;
   const std::vector<StageTarget>& targets = h.targets;
   const double interval_max = h.interval_max;
@@ -551,7 +571,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
     }
     if (snapshot_of[k] == nullptr && targets[k].best >= 0) captures.push_back(targets[k].index);
   }
-  std::map<size_t, std::vector<HeapReplay::Accumulator>> captured = CaptureHost(events, captures);
+  Captured both =
+      CapturePass(events, captures, device != nullptr ? device->Captures() : std::vector<size_t>{});
+  std::map<size_t, std::vector<HeapReplay::Accumulator>>& captured = both.host;
 
   // Stage peaks.
   for (size_t k = 0; k < targets.size(); ++k) {
@@ -816,10 +838,16 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   for (const ProcessSummary::Hunt& h : SummarizeHunts(t, true)) ps.hunts.push_back(h);
   Unattributed(r.sites, r.steps, exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
-  HostContext host{&row_of_step, ps.warmup_steps, ps.median_step_s, used, limit, exact};
+  host.warmup_steps = ps.warmup_steps;
+  host.median_step_s = ps.median_step_s;
+  host.host_used_bytes = used;
+  host.memory_limit = limit;
+  host.exact = exact;
   const size_t device_base = r.sites.size();
-  AnalyzeDevices(t, events, host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks,
-                 r.failures);
+  if (device != nullptr) {
+    device->Finish(host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks, r.failures,
+                   both.device);
+  }
   // Out-of-memory moments and snapshots on request (mem_snapshot.h).
   AnalyzeMemSnapshots(t, events, device_base, interval_max, options, r.snapshots);
   return r;
@@ -847,6 +875,7 @@ absl::StatusOr<LoadedTrace> LoadTrace(const reader::TraceFile& file, const Progr
                                       std::vector<std::string>& warnings) {
   LoadedTrace out;
   reader::StreamOptions stream;
+  stream.release_mapped_pages = file.mapped;
   reader::ProgressFn scan_progress;
   if (progress) {
     scan_progress = [&](uint64_t done) { progress(file.path, 1, done, file.size); };

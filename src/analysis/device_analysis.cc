@@ -85,10 +85,8 @@ std::set<int32_t> DevicesOf(const Trace& t) {
 // The first pass's state and results.
 class DevicePass {
  public:
-  DevicePass(const Trace& t, const TraceEvents& events, const HostContext& host,
-             const std::set<int32_t>& devices)
+  DevicePass(const Trace& t, const HostContext& host, const std::set<int32_t>& devices)
       : t_(t),
-        events_(events),
         host_(host),
         devices_(devices),
         rows_(host.row_of_step->size()),
@@ -97,30 +95,29 @@ class DevicePass {
     Reset();
   }
 
-  void Run() {
-    events_.ForEach([this](size_t i, const Event& e) {
-      NoteDevInfo(e);
-      if (replay_.Apply(e)) {
-        if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
-        return;
-      }
-      switch (e.tag) {
-        case format::kTagStep:
-          OnStep(e);
-          break;
-        case format::kTagStage:
-          OnStage(i, e);
-          break;
-        case format::kTagCounter:
-          OnCounter(e);
-          break;
-        case format::kTagDevFail:
-          fails_.push_back(e);
-          break;
-        default:
-          break;
-      }
-    });
+  // One event of the pass, in order (`i`: its index, events.h).
+  void Apply(size_t i, const Event& e) {
+    NoteDevInfo(e);
+    if (replay_.Apply(e)) {
+      if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
+      return;
+    }
+    switch (e.tag) {
+      case format::kTagStep:
+        OnStep(e);
+        break;
+      case format::kTagStage:
+        OnStage(i, e);
+        break;
+      case format::kTagCounter:
+        OnCounter(e);
+        break;
+      case format::kTagDevFail:
+        fails_.push_back(e);
+        break;
+      default:
+        break;
+    }
   }
 
   const DeviceReplay& replay() const { return replay_; }
@@ -297,7 +294,6 @@ class DevicePass {
   }
 
   const Trace& t_;
-  const TraceEvents& events_;
   const HostContext& host_;
   const std::set<int32_t>& devices_;
   const size_t rows_;
@@ -342,25 +338,6 @@ class DevicePass {
   std::vector<Event> fails_;  // DEV_FAIL records
   std::vector<std::vector<double>> site_by_step_;
 };
-
-// Live bytes and counts of every device site right after each event index
-// in `indices`.
-std::map<size_t, std::vector<DeviceReplay::SiteAcc>> Capture(const TraceEvents& events,
-                                                             std::vector<size_t> indices) {
-  std::sort(indices.begin(), indices.end());
-  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
-  while (!indices.empty() && indices.back() == SIZE_MAX) indices.pop_back();  // never reached
-  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> out;
-  if (indices.empty()) return out;
-  DeviceReplay replay;
-  size_t next = 0;
-  events.ForEachUntil([&](size_t i, const Event& e) {
-    replay.Apply(e);
-    if (i == indices[next]) out[indices[next++]] = replay.sites();
-    return next < indices.size();
-  });
-  return out;
-}
 
 // The growth verdict of an exact per-step series.
 Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOptions& exact) {
@@ -557,26 +534,51 @@ bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* st
   return absl::SimpleAtoi(digits, device) && (*stat = name.substr(dot + 1), true);
 }
 
-void AnalyzeDevices(const Trace& t, const TraceEvents& events, const HostContext& host,
-                    const Options& options, FrameResolver& resolver, std::vector<StepRow>& steps,
-                    ProcessSummary& summary, std::vector<Site>& sites,
-                    std::vector<StagePeak>& stage_peaks, std::vector<DeviceFailure>& failures) {
-  const std::set<int32_t> devices = DevicesOf(t);
-  if (devices.empty() && t.device_kinds.empty()) return;  // a host-only trace: nothing changes
+struct DeviceAnalysis::Impl {
+  Impl(const Trace& t, const HostContext& host, std::set<int32_t> d)
+      : trace(t), devices(std::move(d)), pass(t, host, devices) {}
+  const Trace& trace;
+  const std::set<int32_t> devices;
+  DevicePass pass;
+};
 
-  DevicePass pass(t, events, host, devices);
-  for (StepRow& row : steps) pass.step_rows.push_back(&row);
-  pass.Run();
-  FillStepRows(t, pass, steps);
-  FillDeviceSummaries(t, host, options, devices, pass, steps, summary);
+std::unique_ptr<DeviceAnalysis> DeviceAnalysis::Start(const Trace& t, const HostContext& host,
+                                                      std::vector<StepRow>& steps) {
+  std::set<int32_t> devices = DevicesOf(t);
+  if (devices.empty() && t.device_kinds.empty()) return nullptr;  // a host-only trace
+  std::unique_ptr<DeviceAnalysis> d(new DeviceAnalysis);
+  d->impl_ = std::make_unique<Impl>(t, host, std::move(devices));
+  for (StepRow& row : steps) d->impl_->pass.step_rows.push_back(&row);
+  return d;
+}
 
+DeviceAnalysis::DeviceAnalysis() = default;
+DeviceAnalysis::~DeviceAnalysis() = default;
+
+void DeviceAnalysis::Apply(size_t index, const Event& e) { impl_->pass.Apply(index, e); }
+
+std::vector<size_t> DeviceAnalysis::Captures() const {
   // The sites live at each device's peak, at the pinned host peak and at
-  // each (stage, device)'s largest peak.
+  // each (stage, device)'s largest peak (SIZE_MAX: never reached).
+  const DevicePass& pass = impl_->pass;
   std::vector<size_t> indices;
   for (const auto& [d, p] : pass.run_peak()) indices.push_back(p.index);
   indices.push_back(pass.pinned_peak().index);
   for (const auto& [key, p] : pass.best_stage()) indices.push_back(p.index);
-  const std::map<size_t, std::vector<DeviceReplay::SiteAcc>> captured = Capture(events, indices);
+  indices.erase(std::remove(indices.begin(), indices.end(), SIZE_MAX), indices.end());
+  return indices;
+}
+
+void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
+                            FrameResolver& resolver, std::vector<StepRow>& steps,
+                            ProcessSummary& summary, std::vector<Site>& sites,
+                            std::vector<StagePeak>& stage_peaks,
+                            std::vector<DeviceFailure>& failures,
+                            const std::map<size_t, std::vector<DeviceReplay::SiteAcc>>& captured) {
+  const Trace& t = impl_->trace;
+  DevicePass& pass = impl_->pass;
+  FillStepRows(t, pass, steps);
+  FillDeviceSummaries(t, host, options, impl_->devices, pass, steps, summary);
   auto live_at = [&](size_t index, size_t site) -> const DeviceReplay::SiteAcc* {
     auto it = captured.find(index);
     return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;

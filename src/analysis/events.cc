@@ -33,8 +33,7 @@ bool BulkTransform::Apply(reader::Event& e) const {
   return true;
 }
 
-TraceEvents::TraceEvents(const reader::Trace& t, const uint8_t* data,
-                         reader::StreamOptions options)
+TraceEvents::TraceEvents(const reader::Trace& t, const uint8_t* data, reader::StreamOptions options)
     : t_(t), data_(data), options_(options), streaming_(true) {}
 
 TraceEvents::TraceEvents(const reader::Trace& t, std::vector<reader::Event> bulk)

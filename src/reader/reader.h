@@ -298,6 +298,11 @@ struct StreamOptions {
   StreamOptions() { reader.max_records = UINT64_MAX; }  // memory does not grow with records
   ReaderOptions reader;
   uint64_t min_window_ns = 2000000000;  // 2 s
+  // The data is a read-only file mapping (reader::RunFiles): pages behind
+  // the pass are dropped from the process (madvise MADV_DONTNEED; the page
+  // cache keeps them), so the file's size does not count in its memory.
+  // Never set it for other memory: MADV_DONTNEED zeroes anonymous pages.
+  bool release_mapped_pages = false;
 };
 
 // Bytes of the file read so far (for a progress bar); called once per chunk.

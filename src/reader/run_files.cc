@@ -63,6 +63,7 @@ absl::Status Map(const std::string& path, TraceFile* out) {
   out->path = path;
   out->data = static_cast<const uint8_t*>(map);
   out->size = size;
+  out->mapped = true;
   return absl::OkStatus();
 }
 

@@ -22,8 +22,11 @@ namespace memstep::reader {
 
 struct TraceFile {
   std::string path;
-  const uint8_t* data = nullptr;  // mapped read-only, `size` bytes
+  const uint8_t* data = nullptr;  // `size` bytes
   size_t size = 0;
+  // `data` is a read-only mapping of the file (RunFiles::Open): a reader may
+  // drop its pages behind it (reader::StreamOptions::release_mapped_pages).
+  bool mapped = false;
 };
 
 class RunFiles {

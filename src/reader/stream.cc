@@ -2,6 +2,9 @@
 // EventStream (bulk events re-read in seq order through the reorder window).
 // reader.h has the contract and the window's bound.
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -119,8 +122,13 @@ struct DecodedChunk {
 class ChunkPipeline {
  public:
   ChunkPipeline(const uint8_t* data, size_t begin, size_t end, const ReaderOptions& options,
-                bool keep_dictionary)
-      : data_(data), begin_(begin), end_(end), options_(options), keep_(keep_dictionary) {
+                bool keep_dictionary, bool release_pages)
+      : data_(data),
+        begin_(begin),
+        end_(end),
+        options_(options),
+        keep_(keep_dictionary),
+        release_(release_pages) {
     worker_ = std::thread([this] { Run(); });
   }
   ~ChunkPipeline() {
@@ -174,10 +182,11 @@ class ChunkPipeline {
     for (;;) {
       OneChunk sink;
       sink.keep = keep_;
-      scan = internal::ScanChunks(data_, end_, pos, options_, decoder, sink, &chunks_,
-                                  &warnings_, &budget);
+      scan = internal::ScanChunks(data_, end_, pos, options_, decoder, sink, &chunks_, &warnings_,
+                                  &budget);
       if (sink.got == nullptr) break;  // the end, or a chunk that does not read
       pos = scan.next_offset;
+      if (release_) Release(pos);
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return queue_.size() < kAhead || stop_; });
       if (stop_) break;
@@ -190,10 +199,24 @@ class ChunkPipeline {
     cv_.notify_all();
   }
 
+  // Drops the mapped pages before `pos` from the process, 64 MiB at a time.
+  void Release(size_t pos) {
+    constexpr size_t kStep = size_t{64} << 20;
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+    const uintptr_t upto = (base + pos) & ~(page - 1);
+    if (upto < released_ + kStep || upto <= base) return;
+    const uintptr_t from = std::max(released_, (base + page - 1) & ~(page - 1));
+    if (upto > from) madvise(reinterpret_cast<void*>(from), upto - from, MADV_DONTNEED);
+    released_ = upto;
+  }
+
   const uint8_t* data_;
   const size_t begin_, end_;
   const ReaderOptions options_;
   const bool keep_;
+  const bool release_;
+  uintptr_t released_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<DecodedChunk>> queue_;
@@ -204,7 +227,6 @@ class ChunkPipeline {
   std::vector<std::string> warnings_;  // the worker's until done_
   std::thread worker_;
 };
-
 
 // ScanTrace's sink: merges everything but bulk events, which it checks
 // against the window and for references, counts and drops.
@@ -269,7 +291,8 @@ absl::StatusOr<Trace> ScanTrace(const uint8_t* data, size_t size, const StreamOp
   absl::StatusOr<size_t> header_len = ParseHeader(data, size, &t, options.reader.verify_crc);
   if (!header_len.ok()) return header_len.status();
   ScanSink sink(t, options.min_window_ns, *header_len, progress);
-  ChunkPipeline pipeline(data, *header_len, size, options.reader, /*keep_dictionary=*/true);
+  ChunkPipeline pipeline(data, *header_len, size, options.reader, /*keep_dictionary=*/true,
+                         options.release_mapped_pages);
   while (std::unique_ptr<DecodedChunk> c = pipeline.Next()) {
     if (!sink.Take(c->header, c->records)) {
       return absl::FailedPreconditionError(sink.violation());
@@ -284,8 +307,8 @@ absl::StatusOr<Trace> ScanTrace(const uint8_t* data, size_t size, const StreamOp
   if (scan.next_offset < size) {
     t.truncated = true;
     t.truncated_at_offset = scan.next_offset;
-    t.warnings.push_back(absl::StrCat("truncated at offset ", scan.next_offset, " (",
-                                      scan.problem, "); read ", t.chunks, " chunks before it"));
+    t.warnings.push_back(absl::StrCat("truncated at offset ", scan.next_offset, " (", scan.problem,
+                                      "); read ", t.chunks, " chunks before it"));
   }
   std::stable_sort(t.events.begin(), t.events.end(),
                    [](const Event& a, const Event& b) { return a.seq < b.seq; });
@@ -305,7 +328,7 @@ struct EventStream::Impl {
         done(b),
         progress(std::move(p)),
         window(o.min_window_ns),
-        pipeline(d, b, e, o.reader, /*keep_dictionary=*/false) {}
+        pipeline(d, b, e, o.reader, /*keep_dictionary=*/false, o.release_mapped_pages) {}
 
   // The next event in seq order; false when nothing is left.
   bool Next(Event* e) {
@@ -316,9 +339,9 @@ struct EventStream::Impl {
       if (c == nullptr) {
         drained = true;
         if (pipeline.scan().next_offset < end) {
-          status = absl::DataLossError(
-              absl::StrCat("chunk at offset ", pipeline.scan().next_offset, " no longer reads (",
-                           pipeline.scan().problem, "): was the file changed?"));
+          status = absl::DataLossError(absl::StrCat("chunk at offset ", pipeline.scan().next_offset,
+                                                    " no longer reads (", pipeline.scan().problem,
+                                                    "): was the file changed?"));
         }
         continue;
       }

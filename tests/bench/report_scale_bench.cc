@@ -118,8 +118,7 @@ int main(int argc, char** argv) {
       cmd = {memstep, "report", "--no-symbolize", "--format", f, "-o", "/dev/null", trace};
     }
     const ChildResult r = RunChild(cmd);
-    printf("%-10s %8.2f %8.2f %10.1f %4d\n", f.c_str(), r.wall_s, r.cpu_s, r.max_rss_mib,
-           r.status);
+    printf("%-10s %8.2f %8.2f %10.1f %4d\n", f.c_str(), r.wall_s, r.cpu_s, r.max_rss_mib, r.status);
     fflush(stdout);
     all_ok = all_ok && (r.status == 0 || r.status == 3);  // 3: a gate failed (none here)
     worst_cpu = std::max(worst_cpu, r.cpu_s);
@@ -134,8 +133,7 @@ int main(int argc, char** argv) {
   }
   const memstep::reader::TraceFile& file = run->traces()[0];
   double c0 = CpuNow();
-  absl::StatusOr<memstep::reader::Trace> scanned =
-      memstep::reader::ScanTrace(file.data, file.size);
+  absl::StatusOr<memstep::reader::Trace> scanned = memstep::reader::ScanTrace(file.data, file.size);
   const double scan_s = CpuNow() - c0;
   if (!scanned.ok()) {
     fprintf(stderr, "report_scale_bench: %s\n", std::string(scanned.status().message()).c_str());

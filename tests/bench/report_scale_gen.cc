@@ -50,7 +50,7 @@ struct Args {
   uint64_t seed = 1;
   int threads = 4;
   int stacks = 1000;
-  uint64_t rate = 20000;  // records per second of trace time
+  uint64_t rate = 20000;   // records per second of trace time
   bool chunk_time = true;  // false: every chunk's time is 0 (no reorder bound known)
   uint64_t very_late = 0;  // N > 0: one record in N reaches the file 50 cycles late
 };
@@ -178,8 +178,7 @@ class Writer {
     if (ZSTD_isError(n)) abort();
     fmt::ChunkHeader ch;
     fmt::FillChunkHeader(&ch, chunk_seq_++, fmt::kCodecZstd, kind, chunk_time_ ? ts : 0,
-                         out_.data(),
-                         static_cast<uint32_t>(n), static_cast<uint32_t>(raw_.size()));
+                         out_.data(), static_cast<uint32_t>(n), static_cast<uint32_t>(raw_.size()));
     Put(&ch, sizeof(ch));
     Put(out_.data(), n);
     raw_.clear();
@@ -268,8 +267,14 @@ int main(int argc, char** argv) {
   w.Header(4242, T);
 
   // Dictionary: stage and counter names, a mapping, the stacks.
-  const char* names[] = {"forward", "backward", "optimizer", "rss_bytes", "mmap_live_bytes",
-                         "mallinfo2.arena", "memstep.sampled_live_blocks", "/usr/bin/python3"};
+  const char* names[] = {"forward",
+                         "backward",
+                         "optimizer",
+                         "rss_bytes",
+                         "mmap_live_bytes",
+                         "mallinfo2.arena",
+                         "memstep.sampled_live_blocks",
+                         "/usr/bin/python3"};
   for (uint64_t i = 0; i < 8; ++i) {
     fmt::StringRecord s;
     s.id = i + 1;
@@ -311,8 +316,8 @@ int main(int argc, char** argv) {
   uint64_t next_cycle = ts + cycle_ns;
   fmt::Counters c{};
   uint64_t next_addr = 0x10000000;
-  std::vector<LiveBlock> live;           // sampled blocks still allocated
-  std::vector<LiveBlock> step_blocks;    // freed at the step's end
+  std::vector<LiveBlock> live;         // sampled blocks still allocated
+  std::vector<LiveBlock> step_blocks;  // freed at the step's end
   struct DevBlock {
     uint64_t addr, size;
     int32_t device;
@@ -493,7 +498,7 @@ int main(int argc, char** argv) {
     c.alloc_bytes += 4096;
     c.alloc_count += 1;
     c.live_bytes = c.alloc_bytes - c.free_bytes + (512u << 20);
-    live.pop_back();                       // (not in the freeable pool)
+    live.pop_back();  // (not in the freeable pool)
     for (const LiveBlock& b : step_blocks) free_block(b);
     step_blocks.clear();
     c.rss_bytes = c.live_bytes + (256u << 20) + step * 4096;
@@ -502,7 +507,7 @@ int main(int argc, char** argv) {
   }
   w.Finish(ts + cycle_ns, c);
   fclose(f);
-  printf("RESULT records=%" PRIu64 " bytes=%" PRIu64 " steps=%" PRIu64 "\n", w.records(),
-         w.bytes(), step);
+  printf("RESULT records=%" PRIu64 " bytes=%" PRIu64 " steps=%" PRIu64 "\n", w.records(), w.bytes(),
+         step);
   return 0;
 }
