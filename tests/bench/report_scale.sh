@@ -16,7 +16,7 @@
 set -u -o pipefail
 BUILD=${1:?usage: report_scale.sh BUILD_DIR [SIZE_MIB]}
 SIZE=${2:-1024}
-BIN="$BUILD/bin"
+BIN="${MEMSTEP_SCALE_BIN:-$BUILD/bin}"  # MEMSTEP_SCALE_BIN: where the three programs are
 for b in memstep report_scale_gen report_scale_bench; do
   [[ -x $BIN/$b ]] || { echo "missing $BIN/$b: build first" >&2; exit 1; }
 done
@@ -34,9 +34,12 @@ echo "nproc: $(nproc)"
 echo "memory: $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 echo "loadavg before: $(cat /proc/loadavg)"
 T0=$SECONDS
-"$BIN/report_scale_gen" --out "$TMP/run.trace" --mib "$SIZE" --seed 1 || exit 1
+GEN_OUT=$("$BIN/report_scale_gen" --out "$TMP/run.trace" --mib "$SIZE" --seed 1) || exit 1
+echo "generated: $GEN_OUT"
 echo "generated in $(( SECONDS - T0 )) s"
-"$BIN/report_scale_bench" --memstep "$BIN/memstep" --trace "$TMP/run.trace"
+PIN=0
+(( $(nproc) >= 8 )) && PIN=1  # formats at once, each run on 2 CPUs of its own
+"$BIN/report_scale_bench" --memstep "$BIN/memstep" --trace "$TMP/run.trace" --pin2 "$PIN"
 RC=$?
 echo "loadavg after: $(cat /proc/loadavg)"
 exit $RC
