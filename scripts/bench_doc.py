@@ -180,7 +180,11 @@ waves, as many at once as the machine has CPU pairs, each run pinned to two CPUs
 own (a 2-core machine), and the time goal reads wall seconds; otherwise the formats run one after the other and the time goal reads CPU
 seconds (user + sys of both of the report's threads: wall time on a shared machine
 measures the other jobs). Symbolization is off (`--no-symbolize`: the synthetic
-addresses name no file).
+addresses name no file). A run on a smaller trace (`SIZE_MIB` < 1024: a full 1 GiB run
+takes most of an hour of a loaded 2-core machine) holds the time goal to that trace's share,
+60 s per GiB, since every pass decodes every record; `memstep diff` analyzes both runs, so
+its time is two reports'. Save a run's output as `tests/bench/report_scale_last_run.txt`
+and rerun this script to update this section.
 """
 
 
