@@ -14,9 +14,6 @@
 
 #include "src/analysis/analysis.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -30,6 +27,8 @@
 #include "absl/strings/str_format.h"
 #include "src/analysis/calibrate.h"
 #include "src/analysis/device_analysis.h"
+#include "src/analysis/device_replay.h"
+#include "src/analysis/events.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/mem_snapshot.h"
 #include "src/analysis/renumber.h"
@@ -39,6 +38,7 @@
 #include "src/analysis/slices.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
+#include "src/reader/run_files.h"
 
 namespace memstep::analysis {
 namespace {
@@ -51,12 +51,12 @@ using reader::Trace;
 
 uint64_t Sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// One run of a stage (STAGE begin .. STAGE end), as event indices.
+// One run of a stage (STAGE begin .. STAGE end), as seq numbers.
 struct StageRun {
   uint64_t peak = 0;
   uint64_t step = 0;
-  size_t begin = 0;  // index of the STAGE begin (or of the end when it is missing)
-  size_t end = 0;
+  uint64_t begin = 0;  // seq of the STAGE begin (or of the end when it is missing)
+  uint64_t end = 0;
 };
 
 struct ProcessResult {
@@ -85,13 +85,15 @@ void BuildSteps(const Trace& t, ProcessResult& r,
   absl::flat_hash_map<uint64_t, Begin> begins;
   std::map<uint64_t, StepRow> rows;
   std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks;
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, size_t> stage_begin;  // (tid, str) -> index
+  struct StageBegin {
+    uint64_t seq, ts;
+  };
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageBegin> stage_begin;  // (tid, str)
   format::Counters prev{};  // counters at the previous STEP end
   const format::Counters* last = nullptr;
   uint64_t peak = 0;
   int64_t epoch = -1;
-  for (size_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
+  for (const Event& e : t.events) {  // the control events suffice
     if (e.tag == format::kTagEpoch) {
       epoch = static_cast<int64_t>(e.step);
       continue;
@@ -109,13 +111,13 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     if (e.tag == format::kTagStage) {
       const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
       if (e.phase == 0) {
-        stage_begin[key] = i;
+        stage_begin[key] = StageBegin{e.seq, e.ts};
         continue;
       }
       if (timeline) {
         auto b = stage_begin.find(key);
         const double begin_s =
-            b != stage_begin.end() ? static_cast<double>(t.events[b->second].ts) / 1e9 : now_s;
+            b != stage_begin.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
         r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s, now_s,
                                        c.peak_bytes});
       }
@@ -125,7 +127,8 @@ void BuildSteps(const Trace& t, ProcessResult& r,
       auto [it, inserted] = max_run.try_emplace(name);
       if (inserted || c.peak_bytes > it->second.peak) {
         auto b = stage_begin.find(key);
-        it->second = StageRun{c.peak_bytes, e.step, b != stage_begin.end() ? b->second : i, i};
+        it->second =
+            StageRun{c.peak_bytes, e.step, b != stage_begin.end() ? b->second.seq : e.seq, e.seq};
       }
       continue;
     }
@@ -368,23 +371,17 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
       cost);
 }
 
-ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Options& options,
-                           uint64_t memory_limit) {
-  ProcessResult r;
-  FillSummary(t, path, r.summary);
-  absl::flat_hash_map<uint64_t, size_t> row_of_step;
-  std::map<std::string, StageRun> max_run;
-  BuildSteps(t, r, row_of_step, max_run, options.timeline);
-  const size_t rows = r.steps.size();
-  size_t last_step_end = SIZE_MAX;
-  for (size_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
-    if (e.tag == format::kTagStep && e.phase == 1 && row_of_step.contains(e.step))
-      last_step_end = i;
-  }
+// A stage's largest run, and where in it the estimated live heap was
+// highest (pass 1).
+struct StageTarget {
+  const std::string* name;
+  StageRun run;
+  double best = -1;
+  size_t index = 0;  // event index (events.h) of that moment
+};
 
-  // Pass 1: the whole replay, per-step snapshots, cohorts live at the last
-  // step end, the run's peak and each stage's peak within its largest run.
+// What pass 1 (the whole host replay) leaves for the rest of the analysis.
+struct HostPass {
   HeapReplay replay;
   SliceTracker slices;                           // with options.site_slices
   std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
@@ -392,96 +389,171 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
   std::vector<std::vector<double>> cohort_var;  // [site][row]: Horvitz-Thompson variance
   // The largest sampling interval T in force during each row (RATE records).
-  std::vector<double> interval_by_row(rows, static_cast<double>(t.header.sample_interval));
+  std::vector<double> interval_by_row;
+  // The largest T that applied anywhere in the trace: the one-sample term of
+  // the live-bytes intervals (HtSumInterval).
+  double interval_max = 0;
+  double peak = -1;  // estimated live heap at its peak, in the selection
+  size_t peak_index = 0;
+  uint64_t peak_ts = 0;
+  std::vector<StageTarget> targets;
+};
+
+// The seq of the last STEP end that has a row (UINT64_MAX: none).
+uint64_t LastStepEndSeq(const Trace& t, const absl::flat_hash_map<uint64_t, size_t>& row_of_step) {
+  uint64_t seq = UINT64_MAX;
+  for (const Event& e : t.events) {
+    if (e.tag == format::kTagStep && e.phase == 1 && row_of_step.contains(e.step)) seq = e.seq;
+  }
+  return seq;
+}
+
+// Per-site live bytes at a step end, and (at the last one) the cohorts
+// still live.
+void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
+  const auto& sites = h.replay.sites();
+  h.by_step.resize(sites.size());
+  h.old_by_step.resize(sites.size());
+  for (size_t s = 0; s < sites.size(); ++s) {
+    h.by_step[s].resize(rows);
+    h.old_by_step[s].resize(rows);
+    h.by_step[s][row] = sites[s].live_bytes;
+    h.old_by_step[s][row] = sites[s].live_bytes - sites[s].young_bytes;
+  }
+  if (!last) return;
+  h.cohort_bytes.assign(sites.size(), std::vector<double>(rows, 0.0));
+  h.cohort_samples.assign(sites.size(), std::vector<double>(rows, 0.0));
+  h.cohort_var.assign(sites.size(), std::vector<double>(rows, 0.0));
+  h.replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
+    if (cohort >= rows) return;
+    h.cohort_bytes[site][cohort] += bytes;
+    h.cohort_samples[site][cohort] += 1;
+    // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
+    if (count > 1) h.cohort_var[site][cohort] += bytes * bytes * (1 - 1 / count);
+  });
+}
+
+// Pass 1: the whole replay, per-step snapshots, cohorts live at the last
+// step end, the run's peak and each stage's peak within its largest run.
+void ReplayHost(const Trace& t, const TraceEvents& events,
+                const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                const std::map<std::string, StageRun>& max_run, const Options& options, size_t rows,
+                DeviceAnalysis* device, ProcessResult& r, HostPass& h) {
+  const uint64_t last_step_end = LastStepEndSeq(t, row_of_step);
+  h.interval_by_row.assign(rows, static_cast<double>(t.header.sample_interval));
   std::vector<reader::Rate> rates(t.rates.begin(), t.rates.end());
   std::stable_sort(rates.begin(), rates.end(),
                    [](const reader::Rate& a, const reader::Rate& b) { return a.ts < b.ts; });
   size_t next_rate = 0;
   double interval_now = static_cast<double>(t.header.sample_interval);
-  // The largest T that applied anywhere in the trace: the one-sample term of
-  // the live-bytes intervals (HtSumInterval).
-  double interval_max = interval_now;
+  h.interval_max = interval_now;
   for (const reader::Rate& rate : rates) {
-    interval_max = std::max(interval_max, static_cast<double>(rate.interval));
+    h.interval_max = std::max(h.interval_max, static_cast<double>(rate.interval));
   }
   size_t row_now = 0;
-  double peak = -1;
-  size_t peak_index = 0;
-  uint64_t peak_ts = 0;
-  struct StageTarget {
-    const std::string* name;
-    StageRun run;
-    double best = -1;
-    size_t index = 0;
-  };
-  std::vector<StageTarget> targets;
-  for (const auto& [name, run] : max_run) targets.push_back(StageTarget{&name, run});
+  for (const auto& [name, run] : max_run) h.targets.push_back(StageTarget{&name, run});
   // --steps A:B: what was allocated before step A belongs to no step's
   // cohort, and the estimated peak is looked for from step A's begin on.
   bool in_selection = options.first_step <= 0;
+  HeapReplay& replay = h.replay;
   if (!in_selection) replay.set_cohort(UINT32_MAX);
-  for (size_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
+  events.ForEach([&](size_t i, const Event& e) {
+    if (device != nullptr) device->Apply(i, e);  // the device pass rides on this one
     while (next_rate < rates.size() && rates[next_rate].ts <= e.ts) {
       interval_now = static_cast<double>(rates[next_rate++].interval);
       if (row_now < rows)
-        interval_by_row[row_now] = std::max(interval_by_row[row_now], interval_now);
+        h.interval_by_row[row_now] = std::max(h.interval_by_row[row_now], interval_now);
     }
-    if (e.tag == format::kTagStep && e.phase == 0 && row_of_step.contains(e.step)) {
-      replay.set_cohort(static_cast<uint32_t>(row_of_step[e.step]));
-      row_now = row_of_step[e.step];
-      if (row_now < rows) interval_by_row[row_now] = interval_now;
-      replay.set_in_step(true);
-      in_selection = true;
+    if (e.tag == format::kTagStep && e.phase == 0) {
+      if (auto row = row_of_step.find(e.step); row != row_of_step.end()) {
+        replay.set_cohort(static_cast<uint32_t>(row->second));
+        row_now = row->second;
+        if (row_now < rows) h.interval_by_row[row_now] = interval_now;
+        replay.set_in_step(true);
+        in_selection = true;
+      }
     }
     replay.Apply(e);
-    if (options.site_slices && in_selection) slices.Apply(e, t);
+    if (options.site_slices && in_selection) h.slices.Apply(e, t);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
-    if (in_selection && replay.host_live_bytes() > peak) {
-      peak = replay.host_live_bytes();
-      peak_index = i;
-      peak_ts = e.ts;
+    const double live = replay.host_live_bytes();
+    if (in_selection && live > h.peak) {
+      h.peak = live;
+      h.peak_index = i;
+      h.peak_ts = e.ts;
     }
-    for (StageTarget& st : targets) {
-      if (i >= st.run.begin && i <= st.run.end && replay.host_live_bytes() > st.best) {
-        st.best = replay.host_live_bytes();
+    for (StageTarget& st : h.targets) {
+      if (e.seq >= st.run.begin && e.seq <= st.run.end && live > st.best) {
+        st.best = live;
         st.index = i;
       }
     }
     if (e.tag == format::kTagStep && e.phase == 1) {
       auto row = row_of_step.find(e.step);
-      if (row == row_of_step.end()) continue;
+      if (row == row_of_step.end()) return;
       replay.set_in_step(false);
-      by_step.resize(replay.sites().size());
-      old_by_step.resize(replay.sites().size());
-      for (size_t s = 0; s < replay.sites().size(); ++s) {
-        by_step[s].resize(rows);
-        old_by_step[s].resize(rows);
-        by_step[s][row->second] = replay.sites()[s].live_bytes;
-        old_by_step[s][row->second] = replay.sites()[s].live_bytes - replay.sites()[s].young_bytes;
-      }
-      if (i == last_step_end) {
-        cohort_bytes.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
-        cohort_samples.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
-        cohort_var.assign(replay.sites().size(), std::vector<double>(rows, 0.0));
-        replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
-          if (cohort >= rows) return;
-          cohort_bytes[site][cohort] += bytes;
-          cohort_samples[site][cohort] += 1;
-          // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
-          if (count > 1) cohort_var[site][cohort] += bytes * bytes * (1 - 1 / count);
-        });
-      }
+      RecordStepEnd(h, row->second, rows, e.seq == last_step_end);
       // Between steps, allocations belong to the next step.
       replay.set_cohort(static_cast<uint32_t>(std::min(row->second + 1, rows - 1)));
     }
-  }
+  });
   r.summary.est_live_bytes_end = replay.host_live_bytes();
-  r.summary.est_peak_bytes = std::max(peak, 0.0);
-  r.summary.est_peak_time_s = static_cast<double>(peak_ts) / 1e9;
+  r.summary.est_peak_bytes = std::max(h.peak, 0.0);
+  r.summary.est_peak_time_s = static_cast<double>(h.peak_ts) / 1e9;
+}
 
-  // Pass 2: replay up to the capture points (run peak, stage peaks without
-  // an in-process snapshot) and keep what each site had live there.
+// What the capture pass keeps: each site's live bytes right after given
+// events, host (HeapReplay) and device (DeviceReplay).
+struct Captured {
+  std::map<size_t, std::vector<HeapReplay::Accumulator>> host;
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> device;
+};
+
+// Pass 2: replays up to each capture point (event indices, host and device)
+// and keeps what each site had live there. Stops after the last one.
+Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
+                     std::vector<size_t> device) {
+  for (std::vector<size_t>* v : {&host, &device}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  Captured out;
+  if (host.empty() && device.empty()) return out;
+  const size_t last = std::max(host.empty() ? 0 : host.back(), device.empty() ? 0 : device.back());
+  HeapReplay heap;
+  DeviceReplay dev;
+  size_t next_host = 0, next_device = 0;
+  events.ForEachUntil([&](size_t i, const Event& e) {
+    heap.Apply(e);
+    dev.Apply(e);
+    if (next_host < host.size() && i == host[next_host]) out.host[host[next_host++]] = heap.sites();
+    if (next_device < device.size() && i == device[next_device]) {
+      out.device[device[next_device++]] = dev.sites();
+    }
+    return i < last;
+  });
+  return out;
+}
+
+ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
+                           const Options& options, uint64_t memory_limit) {
+  ProcessResult r;
+  FillSummary(t, path, r.summary);
+  absl::flat_hash_map<uint64_t, size_t> row_of_step;
+  std::map<std::string, StageRun> max_run;
+  BuildSteps(t, r, row_of_step, max_run, options.timeline);
+  const size_t rows = r.steps.size();
+  HostContext host;  // for the device analysis; filled in below
+  host.row_of_step = &row_of_step;
+  std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
+  HostPass h;
+  ReplayHost(t, events, row_of_step, max_run, options, rows, device.get(), r, h);
+  const HeapReplay& replay = h.replay;
+  const std::vector<StageTarget>& targets = h.targets;
+  const double interval_max = h.interval_max;
+  const size_t peak_index = h.peak_index;
+
+  // Pass 2: the run peak and the stage peaks without an in-process snapshot.
   absl::flat_hash_map<uint64_t, uint32_t> host_site;  // stack -> site index
   for (size_t i = 0; i < replay.sites().size(); ++i) {
     if (replay.sites()[i].key.kind == HeapReplay::Kind::kHost) {
@@ -499,17 +571,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     }
     if (snapshot_of[k] == nullptr && targets[k].best >= 0) captures.push_back(targets[k].index);
   }
-  std::sort(captures.begin(), captures.end());
-  captures.erase(std::unique(captures.begin(), captures.end()), captures.end());
-  std::map<size_t, std::vector<HeapReplay::Accumulator>> captured;
-  {
-    HeapReplay again;
-    size_t next = 0;
-    for (size_t i = 0; i < t.events.size() && next < captures.size(); ++i) {
-      again.Apply(t.events[i]);
-      if (i == captures[next]) captured[captures[next++]] = again.sites();
-    }
-  }
+  Captured both =
+      CapturePass(events, captures, device != nullptr ? device->Captures() : std::vector<size_t>{});
+  std::map<size_t, std::vector<HeapReplay::Accumulator>>& captured = both.host;
 
   // Stage peaks.
   for (size_t k = 0; k < targets.size(); ++k) {
@@ -681,7 +745,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
     s.alloc_bytes = a.alloc_bytes;
     s.alloc_count = a.alloc_count;
     FillChurn(a, rows, step_alloc_bytes, step_alloc_count, interval_max, s);
-    if (options.site_slices && s.kind == SiteKind::kHost) s.slices = slices.SlicesOf(a.key.stack);
+    if (options.site_slices && s.kind == SiteKind::kHost) s.slices = h.slices.SlicesOf(a.key.stack);
     s.live_bytes_end = std::max(a.live_bytes, 0.0);
     s.live_count_end = std::max(a.live_count, 0.0);
     const HeapReplay::Accumulator& at_peak = i < peak_sites.size() ? peak_sites[i] : empty_acc;
@@ -696,23 +760,25 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
       s.live_bytes_at_peak_high = peak_ci.high;
     }
     s.live_bytes_by_step.assign(rows, 0.0);
-    if (i < by_step.size()) {
-      for (size_t k = 0; k < by_step[i].size(); ++k) s.live_bytes_by_step[k] = by_step[i][k];
+    if (i < h.by_step.size()) {
+      for (size_t k = 0; k < h.by_step[i].size(); ++k) s.live_bytes_by_step[k] = h.by_step[i][k];
     }
     // The classified series is the long-lived part: live at the step end
     // and allocated before the step began (docs/analysis.md).
     GrowthInput in;
     in.y.assign(rows, 0.0);
-    if (i < old_by_step.size()) {
-      for (size_t k = 0; k < old_by_step[i].size(); ++k) in.y[k] = std::max(old_by_step[i][k], 0.0);
+    if (i < h.old_by_step.size()) {
+      for (size_t k = 0; k < h.old_by_step[i].size(); ++k)
+        in.y[k] = std::max(h.old_by_step[i][k], 0.0);
     }
     in.end_bytes_by_cohort =
-        i < cohort_bytes.size() ? cohort_bytes[i] : std::vector<double>(rows, 0.0);
+        i < h.cohort_bytes.size() ? h.cohort_bytes[i] : std::vector<double>(rows, 0.0);
     in.end_samples_by_cohort =
-        i < cohort_samples.size() ? cohort_samples[i] : std::vector<double>(rows, 0.0);
-    in.end_var_by_cohort = i < cohort_var.size() ? cohort_var[i] : std::vector<double>(rows, 0.0);
+        i < h.cohort_samples.size() ? h.cohort_samples[i] : std::vector<double>(rows, 0.0);
+    in.end_var_by_cohort =
+        i < h.cohort_var.size() ? h.cohort_var[i] : std::vector<double>(rows, 0.0);
     in.interval_by_row =
-        a.key.kind == HeapReplay::Kind::kHost ? interval_by_row : std::vector<double>(rows, 0.0);
+        a.key.kind == HeapReplay::Kind::kHost ? h.interval_by_row : std::vector<double>(rows, 0.0);
     // The largest the site's long-lived bytes got, or what its cohorts kept
     // per step over the steps after warm-up when that is more (a leak sampled
     // densely for a few steps by a hunt, sparsely after it).
@@ -772,134 +838,130 @@ ProcessResult AnalyzeTrace(const Trace& t, const std::string& path, const Option
   for (const ProcessSummary::Hunt& h : SummarizeHunts(t, true)) ps.hunts.push_back(h);
   Unattributed(r.sites, r.steps, exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
-  HostContext host{&row_of_step, ps.warmup_steps, ps.median_step_s, used, limit, exact};
+  host.warmup_steps = ps.warmup_steps;
+  host.median_step_s = ps.median_step_s;
+  host.host_used_bytes = used;
+  host.memory_limit = limit;
+  host.exact = exact;
   const size_t device_base = r.sites.size();
-  AnalyzeDevices(t, host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks,
-                 r.failures);
+  if (device != nullptr) {
+    device->Finish(host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks, r.failures,
+                   both.device);
+  }
   // Out-of-memory moments and snapshots on request (mem_snapshot.h).
-  AnalyzeMemSnapshots(t, device_base, interval_max, options, r.snapshots);
+  AnalyzeMemSnapshots(t, events, device_base, interval_max, options, r.snapshots);
   return r;
 }
 
-// MemTotal from /proc/meminfo in bytes, 0 if unknown.
-uint64_t HostMemTotal() {
-  FILE* f = fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  uint64_t kib = 0;
-  while (fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long long v;
-    if (sscanf(line, "MemTotal: %llu kB", &v) == 1) {
-      kib = v;
-      break;
-    }
-  }
-  fclose(f);
-  return kib * 1024;
+// One trace as the analysis reads it: the scanned Trace and its events.
+struct LoadedTrace {
+  std::unique_ptr<Trace> trace;
+  std::unique_ptr<TraceEvents> events;
+};
+
+// Splits a whole-file Trace into control events (kept in it) and bulk events.
+std::vector<Event> SplitBulk(Trace& t) {
+  std::vector<Event> bulk, control;
+  for (const Event& e : t.events) (reader::IsBulkTag(e.tag) ? bulk : control).push_back(e);
+  t.events = std::move(control);
+  t.control_only = true;
+  t.bulk_events = bulk.size();
+  return bulk;
 }
 
-absl::StatusOr<std::vector<std::string>> ListTraces(const std::string& path, bool* is_dir) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": ", strerror(errno)));
+// Reads one trace: a streaming scan, or the whole file when it breaks the
+// reorder window (a warning says so).
+absl::StatusOr<LoadedTrace> LoadTrace(const reader::TraceFile& file, const ProgressFn& progress,
+                                      std::vector<std::string>& warnings) {
+  LoadedTrace out;
+  reader::StreamOptions stream;
+  stream.release_mapped_pages = file.mapped;
+  reader::ProgressFn scan_progress;
+  if (progress) {
+    scan_progress = [&](uint64_t done) { progress(file.path, 1, done, file.size); };
   }
-  *is_dir = S_ISDIR(st.st_mode);
-  if (!*is_dir) return std::vector<std::string>{path};
-  DIR* dir = opendir(path.c_str());
-  if (dir == nullptr) return absl::PermissionDeniedError(absl::StrCat(path, ": ", strerror(errno)));
-  std::vector<std::string> files;
-  while (dirent* ent = readdir(dir)) {
-    std::string name = ent->d_name;
-    if (absl::EndsWith(name, ".trace")) files.push_back(absl::StrCat(path, "/", name));
+  absl::StatusOr<Trace> scanned = reader::ScanTrace(file.data, file.size, stream, scan_progress);
+  if (scanned.ok()) {
+    out.trace = std::make_unique<Trace>(std::move(*scanned));
+    out.events = std::make_unique<TraceEvents>(*out.trace, file.data, stream);
+    if (progress) {
+      out.events->set_progress([progress, path = file.path, size = file.size](
+                                   int pass, uint64_t done) { progress(path, pass, done, size); });
+    }
+    return out;
   }
-  closedir(dir);
-  if (files.empty()) {
-    return absl::NotFoundError(absl::StrCat(path, ": no memstep traces (*.trace) in directory"));
+  if (scanned.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return absl::Status(scanned.status().code(),
+                        absl::StrCat(file.path, ": ", scanned.status().message()));
   }
-  std::sort(files.begin(), files.end());
-  return files;
+  warnings.push_back(absl::StrCat(file.path, ": ", scanned.status().message(),
+                                  "; read whole instead (memory grows with the trace)"));
+  absl::StatusOr<Trace> whole = reader::ParseTrace(file.data, file.size);
+  if (!whole.ok()) {
+    return absl::Status(whole.status().code(),
+                        absl::StrCat(file.path, ": ", whole.status().message()));
+  }
+  out.trace = std::make_unique<Trace>(std::move(*whole));
+  std::vector<Event> bulk = SplitBulk(*out.trace);
+  out.events = std::make_unique<TraceEvents>(*out.trace, std::move(bulk));
+  return out;
 }
 
-}  // namespace
-
-absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& options) {
-  bool is_dir = false;
-  absl::StatusOr<std::vector<std::string>> files = ListTraces(path, &is_dir);
-  if (!files.ok()) return files.status();
-
-  Report report;
-  report.path = path;
-  report.memory_limit_bytes = options.memory_limit;
-  report.memory_limit_source = "--memory-limit";
-  if (report.memory_limit_bytes == 0) {
-    report.memory_limit_bytes = HostMemTotal();
-    report.memory_limit_source = "MemTotal of this machine";
+// Renumbers repeated steps and applies the selection; false when the
+// selection leaves the process out.
+bool PrepareTrace(const std::string& path, const Options& options, LoadedTrace& lt,
+                  SelectionTally& selection, std::vector<std::string>& warnings) {
+  Trace& trace = *lt.trace;
+  for (const std::string& w : trace.warnings) warnings.push_back(absl::StrCat(path, ": ", w));
+  if (RenumberRepeatedSteps(&trace, &lt.events->transform())) {
+    warnings.push_back(absl::StrCat(
+        path,
+        ": step numbers repeat (numbered per epoch, or time windows before the "
+        "program's own steps): steps are numbered 0, 1, 2, ... in the order they ran"));
   }
-  std::vector<ProcessResult> results;
-  SelectionTally selection;  // --steps, --stage, --pid, --rank (select.h)
-  for (const std::string& file : *files) {
-    struct stat st;
-    if (is_dir && stat(file.c_str(), &st) == 0 && st.st_size == 0) {
-      report.warnings.push_back(absl::StrCat(file,
-                                             ": empty trace (process ended before "
-                                             "writing its header); skipped"));
-      continue;
-    }
-    absl::StatusOr<Trace> trace = reader::ReadTraceFile(file);
-    if (!trace.ok()) return trace.status();
-    for (const std::string& w : trace->warnings)
-      report.warnings.push_back(absl::StrCat(file, ": ", w));
-    if (RenumberRepeatedSteps(&*trace)) {
-      report.warnings.push_back(absl::StrCat(
-          file,
-          ": step numbers repeat (numbered per epoch, or time windows before the "
-          "program's own steps): steps are numbered 0, 1, 2, ... in the order they ran"));
-    }
-    if (options.selects()) {
-      selection.Before(*trace);
-      const SelectOutcome outcome = SelectTrace(options, &*trace);
-      selection.After(outcome);
-      if (!outcome.process_selected) continue;
-    }
-    results.push_back(AnalyzeTrace(*trace, file, options, report.memory_limit_bytes));
-    const ProcessSummary& p = results.back().summary;
-    if (p.lost_records > 0) {
-      report.warnings.push_back(absl::StrCat(file, ": ", p.lost_records,
-                                             " records lost by the profiler (buffers full); "
-                                             "sampled estimates are low"));
-    }
-    if (p.device_ignored_frees > 0) {
-      report.warnings.push_back(
-          absl::StrCat(file, ": ", p.device_ignored_frees,
-                       " device frees of allocations memstep never saw "
-                       "(made before it started, or their records were lost); ignored"));
-    }
-  }
-  if (absl::Status s = selection.Check(options, path); !s.ok()) return s;
-  report.selection = DescribeSelection(options);
-  if (results.empty()) {
-    return absl::NotFoundError(absl::StrCat(path, ": no readable memstep traces"));
-  }
-  std::stable_sort(
-      results.begin(), results.end(),
-      [](const ProcessResult& a, const ProcessResult& b) { return a.summary.pid < b.summary.pid; });
+  if (!options.selects()) return true;
+  selection.Before(trace);
+  const SelectOutcome outcome = SelectTrace(options, &trace, &lt.events->transform());
+  selection.After(outcome);
+  return outcome.process_selected;
+}
 
+// Warnings about what a process's figures may miss.
+void ProcessWarnings(const std::string& path, const ProcessSummary& p,
+                     std::vector<std::string>& warnings) {
+  if (p.lost_records > 0) {
+    warnings.push_back(absl::StrCat(path, ": ", p.lost_records,
+                                    " records lost by the profiler (buffers full); "
+                                    "sampled estimates are low"));
+  }
+  if (p.device_ignored_frees > 0) {
+    warnings.push_back(absl::StrCat(path, ": ", p.device_ignored_frees,
+                                    " device frees of allocations memstep never saw "
+                                    "(made before it started, or their records were lost); "
+                                    "ignored"));
+  }
+}
+
+// Moves each process's results into the report, with site ids made unique
+// (process ordinal << 32 | local index + 1) and per-step series widened to
+// the report's step table.
+void MergeResults(std::vector<ProcessResult>& results, Report& report) {
   size_t total_steps = 0;
   for (const ProcessResult& r : results) total_steps += r.steps.size();
   uint64_t ordinal = 0;
   for (ProcessResult& r : results) {
-    // Temporary ids (process ordinal, local index + 1), renumbered below.
     const uint64_t tag = ++ordinal << 32;
     for (size_t i = 0; i < r.sites.size(); ++i) r.sites[i].id = tag | (i + 1);
+    auto retag = [tag](uint64_t id) { return id != 0 ? tag | id : 0; };
     for (StagePeak& sp : r.stage_peaks) {
-      for (PeakSite& p : sp.top_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
+      for (PeakSite& p : sp.top_sites) p.site_id = retag(p.site_id);
     }
-    for (AlertRow& a : r.alerts) a.site_id = a.site_id != 0 ? tag | a.site_id : 0;
-    for (RssPin& p : r.summary.rss_explain.pins) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
-    for (DeviceFailure& f : r.failures) f.site_id = f.site_id != 0 ? tag | f.site_id : 0;
+    for (AlertRow& a : r.alerts) a.site_id = retag(a.site_id);
+    for (RssPin& p : r.summary.rss_explain.pins) p.site_id = retag(p.site_id);
+    for (DeviceFailure& f : r.failures) f.site_id = retag(f.site_id);
     for (MemorySnapshot& m : r.snapshots) {
-      for (PeakSite& p : m.host_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
-      for (PeakSite& p : m.device_sites) p.site_id = p.site_id != 0 ? tag | p.site_id : 0;
+      for (PeakSite& p : m.host_sites) p.site_id = retag(p.site_id);
+      for (PeakSite& p : m.device_sites) p.site_id = retag(p.site_id);
     }
     report.memory_snapshots.insert(report.memory_snapshots.end(), r.snapshots.begin(),
                                    r.snapshots.end());
@@ -921,6 +983,11 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     report.steps.insert(report.steps.end(), r.steps.begin(), r.steps.end());
     report.processes.push_back(std::move(r.summary));
   }
+}
+
+// Orders the sites by live bytes at the end and numbers them 1, 2, ...
+// everywhere they are referred to.
+void NumberSites(Report& report) {
   std::stable_sort(report.sites.begin(), report.sites.end(), [](const Site& a, const Site& b) {
     if (a.live_bytes_end != b.live_bytes_end) return a.live_bytes_end > b.live_bytes_end;
     return a.alloc_bytes > b.alloc_bytes;
@@ -946,7 +1013,53 @@ absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& option
     for (PeakSite& p : m.host_sites) p.site_id = renumber(p.site_id);
     for (PeakSite& p : m.device_sites) p.site_id = renumber(p.site_id);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<Report> AnalyzeRun(const reader::RunFiles& run, const Options& options,
+                                  const ProgressFn& progress) {
+  Report report;
+  report.path = run.path();
+  report.warnings = run.warnings();
+  report.memory_limit_bytes = options.memory_limit;
+  report.memory_limit_source = "--memory-limit";
+  if (report.memory_limit_bytes == 0) {
+    report.memory_limit_bytes = options.machine_memory;
+    report.memory_limit_source = "MemTotal of this machine";
+  }
+  std::vector<ProcessResult> results;
+  SelectionTally selection;  // --steps, --stage, --pid, --rank (select.h)
+  for (const reader::TraceFile& file : run.traces()) {
+    absl::StatusOr<LoadedTrace> loaded = LoadTrace(file, progress, report.warnings);
+    if (!loaded.ok()) return loaded.status();
+    if (!PrepareTrace(file.path, options, *loaded, selection, report.warnings)) continue;
+    results.push_back(AnalyzeTrace(*loaded->trace, *loaded->events, file.path, options,
+                                   report.memory_limit_bytes));
+    if (const absl::Status& s = loaded->events->status(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(file.path, ": ", s.message()));
+    }
+    ProcessWarnings(file.path, results.back().summary, report.warnings);
+  }
+  if (absl::Status s = selection.Check(options, run.path()); !s.ok()) return s;
+  report.selection = DescribeSelection(options);
+  if (results.empty()) {
+    return absl::NotFoundError(absl::StrCat(run.path(), ": no readable memstep traces"));
+  }
+  std::stable_sort(
+      results.begin(), results.end(),
+      [](const ProcessResult& a, const ProcessResult& b) { return a.summary.pid < b.summary.pid; });
+  MergeResults(results, report);
+  NumberSites(report);
   return report;
+}
+
+absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& options) {
+  absl::StatusOr<reader::RunFiles> run = reader::RunFiles::Open(path);
+  if (!run.ok()) return run.status();
+  Options o = options;
+  if (o.machine_memory == 0) o.machine_memory = reader::MachineMemTotal();
+  return AnalyzeRun(*run, o);
 }
 
 }  // namespace memstep::analysis

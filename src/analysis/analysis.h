@@ -9,6 +9,7 @@
 #define MEMSTEP_SRC_ANALYSIS_ANALYSIS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "src/analysis/growth.h"
 #include "src/analysis/rss_explain.h"
 #include "src/analysis/site_kind.h"
+#include "src/reader/run_files.h"
 
 namespace memstep::analysis {
 
@@ -478,7 +480,11 @@ struct Report {
 struct Options {
   bool symbolize = true;
   int64_t warmup_steps = -1;  // --warmup: W at least this; -1: detected only
-  uint64_t memory_limit = 0;  // --memory-limit; 0: MemTotal of this machine
+  uint64_t memory_limit = 0;  // --memory-limit; 0: machine_memory
+  // MemTotal of the machine (reader::MachineMemTotal), the projections'
+  // limit without --memory-limit; 0 unknown. The caller reads it: the
+  // analysis does no I/O.
+  uint64_t machine_memory = 0;
   GrowthOptions growth;
   size_t top_peak_sites = 10;  // sites kept per stage peak
   bool timeline = false;       // fill Report::spans and Report::timeline
@@ -496,10 +502,25 @@ struct Options {
   }
 };
 
-// `path` is a run directory (every *.trace file in it) or one trace file.
-// Errors (missing path, no traces, a file that is not a memstep trace) come
-// back as a Status with a message fit for the user; a truncated trace is not
-// an error (it is read up to its last valid chunk and reported in warnings).
+// Progress of a long analysis: `file` is being read in pass `pass` (1 the
+// scan, 2, 3, ... the re-reads of its bulk events; docs/architecture.md
+// "Streaming reports"), `done` of its `total` bytes.
+using ProgressFn =
+    std::function<void(const std::string& file, int pass, uint64_t done, uint64_t total)>;
+
+// Analyzes the traces of `run` (opened by the caller: the analysis does no
+// file I/O). Each trace is streamed: memory grows with its unique stacks,
+// strings, mappings, steps and live sampled allocations, not with its
+// length (a trace that breaks the reorder window is read whole, with a
+// warning). Errors (a file that is not a memstep trace) come back as a
+// Status with a message fit for the user; a truncated trace is not an error
+// (it is read up to its last valid chunk and reported in warnings).
+absl::StatusOr<Report> AnalyzeRun(const reader::RunFiles& run, const Options& options,
+                                  const ProgressFn& progress = nullptr);
+
+// The same for `path`, a run directory (every *.trace file in it) or one
+// trace file, opened with reader::RunFiles; Options::machine_memory is read
+// when 0. For tests and tools that have a path and want no progress.
 absl::StatusOr<Report> AnalyzeRun(const std::string& path, const Options& options = {});
 
 }  // namespace memstep::analysis

@@ -30,8 +30,9 @@ constexpr char kTorchPrefix[] = "torch.cuda:";
 // A peak and the event index right after which it was reached.
 struct IndexedPeak {
   uint64_t bytes = 0;
-  size_t index = SIZE_MAX;  // SIZE_MAX: never reached (no allocation)
+  size_t index = SIZE_MAX;  // event index (events.h); SIZE_MAX: never reached (no allocation)
   int64_t step = -1;
+  uint64_t ts = 0;  // of that event
 };
 
 // Peaks since the last STEP record (begin or end), as the host counters do.
@@ -62,18 +63,14 @@ void SetTorchStat(const std::string& stat, int64_t v, TorchCudaStats& s) {
   if (stat == "reserved_bytes_peak") s.reserved_bytes_peak = v;
 }
 
-bool IsDeviceRecord(uint8_t tag) {
-  return tag == format::kTagDevAlloc || tag == format::kTagDevFree || tag == format::kTagDevFail;
-}
-
 // Every device the trace mentions: resident allocations, frees and failures,
 // tensor blocks, DEV_INFO records and PyTorch counters.
 std::set<int32_t> DevicesOf(const Trace& t) {
   std::set<int32_t> out;
-  for (const Event& e : t.events) {
-    if (IsDeviceRecord(e.tag) && (IsResidentKind(e.kind) || e.kind == format::kDevTensorBlock)) {
-      out.insert(e.device);
-    }
+  for (const auto& [kind, device] : t.device_kinds) {  // of every DEV_* record (reader.h)
+    if (IsResidentKind(kind) || kind == format::kDevTensorBlock) out.insert(device);
+  }
+  for (const Event& e : t.events) {  // counters are control events
     int32_t device;
     std::string stat;
     std::string pool;
@@ -100,30 +97,28 @@ class DevicePass {
     Reset();
   }
 
-  void Run() {
-    for (size_t i = 0; i < t_.events.size(); ++i) {
-      const Event& e = t_.events[i];
-      NoteDevInfo(e);
-      if (replay_.Apply(e)) {
-        if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
-        continue;
-      }
-      switch (e.tag) {
-        case format::kTagStep:
-          OnStep(e);
-          break;
-        case format::kTagStage:
-          OnStage(i, e);
-          break;
-        case format::kTagCounter:
-          OnCounter(e);
-          break;
-        case format::kTagDevFail:
-          fails_.push_back(i);
-          break;
-        default:
-          break;
-      }
+  // One event of the pass, in order (`i`: its index, events.h).
+  void Apply(size_t i, const Event& e) {
+    NoteDevInfo(e);
+    if (replay_.Apply(e)) {
+      if (e.tag == format::kTagDevAlloc) OnAlloc(i, e);
+      return;
+    }
+    switch (e.tag) {
+      case format::kTagStep:
+        OnStep(e);
+        break;
+      case format::kTagStage:
+        OnStage(i, e);
+        break;
+      case format::kTagCounter:
+        OnCounter(e);
+        break;
+      case format::kTagDevFail:
+        fails_.push_back(e);
+        break;
+      default:
+        break;
     }
   }
 
@@ -138,7 +133,7 @@ class DevicePass {
   const std::map<std::pair<uint8_t, int32_t>, uint64_t>& kind_peak() const { return kind_peak_; }
   const IndexedPeak& pinned_peak() const { return pinned_peak_; }
   const std::map<std::pair<std::string, int32_t>, IndexedPeak>& best_stage() const { return best_; }
-  const std::vector<size_t>& fails() const { return fails_; }
+  const std::vector<Event>& fails() const { return fails_; }
   // [site][row]: live bytes at each step end.
   const std::vector<std::vector<double>>& site_by_step() const { return site_by_step_; }
   std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
@@ -156,7 +151,9 @@ class DevicePass {
   void OnAlloc(size_t i, const Event& e) {
     if (e.kind == format::kDevPinnedHost) {
       track_.pinned = std::max(track_.pinned, replay_.pinned());
-      if (replay_.pinned() > pinned_peak_.bytes) pinned_peak_ = {replay_.pinned(), i, in_step_};
+      if (replay_.pinned() > pinned_peak_.bytes) {
+        pinned_peak_ = {replay_.pinned(), i, in_step_, e.ts};
+      }
       return;
     }
     if (!IsResidentKind(e.kind)) return;
@@ -168,12 +165,12 @@ class DevicePass {
     tk = std::max(tk, k);
     track_.total = std::max(track_.total, replay_.resident_total());
     IndexedPeak& p = run_peak_[e.device];
-    if (r > p.bytes) p = {r, i, in_step_};
+    if (r > p.bytes) p = {r, i, in_step_, e.ts};
     uint64_t& kp = kind_peak_[{e.kind, e.device}];
     kp = std::max(kp, k);
     for (auto& [key, run] : open_) {
       IndexedPeak& rp = run.peak[e.device];
-      if (r > rp.bytes) rp = {r, i, in_step_};
+      if (r > rp.bytes) rp = {r, i, in_step_, e.ts};
     }
   }
 
@@ -342,25 +339,9 @@ class DevicePass {
     return it == t_.device_info.begin() ? nullptr : &*(it - 1);
   }
   std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
-  std::vector<size_t> fails_;
+  std::vector<Event> fails_;  // DEV_FAIL records
   std::vector<std::vector<double>> site_by_step_;
 };
-
-// Live bytes and counts of every device site right after each event index
-// in `indices`.
-std::map<size_t, std::vector<DeviceReplay::SiteAcc>> Capture(const Trace& t,
-                                                             std::vector<size_t> indices) {
-  std::sort(indices.begin(), indices.end());
-  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
-  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> out;
-  DeviceReplay replay;
-  size_t next = 0;
-  for (size_t i = 0; i < t.events.size() && next < indices.size(); ++i) {
-    replay.Apply(t.events[i]);
-    if (i == indices[next]) out[indices[next++]] = replay.sites();
-  }
-  return out;
-}
 
 // The growth verdict of an exact per-step series.
 Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOptions& exact) {
@@ -425,7 +406,7 @@ void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options&
     if (auto p = pass.run_peak().find(d);
         p != pass.run_peak().end() && p->second.index != SIZE_MAX) {
       ds.peak_bytes = p->second.bytes;
-      ds.peak_time_s = Seconds(t.events[p->second.index].ts);
+      ds.peak_time_s = Seconds(p->second.ts);
       ds.peak_step = p->second.step;
     }
     ds.live_bytes_end = pass.replay().resident(d);
@@ -443,8 +424,7 @@ void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options&
       ds.free_bytes = tr->second.free_bytes;
       ds.free_count = tr->second.free_count;
     }
-    for (size_t idx : pass.fails()) {
-      const Event& e = t.events[idx];
+    for (const Event& e : pass.fails()) {
       ds.failures += IsResidentKind(e.kind) && e.device == d;
     }
     if (auto info = last_info.find(d); info != last_info.end()) {
@@ -499,8 +479,7 @@ void FillStepRows(const Trace& t, DevicePass& pass, std::vector<StepRow>& steps)
     ds.pool_reserved_bytes = i.pool_reserved;
     ds.pool_used_bytes = i.pool_used;
   }
-  for (size_t idx : pass.fails()) {
-    const Event& e = t.events[idx];
+  for (const Event& e : pass.fails()) {
     auto row = row_by_step.find(e.step);
     if (row == row_by_step.end() || !IsResidentKind(e.kind)) continue;
     ++pass.by_row()[row->second][e.device].failures;
@@ -581,28 +560,51 @@ bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* st
   return absl::SimpleAtoi(digits, device) && (*stat = name.substr(dot + 1), true);
 }
 
-void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& options,
-                    FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
-                    std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
-                    std::vector<DeviceFailure>& failures) {
-  const std::set<int32_t> devices = DevicesOf(t);
-  bool any = !devices.empty();
-  for (const Event& e : t.events) any |= IsDeviceRecord(e.tag);
-  if (!any) return;  // a host-only trace: nothing changes
+struct DeviceAnalysis::Impl {
+  Impl(const Trace& t, const HostContext& host, std::set<int32_t> d)
+      : trace(t), devices(std::move(d)), pass(t, host, devices) {}
+  const Trace& trace;
+  const std::set<int32_t> devices;
+  DevicePass pass;
+};
 
-  DevicePass pass(t, host, devices);
-  for (StepRow& row : steps) pass.step_rows.push_back(&row);
-  pass.Run();
-  FillStepRows(t, pass, steps);
-  FillDeviceSummaries(t, host, options, devices, pass, steps, summary);
+std::unique_ptr<DeviceAnalysis> DeviceAnalysis::Start(const Trace& t, const HostContext& host,
+                                                      std::vector<StepRow>& steps) {
+  std::set<int32_t> devices = DevicesOf(t);
+  if (devices.empty() && t.device_kinds.empty()) return nullptr;  // a host-only trace
+  std::unique_ptr<DeviceAnalysis> d(new DeviceAnalysis);
+  d->impl_ = std::make_unique<Impl>(t, host, std::move(devices));
+  for (StepRow& row : steps) d->impl_->pass.step_rows.push_back(&row);
+  return d;
+}
 
+DeviceAnalysis::DeviceAnalysis() = default;
+DeviceAnalysis::~DeviceAnalysis() = default;
+
+void DeviceAnalysis::Apply(size_t index, const Event& e) { impl_->pass.Apply(index, e); }
+
+std::vector<size_t> DeviceAnalysis::Captures() const {
   // The sites live at each device's peak, at the pinned host peak and at
-  // each (stage, device)'s largest peak.
+  // each (stage, device)'s largest peak (SIZE_MAX: never reached).
+  const DevicePass& pass = impl_->pass;
   std::vector<size_t> indices;
   for (const auto& [d, p] : pass.run_peak()) indices.push_back(p.index);
   indices.push_back(pass.pinned_peak().index);
   for (const auto& [key, p] : pass.best_stage()) indices.push_back(p.index);
-  const std::map<size_t, std::vector<DeviceReplay::SiteAcc>> captured = Capture(t, indices);
+  indices.erase(std::remove(indices.begin(), indices.end(), SIZE_MAX), indices.end());
+  return indices;
+}
+
+void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
+                            FrameResolver& resolver, std::vector<StepRow>& steps,
+                            ProcessSummary& summary, std::vector<Site>& sites,
+                            std::vector<StagePeak>& stage_peaks,
+                            std::vector<DeviceFailure>& failures,
+                            const std::map<size_t, std::vector<DeviceReplay::SiteAcc>>& captured) {
+  const Trace& t = impl_->trace;
+  DevicePass& pass = impl_->pass;
+  FillStepRows(t, pass, steps);
+  FillDeviceSummaries(t, host, options, impl_->devices, pass, steps, summary);
   auto live_at = [&](size_t index, size_t site) -> const DeviceReplay::SiteAcc* {
     auto it = captured.find(index);
     return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
@@ -735,8 +737,7 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
     stage_peaks.push_back(std::move(sp));
   }
 
-  for (size_t idx : pass.fails()) {
-    const Event& e = t.events[idx];
+  for (const Event& e : pass.fails()) {
     DeviceFailure f;
     f.pid = t.header.pid;
     f.time_s = Seconds(e.ts);

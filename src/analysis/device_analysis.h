@@ -30,10 +30,14 @@
 #define MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "src/analysis/analysis.h"
+#include "src/analysis/device_replay.h"
+#include "src/analysis/events.h"
 #include "src/analysis/frame_resolver.h"
 #include "src/reader/reader.h"
 
@@ -49,14 +53,35 @@ struct HostContext {
   GrowthOptions exact;         // effect-size bounds of exact series
 };
 
-// Fills the device fields of `steps` (one row per STEP end, as built by the
-// host analysis) and `summary`, appends device sites to `sites`, device stage
-// peaks to `stage_peaks` and failures to `failures`. Site ids in stage peaks
-// and failures are indices into `sites` plus 1, like the host analysis'.
-void AnalyzeDevices(const reader::Trace& t, const HostContext& host, const Options& options,
-                    FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
-                    std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
-                    std::vector<DeviceFailure>& failures);
+// The device analysis, in parts that ride on the host analysis' passes (one
+// decoding of the trace feeds both, docs/architecture.md "Streaming
+// reports"): Start before the host's replay pass, Apply on each of its
+// events, Captures names the moments the capture pass must keep the device
+// replay's sites at, Finish fills the device fields of `steps` (one row per
+// STEP end, as built by the host analysis) and `summary`, appends device
+// sites to `sites`, device stage peaks to `stage_peaks` and failures to
+// `failures`. Site ids in stage peaks and failures are indices into `sites`
+// plus 1, like the host analysis'.
+class DeviceAnalysis {
+ public:
+  // Null for a host-only trace (nothing changes). `host.row_of_step` must be
+  // set and outlive the analysis; `steps` must not move until Finish.
+  static std::unique_ptr<DeviceAnalysis> Start(const reader::Trace& t, const HostContext& host,
+                                               std::vector<StepRow>& steps);
+  ~DeviceAnalysis();
+  void Apply(size_t index, const reader::Event& e);
+  std::vector<size_t> Captures() const;
+  // `captured`: DeviceReplay::sites() right after each index of Captures().
+  void Finish(const HostContext& host, const Options& options, FrameResolver& resolver,
+              std::vector<StepRow>& steps, ProcessSummary& summary, std::vector<Site>& sites,
+              std::vector<StagePeak>& stage_peaks, std::vector<DeviceFailure>& failures,
+              const std::map<size_t, std::vector<DeviceReplay::SiteAcc>>& captured);
+
+ private:
+  DeviceAnalysis();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Parses "torch.cuda:<dev>.<stat>"; false for any other counter name.
 bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat);

@@ -29,24 +29,19 @@ const reader::DeviceInfo* LastInfo(const reader::Trace& t, uint64_t seq, int32_t
 
 }  // namespace
 
-void AnalyzeMemSnapshots(const reader::Trace& t, size_t device_base, double interval_max,
-                         const Options& options, std::vector<MemorySnapshot>& out) {
-  bool any = false;
-  for (const reader::Event& e : t.events) any |= e.tag == format::kTagMemSnapshot;
-  if (!any) return;
+void AnalyzeMemSnapshots(const reader::Trace& t, const TraceEvents& events, size_t device_base,
+                         double interval_max, const Options& options,
+                         std::vector<MemorySnapshot>& out) {
+  size_t left = 0;  // MEM_SNAPSHOT records (control events) still to come
+  for (const reader::Event& e : t.events) left += e.tag == format::kTagMemSnapshot;
+  if (left == 0) return;
   HeapReplay host;
   DeviceReplay dev;
-  const double dev_interval = [&] {
-    uint64_t m = 0;
-    for (const reader::Event& e : t.events) {
-      if (e.tag == format::kTagDevAlloc && e.sampled) m = std::max(m, e.interval);
-    }
-    return static_cast<double>(m);
-  }();
-  for (const reader::Event& e : t.events) {
+  const double dev_interval = static_cast<double>(t.max_dev_interval);
+  events.ForEachUntil([&](size_t, const reader::Event& e) {
     if (e.tag != format::kTagMemSnapshot) {
       if (!dev.Apply(e)) host.Apply(e);
-      continue;
+      return true;
     }
     MemorySnapshot s;
     s.pid = t.header.pid;
@@ -97,7 +92,8 @@ void AnalyzeMemSnapshots(const reader::Trace& t, size_t device_base, double inte
     TopSites(s.host_sites, options.top_peak_sites);
     TopSites(s.device_sites, options.top_peak_sites);
     out.push_back(std::move(s));
-  }
+    return --left > 0;  // the replay after the last one is not needed
+  });
 }
 
 }  // namespace memstep::analysis

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/analysis/analysis.h"
+#include "src/analysis/events.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -30,8 +31,9 @@ namespace memstep::analysis {
 // device_base + DeviceReplay index (as AnalyzeTrace and AnalyzeDevices lay
 // them out); site ids are local (index + 1). `interval_max`: the largest host
 // T of the trace (the intervals' one-sample term).
-void AnalyzeMemSnapshots(const reader::Trace& t, size_t device_base, double interval_max,
-                         const Options& options, std::vector<MemorySnapshot>& out);
+void AnalyzeMemSnapshots(const reader::Trace& t, const TraceEvents& events, size_t device_base,
+                         double interval_max, const Options& options,
+                         std::vector<MemorySnapshot>& out);
 
 }  // namespace memstep::analysis
 

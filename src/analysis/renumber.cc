@@ -82,7 +82,7 @@ bool NamesStep(uint8_t tag) {
 
 }  // namespace
 
-bool RenumberRepeatedSteps(reader::Trace* t) {
+bool RenumberRepeatedSteps(reader::Trace* t, BulkTransform* bulk) {
   DropWindowsBeforeProgramSteps(t);
   if (!StepsRepeat(*t)) return false;
   // program's number -> (seq from which it meant, new number), in seq order.
@@ -123,6 +123,7 @@ bool RenumberRepeatedSteps(reader::Trace* t) {
   for (reader::SiteSnapshot& s : t->snapshots) s.step = at(s.step, s.seq);
   for (reader::DeviceInfo& i : t->device_info) i.step = at(i.step, i.seq);
   for (reader::Hunt& h : t->hunts) h.step = at(h.step, h.seq);
+  if (bulk != nullptr) bulk->steps = std::move(history);
   return true;
 }
 

@@ -21,12 +21,15 @@
 #ifndef MEMSTEP_SRC_ANALYSIS_RENUMBER_H_
 #define MEMSTEP_SRC_ANALYSIS_RENUMBER_H_
 
+#include "src/analysis/events.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
 
 // Returns true when `t` was renumbered.
-bool RenumberRepeatedSteps(reader::Trace* t);
+// With `bulk`: what it did to the steps, for the bulk events that a
+// streaming trace does not hold (events.h).
+bool RenumberRepeatedSteps(reader::Trace* t, BulkTransform* bulk = nullptr);
 
 }  // namespace memstep::analysis
 

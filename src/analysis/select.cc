@@ -76,7 +76,7 @@ std::string DescribeSelection(const Options& o) {
   return absl::StrJoin(parts, ", ");
 }
 
-SelectOutcome SelectTrace(const Options& o, reader::Trace* t) {
+SelectOutcome SelectTrace(const Options& o, reader::Trace* t, BulkTransform* bulk) {
   SelectOutcome out;
   if ((o.pid >= 0 && t->header.pid != static_cast<uint64_t>(o.pid)) ||
       (!o.rank.empty() && t->RankValue("RANK") != o.rank)) {
@@ -154,6 +154,11 @@ SelectOutcome SelectTrace(const Options& o, reader::Trace* t) {
     if (keep) ev[kept++] = e;
   }
   ev.resize(kept);
+  if (bulk != nullptr) {
+    bulk->cut_seq = cut_seq;
+    bulk->stage_filter = !o.stage.empty();
+    bulk->stage_ids = stage_ids;
+  }
   if (!by_step && o.stage.empty()) return out;
 
   KeepIf(t->alerts, [&](const reader::Alert& a) { return a.seq < cut_seq && a.step >= first; });

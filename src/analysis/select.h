@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "src/analysis/analysis.h"
+#include "src/analysis/events.h"
 #include "src/analysis/replay.h"
 #include "src/reader/reader.h"
 
@@ -42,7 +43,10 @@ struct SelectOutcome {
 
 // Applies `options`' selection to `trace` in place (see the worked example).
 // Without a selection it changes nothing.
-SelectOutcome SelectTrace(const Options& options, reader::Trace* trace);
+// With `bulk`: the cut and the stage filter, for the bulk events that a
+// streaming trace does not hold (events.h).
+SelectOutcome SelectTrace(const Options& options, reader::Trace* trace,
+                          BulkTransform* bulk = nullptr);
 
 // What the selection left of a whole run, for a clear error when it left
 // nothing: no process, no step or a stage that did not run.

@@ -13,11 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/format/records.h"
+#include "src/reader/reader_internal.h"
 
 namespace memstep::reader {
 namespace {
 
 using format::RecordDecoder;
+using internal::ChunkRecords;
 
 constexpr size_t kMaxHeaderLen = 1 << 20;
 
@@ -36,27 +38,6 @@ uint64_t LoadU64(const uint8_t* p) {
   memcpy(&v, p, 8);
   return v;
 }
-
-// Records of one chunk, merged into the Trace only if the whole chunk decodes.
-struct ChunkRecords {
-  std::vector<std::pair<uint64_t, std::string>> strings;
-  std::vector<std::pair<uint64_t, std::vector<uint64_t>>> stacks;
-  std::vector<std::pair<Mapping, uint64_t>> mappings;        // mapping, path string id
-  std::vector<std::pair<uint64_t, uint64_t>> mappings_gone;  // id, ts  // id, ts
-  std::vector<Event> events;
-  std::vector<format::Counters> counters;
-  std::vector<Lost> lost;
-  std::vector<std::pair<Notice, uint64_t>> notices;  // notice, message string id
-  std::vector<Rate> rates;
-  std::vector<std::pair<Alert, uint64_t>> alerts;            // alert, stage string id
-  std::vector<std::pair<SiteSnapshot, uint64_t>> snapshots;  // snapshot, stage string id
-  std::vector<DeviceInfo> device_info;
-  std::vector<Hunt> hunts;
-  std::vector<ArenaStats> arena_stats;
-  bool has_trailer = false;
-  Trailer trailer;
-  uint64_t max_ts = 0;
-};
 
 // ---- records: one Take per kind files a decoded record (records.h) ----
 
@@ -86,6 +67,7 @@ Event Common(uint8_t tag, const R& r) {
 }
 
 bool Take(const format::StringRecord& r, ChunkRecords& c) {
+  if (!c.keep_dictionary) return true;
   c.strings.emplace_back(r.id, Text(r.text));
   return true;
 }
@@ -110,6 +92,7 @@ bool Take(const format::MappingGoneRecord& r, ChunkRecords& c) {
 }
 
 bool Take(const format::StackRecord& r, ChunkRecords& c) {
+  if (!c.keep_dictionary) return true;
   std::vector<uint64_t> ips;
   ips.reserve(static_cast<size_t>(r.ips.count));
   format::ListReader list(r.ips, 1);
@@ -408,7 +391,11 @@ bool DecodeRecords(const uint8_t* p, size_t n, ChunkRecords& c, uint64_t budget)
   return true;
 }
 
-void Merge(ChunkRecords& c, Trace& t) {
+}  // namespace
+
+namespace internal {
+
+void Merge(ChunkRecords& c, Trace& t, bool with_bulk) {
   for (auto& [id, s] : c.strings) t.strings[id] = std::move(s);
   for (auto& [id, ips] : c.stacks) t.stacks[id] = std::move(ips);
   for (auto& [m, path_id] : c.mappings) {
@@ -431,7 +418,14 @@ void Merge(ChunkRecords& c, Trace& t) {
   t.counters.insert(t.counters.end(), c.counters.begin(), c.counters.end());
   for (auto& e : c.events) {
     if (e.tag == format::kTagStep || e.tag == format::kTagStage) e.counters += counter_base;
-    t.events.push_back(e);
+    if (e.tag == format::kTagDevAlloc || e.tag == format::kTagDevFree ||
+        e.tag == format::kTagDevFail) {
+      t.device_kinds.emplace(e.kind, e.device);
+      if (e.tag == format::kTagDevAlloc && e.sampled) {
+        t.max_dev_interval = std::max(t.max_dev_interval, e.interval);
+      }
+    }
+    if (with_bulk || !IsBulkTag(e.tag)) t.events.push_back(e);
   }
   t.lost.insert(t.lost.end(), c.lost.begin(), c.lost.end());
   t.rates.insert(t.rates.end(), c.rates.begin(), c.rates.end());
@@ -460,40 +454,78 @@ void Merge(ChunkRecords& c, Trace& t) {
   t.max_ts = std::max(t.max_ts, c.max_ts);
 }
 
-void CountUnknownRefs(Trace& t) {
-  auto check_str = [&](uint64_t id) {
-    if (id != 0 && !t.strings.contains(id)) ++t.unknown_refs;
-  };
-  for (const Event& e : t.events) {
-    switch (e.tag) {
-      case format::kTagAlloc:
-      case format::kTagMmap:
-      case format::kTagMremap:
-      case format::kTagDevAlloc:
-      case format::kTagDevFail:
-        if (e.stack != 0 && !t.stacks.contains(e.stack)) ++t.unknown_refs;
-        check_str(e.str);
-        break;
-      case format::kTagStage:
-      case format::kTagCounter:
-      case format::kTagMemSnapshot:
-        check_str(e.str);
-        break;
-      default:
-        break;
-    }
+uint64_t UnknownRefsOf(const Event& e, const Trace& t) {
+  uint64_t n = 0;
+  const bool str_unknown = e.str != 0 && !t.strings.contains(e.str);
+  switch (e.tag) {
+    case format::kTagAlloc:
+    case format::kTagMmap:
+    case format::kTagMremap:
+    case format::kTagDevAlloc:
+    case format::kTagDevFail:
+      n += e.stack != 0 && !t.stacks.contains(e.stack);
+      n += str_unknown;
+      break;
+    case format::kTagStage:
+    case format::kTagCounter:
+    case format::kTagMemSnapshot:
+      n += str_unknown;
+      break;
+    default:
+      break;
   }
+  return n;
+}
+
+uint64_t UnknownSideRefs(const Trace& t) {
+  uint64_t n = 0;
   for (const Alert& a : t.alerts) {
-    if (a.site_stack != 0 && !t.stacks.contains(a.site_stack)) ++t.unknown_refs;
+    if (a.site_stack != 0 && !t.stacks.contains(a.site_stack)) ++n;
   }
   for (const SiteSnapshot& s : t.snapshots) {
     for (const auto& site : s.sites) {
-      if (site.stack != 0 && !t.stacks.contains(site.stack)) ++t.unknown_refs;
+      if (site.stack != 0 && !t.stacks.contains(site.stack)) ++n;
     }
   }
+  return n;
 }
 
-}  // namespace
+void SortSideLists(Trace& t) {
+  std::stable_sort(t.alerts.begin(), t.alerts.end(),
+                   [](const Alert& a, const Alert& b) { return a.seq < b.seq; });
+  std::stable_sort(t.snapshots.begin(), t.snapshots.end(),
+                   [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.seq < b.seq; });
+  std::stable_sort(t.device_info.begin(), t.device_info.end(),
+                   [](const DeviceInfo& a, const DeviceInfo& b) { return a.seq < b.seq; });
+  std::stable_sort(t.hunts.begin(), t.hunts.end(),
+                   [](const Hunt& a, const Hunt& b) { return a.seq < b.seq; });
+  std::stable_sort(t.arena_stats.begin(), t.arena_stats.end(),
+                   [](const ArenaStats& a, const ArenaStats& b) { return a.seq < b.seq; });
+}
+
+void ChunkRecords::Clear() {
+  strings.clear();
+  stacks.clear();
+  mappings.clear();
+  mappings_gone.clear();
+  events.clear();
+  counters.clear();
+  lost.clear();
+  notices.clear();
+  rates.clear();
+  alerts.clear();
+  snapshots.clear();
+  device_info.clear();
+  hunts.clear();
+  arena_stats.clear();
+  has_trailer = false;
+  trailer = Trailer{};
+  max_ts = 0;
+}
+
+ChunkDecoder::ChunkDecoder() : dctx(ZSTD_createDCtx(), ZSTD_freeDCtx) {}
+
+}  // namespace internal
 
 const std::string& Trace::String(uint64_t id) const {
   static const std::string* const kEmpty = new std::string();
@@ -596,12 +628,11 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
   return static_cast<size_t>(h.header_len);
 }
 
-ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* trace,
-                      const ReaderOptions& options) {
-  Trace& t = *trace;
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  std::vector<uint8_t> raw;
-  uint64_t records_budget = options.max_records;
+namespace internal {
+
+ChunkScan ScanChunks(const uint8_t* data, size_t size, size_t offset, const ReaderOptions& options,
+                     ChunkDecoder& decoder, ChunkSink& sink, uint64_t* chunks,
+                     std::vector<std::string>* warnings, uint64_t* budget) {
   size_t pos = offset;
   ChunkScan scan;
   while (pos < size) {
@@ -641,30 +672,75 @@ ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* tr
     }
     const uint8_t* records = payload;
     if (ch.codec == format::kCodecZstd) {
-      raw.resize(ch.raw_len);
-      size_t got = ZSTD_decompressDCtx(dctx.get(), raw.data(), raw.size(), payload, ch.payload_len);
+      decoder.raw.resize(ch.raw_len);
+      size_t got = ZSTD_decompressDCtx(decoder.dctx.get(), decoder.raw.data(), decoder.raw.size(),
+                                       payload, ch.payload_len);
       if (ZSTD_isError(got) || got != ch.raw_len) {
         scan.problem = "chunk does not decompress";
         break;
       }
-      records = raw.data();
+      records = decoder.raw.data();
     }
-    if (ch.seq != t.chunks) {
-      t.warnings.push_back(
-          absl::StrCat("chunk at offset ", pos, " has seq ", ch.seq, ", expected ", t.chunks));
+    if (ch.seq != *chunks) {
+      warnings->push_back(
+          absl::StrCat("chunk at offset ", pos, " has seq ", ch.seq, ", expected ", *chunks));
     }
-    ChunkRecords c;
-    if (!DecodeRecords(records, ch.raw_len, c, records_budget)) {
-      scan.problem = records_budget == 0 ? "too many records" : "malformed record in chunk";
+    ChunkRecords& c = decoder.records;
+    c.Clear();
+    if (!DecodeRecords(records, ch.raw_len, c, *budget)) {
+      scan.problem = *budget == 0 ? "too many records" : "malformed record in chunk";
       break;
     }
-    records_budget -= c.events.size();
-    Merge(c, t);
-    ++t.chunks;
+    *budget -= c.events.size();
+    ++*chunks;
     pos = payload_at + ch.payload_len;
+    if (!sink.Take(ch, c)) break;
   }
   scan.next_offset = pos;
   return scan;
+}
+
+}  // namespace internal
+
+namespace {
+
+// Merges every chunk into a Trace, events included (unsorted).
+class MergeSink : public internal::ChunkSink {
+ public:
+  explicit MergeSink(Trace& t) : t_(t) {}
+  bool Take(const format::ChunkHeader&, internal::ChunkRecords& c) override {
+    internal::Merge(c, t_, /*with_bulk=*/true);
+    return true;
+  }
+
+ private:
+  Trace& t_;
+};
+
+}  // namespace
+
+bool IsBulkTag(uint8_t tag) {
+  switch (tag) {
+    case format::kTagAlloc:
+    case format::kTagFree:
+    case format::kTagMmap:
+    case format::kTagMunmap:
+    case format::kTagMremap:
+    case format::kTagDevAlloc:
+    case format::kTagDevFree:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* trace,
+                      const ReaderOptions& options) {
+  internal::ChunkDecoder decoder;
+  MergeSink sink(*trace);
+  uint64_t budget = options.max_records;
+  return internal::ScanChunks(data, size, offset, options, decoder, sink, &trace->chunks,
+                              &trace->warnings, &budget);
 }
 
 absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderOptions& options) {
@@ -682,17 +758,9 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
   }
   std::stable_sort(t.events.begin(), t.events.end(),
                    [](const Event& a, const Event& b) { return a.seq < b.seq; });
-  std::stable_sort(t.alerts.begin(), t.alerts.end(),
-                   [](const Alert& a, const Alert& b) { return a.seq < b.seq; });
-  std::stable_sort(t.snapshots.begin(), t.snapshots.end(),
-                   [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.seq < b.seq; });
-  std::stable_sort(t.device_info.begin(), t.device_info.end(),
-                   [](const DeviceInfo& a, const DeviceInfo& b) { return a.seq < b.seq; });
-  std::stable_sort(t.hunts.begin(), t.hunts.end(),
-                   [](const Hunt& a, const Hunt& b) { return a.seq < b.seq; });
-  std::stable_sort(t.arena_stats.begin(), t.arena_stats.end(),
-                   [](const ArenaStats& a, const ArenaStats& b) { return a.seq < b.seq; });
-  CountUnknownRefs(t);
+  internal::SortSideLists(t);
+  for (const Event& e : t.events) t.unknown_refs += internal::UnknownRefsOf(e, t);
+  t.unknown_refs += internal::UnknownSideRefs(t);
   if (t.unknown_refs > 0) {
     t.warnings.push_back(absl::StrCat(t.unknown_refs, " references to undefined ids"));
   }

@@ -28,7 +28,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -209,6 +213,19 @@ struct Trace {
   uint64_t unknown_refs = 0;  // references to undefined ids
   std::vector<std::string> warnings;
 
+  // ScanTrace (streaming): `events` holds the control events only (every
+  // sequenced record that is not IsBulkTag), `bulk_events` counts the rest,
+  // and EventStream re-reads them from data[data_begin, data_end).
+  bool control_only = false;
+  // Every (format::DeviceKind, device) of a DEV_ALLOC, DEV_FREE or DEV_FAIL
+  // record, and the largest `interval` of a sampled DEV_ALLOC.
+  std::set<std::pair<uint8_t, int32_t>> device_kinds;
+  uint64_t max_dev_interval = 0;
+  uint64_t bulk_events = 0;
+  size_t data_begin = 0;
+  size_t data_end = 0;
+  size_t peak_window = 0;  // most bulk events the reorder window held at once
+
   // The string for `id`, "" for 0 or an unknown id.
   const std::string& String(uint64_t id) const;
   // The value of `key` in rank_env ("RANK" -> "3"), "" if absent.
@@ -249,6 +266,76 @@ struct ChunkScan {
 // across calls. For incremental readers (src/reader/tailer.h).
 ChunkScan ParseChunks(const uint8_t* data, size_t size, size_t offset, Trace* trace,
                       const ReaderOptions& options = {});
+
+// True for the records a trace has many of, one per sampled allocation,
+// free, mapping or device call: ALLOC, FREE, MMAP, MUNMAP, MREMAP, DEV_ALLOC,
+// DEV_FREE ("bulk"). The other sequenced records ("control": STEP, STAGE,
+// COUNTER, EPOCH, DEV_FAIL, MEM_SNAPSHOT) are a few per step.
+bool IsBulkTag(uint8_t tag);
+
+// ---- Streaming (docs/architecture.md "Streaming reports") ----
+//
+// A trace too large to hold is read in passes: ScanTrace reads it once and
+// keeps what is small (header, dictionaries, side lists, control events:
+// memory in proportion to unique stacks, strings, mappings and steps), and
+// EventStream re-reads its bulk events in seq order through a bounded
+// reorder window, as often as an analysis needs.
+//
+// The reorder window (docs/format.md "Ordering invariants"): the writer puts
+// a record into the first flush cycle that snapshots its thread's buffer
+// after the record was pushed, and takes the record's seq and ts just
+// before pushing it. So a record is never written more than one flush
+// period plus one cycle's duration after its ts: once a chunk written at
+// time C has been read, no record still to come has ts < C - D for D above
+// that bound. The window holds a record until a chunk written more than
+// D = max(min_window_ns, 2 x the largest gap between consecutive chunks)
+// after its ts has been read, then releases it in seq order. A record that
+// arrives after a larger seq was released breaks the bound: the stream
+// stops with an error (FailedPrecondition) and callers fall back to
+// ParseTrace (whole-file sort).
+
+struct StreamOptions {
+  StreamOptions() { reader.max_records = UINT64_MAX; }  // memory does not grow with records
+  ReaderOptions reader;
+  uint64_t min_window_ns = 2000000000;  // 2 s
+  // The data is a read-only file mapping (reader::RunFiles): pages behind
+  // the pass are dropped from the process (madvise MADV_DONTNEED; the page
+  // cache keeps them), so the file's size does not count in its memory.
+  // Never set it for other memory: MADV_DONTNEED zeroes anonymous pages.
+  bool release_mapped_pages = false;
+};
+
+// Bytes of the file read so far (for a progress bar); called once per chunk.
+using ProgressFn = std::function<void(uint64_t bytes_done)>;
+
+// One streaming pass over a whole trace held in memory (mapped): everything
+// ParseTrace returns, with control_only set, `events` holding the control
+// events (sorted by seq) and bulk events counted, checked for references
+// and for the reorder window, and dropped. On a reorder-window violation the
+// result is FailedPrecondition (the message names the records).
+absl::StatusOr<Trace> ScanTrace(const uint8_t* data, size_t size, const StreamOptions& options = {},
+                                const ProgressFn& progress = nullptr);
+
+// The bulk events of a scanned trace, re-read in seq order. `data` must
+// outlive the stream; [begin, end) is a Trace's [data_begin, data_end).
+class EventStream {
+ public:
+  EventStream(const uint8_t* data, size_t begin, size_t end, const StreamOptions& options = {},
+              ProgressFn progress = nullptr);
+  ~EventStream();
+  EventStream(const EventStream&) = delete;
+  EventStream& operator=(const EventStream&) = delete;
+
+  // The next bulk event in seq order; false at the end, or on an error
+  // (status(): a reorder-window violation or a chunk that no longer reads).
+  bool Next(Event* e);
+  const absl::Status& status() const;
+  size_t peak_window() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Size of the file header (fixed part, TLVs and CRC) at the start of `data`,
 // or an error if it is not a valid memstep header.

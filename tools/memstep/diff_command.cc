@@ -11,6 +11,7 @@
 #include "src/analysis/gates.h"
 #include "src/report/diff_report.h"
 #include "src/report/html_diff.h"
+#include "tools/memstep/analyze.h"
 #include "tools/memstep/cli.h"
 
 namespace memstep::cli {
@@ -108,7 +109,7 @@ int DiffMain(const std::vector<std::string>& args) {
                                                                     : pid_text.substr(colon + 1));
       (void)ApplyAnalysisOption("--pid", part, &o);  // checked above
     }
-    absl::StatusOr<analysis::Report> r = analysis::AnalyzeRun(paths[k], o);
+    absl::StatusOr<analysis::Report> r = AnalyzePath(paths[k], o);
     if (!r.ok()) {
       std::cerr << "memstep: error: " << (k == 0 ? "BASE: " : "NEW: ") << r.status().message()
                 << "\n";

@@ -14,6 +14,7 @@
 #include "src/report/churn_report.h"
 #include "src/report/formats.h"
 #include "src/report/report.h"
+#include "tools/memstep/analyze.h"
 #include "tools/memstep/cli.h"
 
 namespace memstep::cli {
@@ -141,7 +142,7 @@ int ReportMain(const std::vector<std::string>& args) {
     options.top_peak_sites = SIZE_MAX;  // every site live at the stage's peak
   }
 
-  absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(path, options);
+  absl::StatusOr<analysis::Report> report = AnalyzePath(path, options);
   if (!report.ok()) {
     std::cerr << "memstep: error: " << report.status().message() << "\n";
     return kExitError;
