@@ -20,8 +20,9 @@
 // Sen slope g >= 256 B/step) and the sampled sites do not explain it:
 //  - T_hunt aims at g/2 rounded down to a power of two (about two long-lived
 //    samples per step of a leak of small objects) within a CPU budget: the
-//    share of the step's wall time spent capturing stacks (timed in
-//    CaptureStack) stays under MEMSTEP_HUNT_BUDGET percent (default 10).
+//    share of the step's wall time spent on samples (their stacks, records
+//    and frees: recorder.h SampleCost) stays under MEMSTEP_HUNT_BUDGET
+//    percent (default 10).
 //    The first T assumes every sampled byte costs a stack of its own (an
 //    upper bound on the cost); then T halves, step by step, towards g/2
 //    while the measured share is below 40 % of the budget, and doubles when
