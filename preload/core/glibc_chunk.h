@@ -21,9 +21,20 @@ namespace memstep::preload {
 inline constexpr uint64_t kGlibcIsMmapped = 0x2;
 inline constexpr uint64_t kGlibcFlagMask = 0x7;
 
-inline size_t GlibcUsableSize(const void* p) {
+// The chunk's size field, flags included.
+inline uint64_t GlibcSizeField(const void* p) {
   uint64_t field;
   memcpy(&field, static_cast<const char*>(p) - 8, sizeof(field));
+  return field;
+}
+
+// Size of a chunk whose IS_MMAPPED flag is clear: its usable size is 8 bytes
+// less (the fast paths test the flag and take the general form below for
+// mmapped chunks).
+inline uint64_t GlibcHeapChunk(uint64_t field) { return field & ~kGlibcFlagMask; }
+
+inline size_t GlibcUsableSize(const void* p) {
+  const uint64_t field = GlibcSizeField(p);
   // chunk - 8, or chunk - 16 when mmapped; branch-free: (field & 2) << 2 is 8
   // exactly when IS_MMAPPED is set.
   uint64_t chunk = field & ~kGlibcFlagMask;

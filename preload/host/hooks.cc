@@ -25,7 +25,9 @@ namespace memstep::preload {
 __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 static __thread bool t_resolving __attribute__((tls_model("initial-exec")));
 
-Hot g_hot = {0, 0, size_t{1} << 20, false};
+// Until ResolveReal() sets them, the fast-path bounds send every call to the
+// out-of-line paths (fast_below 0, the free range all addresses).
+Hot g_hot = {0, 0, size_t{1} << 20, false, 0, 0, ~size_t{0}, (uint64_t{1} << 20) + 8, 0};
 Region g_region;
 
 namespace {
@@ -204,23 +206,32 @@ void ReadConfig();  // recorder.cc
 // The fast paths' rare tails (kept out of line so the fast paths need no
 // frame to survive a call).
 namespace {
-MEMSTEP_NOINLINE void* CountAllocGeneric(void* p) {
-  CountAlloc(t_state, g_real.malloc_usable_size(p));
+MEMSTEP_NOINLINE void* CountAllocMmapped(void* p) {
+  CountAlloc(t_state, GlibcUsableSize(p));
   return p;
 }
 MEMSTEP_NOINLINE void* FlushAfterAlloc(void* p) {
   FlushCounters(&t_state);
   return p;
 }
-MEMSTEP_NOINLINE void FreeGeneric(void* p) {
+// Counts and frees a block of the real allocator whose usable size is sz.
+MEMSTEP_NOINLINE void FreeCounted(void* p, size_t sz) {
   ThreadState& t = t_state;
-  size_t sz = g_real.malloc_usable_size(p);
   if (MEMSTEP_UNLIKELY(sz >= g_hot.always_bytes) && !t.guard) return FreeBigSlow(p, sz);
   CountFree(t, sz);
   g_real.free(p);
 }
-MEMSTEP_NOINLINE void FlushBeforeFree(void* p) {
-  FlushCounters(&t_state);
+MEMSTEP_NOINLINE void FreeMmapped(void* p) { FreeCounted(p, GlibcUsableSize(p)); }
+// The fast free's tail when the chunk's charge ran out what was left: a big
+// block (it always does, runtime.h) is recorded, anything else flushes.
+MEMSTEP_NOINLINE void FreeChargedOut(void* p, uint64_t chunk) {
+  ThreadState& t = t_state;
+  if (chunk >= g_hot.big_chunk && !t.guard) {
+    t.free_count -= 1;  // FreeBigSlow counts it
+    t.free_left += static_cast<int64_t>(chunk);
+    return FreeBigSlow(p, chunk - 8);
+  }
+  FlushCounters(&t);
   g_real.free(p);
 }
 }  // namespace
@@ -236,8 +247,16 @@ void ResolveReal() {
   ReserveRegion();
   g_hot.region_base = g_region.base();
   g_hot.region_size = g_region.size();
+  // Still every address (but region_base - 1, never a block's): the range
+  // moves onto the region in one store once the allocator is known.
+  g_hot.free_slow_base = g_region.base();
   ReadConfig();
   g_hot.always_bytes = g_config.always_bytes;
+  g_hot.big_chunk =
+      g_config.always_bytes <= ~uint64_t{0} - 8 ? g_config.always_bytes + 8 : ~uint64_t{0};
+  // Below any big block's charge (runtime.h): freeing one always flushes.
+  g_hot.flush_left =
+      static_cast<int64_t>((g_hot.big_chunk < kFlushBytes ? g_hot.big_chunk : kFlushBytes) - 1);
 
   RealFns r;
 #define MEMSTEP_RESOLVE(name, ret, params, args) \
@@ -270,23 +289,50 @@ void ResolveReal() {
     g_hot.glibc = OwnDlsym(libc, "malloc") == reinterpret_cast<void*>(r.malloc);
     g_real.dlclose(libc);
   }
+  if (g_hot.glibc) {
+    // The fast paths read glibc's chunk headers from here on. Any other
+    // allocator keeps every call on the out-of-line paths.
+    __atomic_store_n(&g_hot.free_slow_size, g_hot.region_size, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_hot.fast_below, g_hot.always_bytes, __ATOMIC_RELEASE);
+  }
   g_resolved.store(true, std::memory_order_release);
   t_state.guard = saved_guard;
 }
 
 namespace {
 
+// The malloc family off its fast path: a request of S_always or more, or any
+// request before the real functions are known or when the real allocator is
+// not glibc's (g_hot.fast_below is 0 then). Same countdown, generic size.
+MEMSTEP_NOINLINE void* AllocNotFast(AllocFn fn, size_t size, size_t m, size_t n, size_t align,
+                                    int* ret) {
+  if (size >= g_hot.always_bytes) return AllocSlowArgs(fn, size, m, n, align, false, ret);
+  ThreadState& t = t_state;
+  t.bytes_until_sample -= static_cast<int64_t>(size + 1);
+  if (t.bytes_until_sample < 0) return AllocSlowArgs(fn, size, m, n, align, true, ret);
+  AllocReq r{fn, size, m, n, align, 0};
+  void* p = RealAlloc(r);
+  if (ret != nullptr) *ret = r.ret;
+  if (p != nullptr) CountAlloc(t_state, RealUsable(p));
+  return p;
+}
+
 // The request struct is built only on the slow branch (AllocSlowArgs), so the
 // fast path keeps everything in registers.
 MEMSTEP_ALWAYS_INLINE void* AllocFast(AllocFn fn, size_t size, size_t m, size_t n, size_t align,
                                       int* ret) {
   // No reentrancy test here: the slow path makes it (a nested allocation
-  // from memstep's own code only forwards and counts there).
+  // from memstep's own code only forwards and counts there). No test of the
+  // allocator's kind either: g_hot.fast_below is 0 unless it is glibc's.
   ThreadState& t = t_state;
-  if (MEMSTEP_UNLIKELY(size >= g_hot.always_bytes)) {
-    return AllocSlowArgs(fn, size, m, n, align, false, ret);
+  if (MEMSTEP_UNLIKELY(size >= g_hot.fast_below)) {
+    return AllocNotFast(fn, size, m, n, align, ret);
   }
-  t.bytes_until_sample -= static_cast<int64_t>(size + 1);
+  // size + 1 in a register (one lea) and one subtraction from the countdown:
+  // left alone, gcc spends a mov and a not on it (adds ~size).
+  int64_t draw = static_cast<int64_t>(size + 1);
+  __asm__("" : "+r"(draw));
+  t.bytes_until_sample -= draw;
   if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
     return AllocSlowArgs(fn, size, m, n, align, true, ret);
   }
@@ -296,11 +342,13 @@ MEMSTEP_ALWAYS_INLINE void* AllocFast(AllocFn fn, size_t size, size_t m, size_t 
   if (MEMSTEP_UNLIKELY(p == nullptr)) return p;
   // Every call out of here is a tail call (the count's rare tails return p),
   // so p stays in the return register and the frame holds one saved register.
-  if (MEMSTEP_UNLIKELY(!g_hot.glibc)) return CountAllocGeneric(p);
+  // glibc's chunk header: an mmapped chunk (usable size chunk - 16) takes an
+  // out-of-line tail; any other chunk's usable size is chunk - 8.
+  // The charge is the chunk's size: usable size + 8 (runtime.h).
+  const uint64_t field = GlibcSizeField(p);
+  if (MEMSTEP_UNLIKELY((field & kGlibcIsMmapped) != 0)) return CountAllocMmapped(p);
   ThreadState& u = t_state;
-  u.alloc_bytes += GlibcUsableSize(p);
-  u.alloc_count += 1;
-  if (MEMSTEP_UNLIKELY(u.alloc_bytes >= kFlushBytes)) return FlushAfterAlloc(p);
+  if (MEMSTEP_UNLIKELY(ChargeAlloc(u, GlibcHeapChunk(field)))) return FlushAfterAlloc(p);
   return p;
 }
 
@@ -318,17 +366,28 @@ MEMSTEP_EXPORT void* malloc(size_t n) noexcept { return AllocFast(kFnMalloc, n, 
 namespace memstep::preload {
 namespace {
 
+// free off its fast path: a region block, or any block before the real
+// functions are known or when the real allocator is not glibc's (the free
+// range covers every address then).
+MEMSTEP_NOINLINE void FreeNotFast(void* p) {
+  if (InRegion(p)) return FreeRegionSlow(p);
+  if (p == nullptr) return;
+  FreeCounted(p, RealUsable(p));
+}
+
 // No call but tail calls: no frame at all.
 MEMSTEP_ALWAYS_INLINE void FreeFast(void* p) {
-  if (MEMSTEP_UNLIKELY(InRegion(p))) return FreeRegionSlow(p);
+  if (MEMSTEP_UNLIKELY(reinterpret_cast<uintptr_t>(p) - g_hot.free_slow_base <
+                       g_hot.free_slow_size)) {
+    return FreeNotFast(p);
+  }
   if (p == nullptr) return;
-  if (MEMSTEP_UNLIKELY(!g_hot.glibc)) return FreeGeneric(p);
-  ThreadState& t = t_state;
-  size_t sz = GlibcUsableSize(p);
-  if (MEMSTEP_UNLIKELY(sz >= g_hot.always_bytes) && !t.guard) return FreeBigSlow(p, sz);
-  t.free_bytes += sz;
-  t.free_count += 1;
-  if (MEMSTEP_UNLIKELY(t.free_bytes >= kFlushBytes)) return FlushBeforeFree(p);
+  const uint64_t field = GlibcSizeField(p);
+  if (MEMSTEP_UNLIKELY((field & kGlibcIsMmapped) != 0)) return FreeMmapped(p);
+  // The charge is the chunk's size: usable size + 8. A block of S_always or
+  // more always runs out what is left (runtime.h): the tail records it.
+  const uint64_t chunk = GlibcHeapChunk(field);
+  if (MEMSTEP_UNLIKELY(ChargeFree(t_state, chunk))) return FreeChargedOut(p, chunk);
   g_real.free(p);
 }
 
@@ -587,9 +646,12 @@ MEMSTEP_NOINLINE void* NewAlignedFailed(const char* name, size_t n, size_t al) {
   return next(n, al);
 }
 
+// operator new(0) allocates 1 byte (cmp + adc, no branch or cmov).
+MEMSTEP_ALWAYS_INLINE size_t NonZero(size_t n) { return n + (n == 0); }
+
 MEMSTEP_ALWAYS_INLINE void* NewAligned(size_t n, size_t al) {
   int ret = 0;
-  void* p = AllocFast(kFnPosixMemalign, n == 0 ? 1 : n, 0, 0, al, &ret);
+  void* p = AllocFast(kFnPosixMemalign, NonZero(n), 0, 0, al, &ret);
   return ret == 0 ? p : nullptr;
 }
 
@@ -598,19 +660,19 @@ MEMSTEP_ALWAYS_INLINE void* NewAligned(size_t n, size_t al) {
 
 // operator new(size_t), new[](size_t)
 MEMSTEP_EXPORT void* _Znwm(size_t n) {
-  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  void* p = AllocFast(kFnMalloc, NonZero(n), 0, 0, 0, nullptr);
   return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znwm", n);
 }
 MEMSTEP_EXPORT void* _Znam(size_t n) {
-  void* p = AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  void* p = AllocFast(kFnMalloc, NonZero(n), 0, 0, 0, nullptr);
   return MEMSTEP_LIKELY(p != nullptr) ? p : NewFailed("_Znam", n);
 }
 // nothrow forms: NULL on failure.
 MEMSTEP_EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, const void*) noexcept {
-  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return AllocFast(kFnMalloc, NonZero(n), 0, 0, 0, nullptr);
 }
 MEMSTEP_EXPORT void* _ZnamRKSt9nothrow_t(size_t n, const void*) noexcept {
-  return AllocFast(kFnMalloc, n == 0 ? 1 : n, 0, 0, 0, nullptr);
+  return AllocFast(kFnMalloc, NonZero(n), 0, 0, 0, nullptr);
 }
 // align_val_t forms (C++17).
 MEMSTEP_EXPORT void* _ZnwmSt11align_val_t(size_t n, size_t al) {

@@ -129,7 +129,7 @@ namespace {
 
 // The stack of the current call, interned. CaptureStack times it: the leak
 // hunt (progressive.cc) sizes its sampling rate from this cost.
-uint32_t CaptureStackUntimed() {
+uint32_t Unwind() {
   // With Python frames the native stack is unwound deeper, down to the
   // interpreter loop where the Python frames take over (pyframes.cc).
   constexpr int kDeep = 192;
@@ -153,14 +153,16 @@ uint32_t CaptureStackUntimed() {
 
 }  // namespace
 
-uint32_t CaptureStack(ThreadState& t) {
+uint32_t CaptureStackUntimed(ThreadState& t) {
   (void)t;
   if (g_unw_backtrace == nullptr || !Recording()) return 0;
-  uint64_t t0 = MonoNs();
-  uint32_t id = CaptureStackUntimed();
-  g_capture_ns.fetch_add(MonoNs() - t0, std::memory_order_relaxed);
-  g_capture_count.fetch_add(1, std::memory_order_relaxed);
-  return id;
+  return Unwind();
+}
+
+uint32_t CaptureStack(ThreadState& t) {
+  if (g_unw_backtrace == nullptr || !Recording()) return 0;
+  SampleCost cost(true);
+  return CaptureStackUntimed(t);
 }
 
 uint64_t NextSeq() { return g_seq.fetch_add(1, std::memory_order_relaxed); }
@@ -337,7 +339,9 @@ void* AllocSlow(AllocReq* r, bool countdown_hit) {
     if (p != nullptr) CountAlloc(t, RealUsable(p));
     return p;
   }
-  uint32_t stack = CaptureStack(t);
+  // The whole sample is its cost (the hunt's budget), not just its stack.
+  SampleCost cost(true);
+  uint32_t stack = CaptureStackUntimed(t);
   void* p = g_region.Alloc(size, align);
   if (p != nullptr) {
     if (r->fn == kFnCalloc) memset(p, 0, size);
@@ -387,6 +391,7 @@ void FreeRegionSlow(void* p) {
     return;
   }
   EnsureThread(t);
+  SampleCost cost(false);    // a sample's cost goes on to its free
   uint64_t seq = NextSeq();  // before the block is released
   SitesOnFree(reinterpret_cast<uintptr_t>(p));
   size_t req;

@@ -52,12 +52,34 @@ uint64_t NextSeq();
 void EnsureThread(ThreadState& t);
 // Pushes a complete record to the thread's ring (acquired on first use).
 void Push(ThreadState& t, const uint8_t* rec, size_t n);
-// Interned stack of the caller (0 when unwinding is not possible).
+// Interned stack of the caller (0 when unwinding is not possible), timed
+// into g_capture_ns / g_capture_count.
 uint32_t CaptureStack(ThreadState& t);
-// Time spent in CaptureStack (ns) and its calls, since start: the cost of a
-// sample, which the leak hunt's CPU budget is measured in.
+// The same, untimed: for a caller that times the whole sample (SampleCost).
+uint32_t CaptureStackUntimed(ThreadState& t);
+// The cost of samples, which the leak hunt's CPU budget is measured in: time
+// spent (ns) and samples taken, since start. A sampled small block is timed
+// whole, from its stack to its record, and again when it is freed (the
+// region and the site table's work, the FREE record); any other stack
+// (big blocks, mappings, device memory) counts its capture.
 extern std::atomic<uint64_t> g_capture_ns;
 extern std::atomic<uint64_t> g_capture_count;
+// Adds the time from construction to destruction to g_capture_ns, and one
+// sample to g_capture_count if `sample`.
+class SampleCost {
+ public:
+  explicit SampleCost(bool sample) : t0_(MonoNs()), sample_(sample) {}
+  ~SampleCost() {
+    g_capture_ns.fetch_add(MonoNs() - t0_, std::memory_order_relaxed);
+    if (sample_) g_capture_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  SampleCost(const SampleCost&) = delete;
+  SampleCost& operator=(const SampleCost&) = delete;
+
+ private:
+  uint64_t t0_;
+  bool sample_;
+};
 void ThreadExit(void*);
 // The sampling decision of an allocation whose countdown ran out: draws the
 // next gap; true with *interval (the T the gap was drawn with, 0 for T <= 1)

@@ -8,15 +8,26 @@
 //    forward and count; it is set around every slow path, permanently in
 //    memstep's own threads, and in the fork handlers.
 //  - g_hot is written only during ResolveReal() (before any fast path can use
-//    the fields it changes) and read without synchronisation afterwards.
+//    the fields it changes) and read without synchronisation afterwards. Its
+//    fast-path bounds start out routing every call to the out-of-line paths
+//    (hooks.cc), and keep doing so when the real allocator is not glibc's, so
+//    the fast paths need no test of the allocator's kind.
 //  - g_real holds the real functions; until they are resolved every pointer
 //    is a stub that resolves them first (so the fast path never tests for
 //    null).
 //  - Exact counters: per-thread pending deltas, flushed to g_counters (relaxed
 //    atomics) when 1 MiB has been allocated or freed since the last flush, at
 //    every step/stage boundary and at thread exit. Live bytes are therefore
-//    exact up to threads x 1 MiB.
-
+//    exact up to threads x 1 MiB. The fast paths keep the pending bytes as
+//    what is left before the next flush (`alloc_left`, `free_left`: one
+//    subtraction and a sign test), and charge each block 8 bytes more than
+//    its usable size: for a glibc heap chunk that is its size field less the
+//    flag bits, as the fast path reads it; the flush takes the 8 bytes per
+//    block back out. A flush sets both to g_hot.flush_left, which is below
+//    the charge of any block of S_always or more, so the fast `free` needs no
+//    test for big blocks: freeing one always runs into the flush tail, which
+//    makes it. A thread starts (zeroed TLS) with nothing left: its first
+//    count flushes, and sets it up.
 #ifndef MEMSTEP_PRELOAD_RUNTIME_H_
 #define MEMSTEP_PRELOAD_RUNTIME_H_
 
@@ -70,17 +81,30 @@ struct alignas(64) Hot {
   size_t region_size;
   size_t always_bytes;  // S_always
   bool glibc;           // the real malloc is glibc's: read chunk headers
+  // The fast paths' bounds. With glibc's allocator, once resolved:
+  // fast_below = always_bytes and [free_slow_base, +free_slow_size) = the
+  // region. Before resolution, and for any other allocator, fast_below = 0
+  // and the free range covers every address (base + 2^64 - 1 wraps around):
+  // every call takes the out-of-line generic paths, which test the rest.
+  size_t fast_below;         // malloc family: requests below this take the fast path
+  uintptr_t free_slow_base;  // free: p - base < size takes the out-of-line path
+  size_t free_slow_size;
+  uint64_t big_chunk;  // always_bytes + 8: glibc heap chunks from this size are big
+  // What a counter flush leaves a thread (ThreadState::alloc_left/free_left):
+  // min(1 MiB, big_chunk) - 1, 0 until resolved (every count flushes).
+  int64_t flush_left;
 };
 extern Hot g_hot;
 
 struct ThreadState {
   int64_t bytes_until_sample;  // Poisson countdown; < 0 -> sample
-  uint64_t alloc_bytes;        // pending (unflushed) deltas
-  uint64_t alloc_count;
-  uint64_t free_bytes;
-  uint64_t free_count;
-  uint8_t guard;  // reentrancy guard
-  uint8_t in_dl;  // inside our dlclose wrapper (dlopen: dl_sp); see InLoader
+  int64_t alloc_left;          // left_base - charged bytes pending (see above); < 0: flush
+  uint64_t alloc_count;        // pending allocations
+  int64_t free_left;           // the same for frees
+  uint64_t free_count;         // pending frees
+  int64_t left_base;           // what the last flush set both *_left to
+  uint8_t guard;               // reentrancy guard
+  uint8_t in_dl;               // inside our dlclose wrapper (dlopen: dl_sp); see InLoader
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
   uint8_t own;        // memstep's own thread (the writer): its allocations are not the program's
@@ -131,7 +155,7 @@ struct Config {
   uint64_t sample_interval;  // T_steady, bytes; <= 1: every allocation
   uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
   bool progressive;          // T changes at step boundaries (progressive.cc)
-  double hunt_budget;        // leak hunt: stacks' share of wall time, 0..1 (0 = no hunt)
+  double hunt_budget;        // leak hunt: samples' share of wall time, 0..1 (0 = no hunt)
   uint64_t seed;             // MEMSTEP_SEED: reproducible sampling gaps (0 = from the clock)
   uint64_t always_bytes;
   uint64_t flush_ms;
@@ -168,6 +192,19 @@ extern std::atomic<int> g_maps_dirty;
 extern std::atomic<uint64_t> g_interval;
 
 inline constexpr uint64_t kFlushBytes = uint64_t{1} << 20;
+// A thread's pending counts are flushed once the bytes charged for them (the
+// usable sizes plus kChargePad per block) exceed what the last flush left it.
+inline constexpr uint64_t kChargePad = 8;
+MEMSTEP_ALWAYS_INLINE uint64_t PendingAllocBytes(const ThreadState& t) {
+  return static_cast<uint64_t>(t.left_base - t.alloc_left) - kChargePad * t.alloc_count;
+}
+MEMSTEP_ALWAYS_INLINE uint64_t PendingFreeBytes(const ThreadState& t) {
+  return static_cast<uint64_t>(t.left_base - t.free_left) - kChargePad * t.free_count;
+}
+MEMSTEP_ALWAYS_INLINE void ClearPending(ThreadState& t) {
+  t.left_base = t.alloc_left = t.free_left = g_hot.flush_left;
+  t.alloc_count = t.free_count = 0;
+}
 
 // ---- slow paths (recorder.cc) ----
 void ResolveReal();
@@ -242,15 +279,30 @@ MEMSTEP_ALWAYS_INLINE size_t RealUsable(void* p) {
   return MEMSTEP_LIKELY(g_hot.glibc) ? GlibcUsableSize(p) : g_real.malloc_usable_size(p);
 }
 
-MEMSTEP_ALWAYS_INLINE void CountAlloc(ThreadState& t, size_t sz) {
-  t.alloc_bytes += sz;
+// Counts one block of `charge` = usable size + kChargePad bytes (a glibc
+// heap chunk's size); true when the thread's pending counts are due for a
+// flush (the caller flushes).
+MEMSTEP_ALWAYS_INLINE bool ChargeAlloc(ThreadState& t, size_t charge) {
   t.alloc_count += 1;
-  if (MEMSTEP_UNLIKELY(t.alloc_bytes >= kFlushBytes)) FlushCounters(&t);
+  t.alloc_left -= static_cast<int64_t>(charge);
+  return t.alloc_left < 0;
+}
+MEMSTEP_ALWAYS_INLINE bool ChargeFree(ThreadState& t, size_t charge) {
+  t.free_count += 1;
+  t.free_left -= static_cast<int64_t>(charge);
+  return t.free_left < 0;
+}
+MEMSTEP_ALWAYS_INLINE bool CountAllocNoFlush(ThreadState& t, size_t sz) {
+  return ChargeAlloc(t, sz + kChargePad);
+}
+MEMSTEP_ALWAYS_INLINE bool CountFreeNoFlush(ThreadState& t, size_t sz) {
+  return ChargeFree(t, sz + kChargePad);
+}
+MEMSTEP_ALWAYS_INLINE void CountAlloc(ThreadState& t, size_t sz) {
+  if (MEMSTEP_UNLIKELY(CountAllocNoFlush(t, sz))) FlushCounters(&t);
 }
 MEMSTEP_ALWAYS_INLINE void CountFree(ThreadState& t, size_t sz) {
-  t.free_bytes += sz;
-  t.free_count += 1;
-  if (MEMSTEP_UNLIKELY(t.free_bytes >= kFlushBytes)) FlushCounters(&t);
+  if (MEMSTEP_UNLIKELY(CountFreeNoFlush(t, sz))) FlushCounters(&t);
 }
 
 // ---- the writer (writer.cc) ----

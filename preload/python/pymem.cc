@@ -252,7 +252,8 @@ MEMSTEP_NOINLINE void SampleSlow(ThreadState& t, const void* p, size_t req, cons
   EnsureThread(t);
   uint64_t interval = 0;
   if (!DecideSample(t, &interval)) return;
-  uint32_t stack = CaptureStack(t);
+  SampleCost cost(true);  // the whole sample (recorder.h)
+  uint32_t stack = CaptureStackUntimed(t);
   BitSet(b, true);
   EmitAlloc(t, p, req, interval, kind, stack);
 }
@@ -261,6 +262,7 @@ MEMSTEP_NOINLINE void FreeSampledSlow(ThreadState& t, const void* p, const Block
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
+  SampleCost cost(false);
   BitSet(b, false);
   SitesOnFree(reinterpret_cast<uintptr_t>(p));
   EmitFree(t, p, NextSeq());

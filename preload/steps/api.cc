@@ -28,14 +28,14 @@ void FlushCounters(ThreadState* t) {
     // memstep's writer thread: zstd allocates and frees a context per chunk.
     // Counted, it would add up to a chunk's context to the program's live
     // bytes between two flushes (a 0.5 MiB step in the "exact" series).
-    t->alloc_bytes = t->alloc_count = t->free_bytes = t->free_count = 0;
+    ClearPending(*t);
     return;
   }
-  g_counters.alloc_bytes.fetch_add(t->alloc_bytes, std::memory_order_relaxed);
+  g_counters.alloc_bytes.fetch_add(PendingAllocBytes(*t), std::memory_order_relaxed);
   g_counters.alloc_count.fetch_add(t->alloc_count, std::memory_order_relaxed);
-  g_counters.free_bytes.fetch_add(t->free_bytes, std::memory_order_relaxed);
+  g_counters.free_bytes.fetch_add(PendingFreeBytes(*t), std::memory_order_relaxed);
   g_counters.free_count.fetch_add(t->free_count, std::memory_order_relaxed);
-  t->alloc_bytes = t->alloc_count = t->free_bytes = t->free_count = 0;
+  ClearPending(*t);
   uint64_t live = LiveBytes();
   AtomicMax(&g_counters.run_max, live);
   AtomicMax(&g_counters.step_max, live);

@@ -20,8 +20,9 @@
 // Sen slope g >= 256 B/step) and the sampled sites do not explain it:
 //  - T_hunt aims at g/2 rounded down to a power of two (about two long-lived
 //    samples per step of a leak of small objects) within a CPU budget: the
-//    share of the step's wall time spent capturing stacks (timed in
-//    CaptureStack) stays under MEMSTEP_HUNT_BUDGET percent (default 10).
+//    share of the step's wall time spent on samples (their stacks, records
+//    and frees: recorder.h SampleCost) stays under MEMSTEP_HUNT_BUDGET
+//    percent (default 10).
 //    The first T assumes every sampled byte costs a stack of its own (an
 //    upper bound on the cost); then T halves, step by step, towards g/2
 //    while the measured share is below 40 % of the budget, and doubles when
@@ -92,7 +93,7 @@ constexpr int64_t kHuntMinSamples = 24;  // new long-lived samples an explanatio
 constexpr double kHuntCover = 0.75;      // share of the exact growth the sites must cover
 constexpr uint64_t kHuntCooldown = 32;   // steps after a hunt before the next may begin
 constexpr uint64_t kHuntMinT = 256;
-constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one stack before any was timed
+constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one sample before any was timed
 
 struct Hunt {
   enum Phase : uint8_t { kIdle, kHunting, kDecaying };
@@ -105,10 +106,10 @@ struct Hunt {
   uint64_t rate = 0;        // growth at the begin, bytes/step
   uint64_t next_ok = 0;     // `steps` from which a hunt may begin
   uint64_t prev_ns = 0;     // at the previous step end: time, allocated bytes,
-  uint64_t prev_alloc = 0;  // and stack capture time and count
+  uint64_t prev_alloc = 0;  // and the samples' time and count
   uint64_t prev_cap_ns = 0;
   uint64_t prev_cap_n = 0;
-  double cap_ns_avg = 0;  // stack capture time and count, decayed by half each step
+  double cap_ns_avg = 0;  // the samples' time and count, decayed by half each step
   double cap_n_avg = 0;
 };
 
@@ -181,7 +182,7 @@ Trend TrendOf(const Hunt& h, uint64_t steps, uint32_t m) {
 uint64_t Pow2Floor(uint64_t v) { return v < 2 ? 1 : uint64_t{1} << (63 - __builtin_clzll(v)); }
 uint64_t Pow2Ceil(uint64_t v) { return v < 2 ? 1 : Pow2Floor(v - 1) << 1; }
 
-// The cost of one stack capture (ns): an average over recent steps, which
+// The cost of one sample (ns; recorder.h SampleCost): an average over recent steps, which
 // leaves out the cold unwinds of start-up; the all-time average before that.
 double CaptureCost(const Hunt& h) {
   if (h.cap_n_avg >= 8) return h.cap_ns_avg / h.cap_n_avg;
@@ -210,7 +211,7 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 }
 
 // A hunt's T for the next step, from the measured share of the last step's
-// wall time spent capturing stacks: doubled above the budget, halved (down
+// wall time spent on samples: doubled above the budget, halved (down
 // to g/2) below 40 % of it.
 uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent, uint64_t min_T = kHuntMinT) {
   const double budget = g_config.hunt_budget;
@@ -312,7 +313,7 @@ constexpr HuntKind kDeviceHunt = {
     CudaHuntCheckpoint,    CudaHuntOn, DeviceTally};
 
 // The last step as the hunt sees it: its wall time, the bytes allocated in
-// it and the share of that time spent capturing stacks.
+// it and the share of that time spent on samples.
 struct HuntStepCost {
   uint64_t dt = 0;
   uint64_t da = 0;

@@ -25,9 +25,11 @@ using namespace facts;  // NOLINT
 // `after_memstep`: another library preloaded after libmemstep.so (it becomes
 // the real allocator memstep forwards to).
 analysis::Report TraceAndAnalyze(const TempDir& dir, const std::string& mode, uint64_t interval,
-                                 const std::string& after_memstep = "") {
+                                 const std::string& after_memstep = "",
+                                 const std::vector<std::string>& more_env = {}) {
   std::vector<std::string> env = TracedEnv(dir.path(), interval);
   PreloadAfter(&env, after_memstep);
+  env.insert(env.end(), more_env.begin(), more_env.end());
   ChildResult r = RunChild({PlantedProgram(), mode}, env);
   EXPECT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -203,6 +205,26 @@ TEST(PlantedSteps, PerStepCountersExact) {
     EXPECT_NEAR(row.alloc_bytes, batch + acts + grads + leak, kBook);
     EXPECT_NEAR(row.free_bytes, batch + acts + grads, kBook);
   }
+}
+
+// S_always (MEMSTEP_ALWAYS_BYTES) below the steps' 64 KiB blocks (heap
+// chunks, freed through free's fast path): every block is recorded with
+// p = 1 and nothing else is sampled, so the site's figures are exact. Each
+// free must be recorded too, although the fast free has no size test of its
+// own (a counter flush leaves each thread less than a big block's charge, so
+// freeing one always runs into the tail that records it; docs/preload.md
+// "Hot path"): a FREE record missed would leave its block live here.
+TEST(PlantedSteps, BlocksFromSAlwaysAreAllRecordedAndFreed) {
+  TempDir dir;
+  analysis::Report report =
+      TraceAndAnalyze(dir, "steps", uint64_t{1} << 40, "", {"MEMSTEP_ALWAYS_BYTES=32768"});
+  SiteTotals t = FindSites(report, "PlantedStepBlocks", SiteKind::kHost);
+  ASSERT_GE(t.sites, 1) << DescribeSites(report, 40);
+  const double per_step = kStepBatchBlocks + kStepActBlocks + kStepGradBlocks + kStepLeakBlocks;
+  EXPECT_EQ(t.alloc_count, kSteps * per_step);
+  EXPECT_EQ(t.alloc_bytes, kSteps * per_step * kStepBlock);
+  EXPECT_EQ(t.live_count_end, double{kSteps * kStepLeakBlocks});
+  EXPECT_EQ(t.live_bytes_end, double{kSteps * kStepLeakBlocks} * kStepBlock);
 }
 
 // 16 threads start together (a barrier) and allocate from 16 distinct

@@ -210,7 +210,7 @@ std::string RunUsage() {
          "                          all the time\n"
          "  --hunt-budget PCT       leak hunt: while the exact heap     MEMSTEP_HUNT_BUDGET\n"
          "                          grows unexplained by the sampled sites, sample more\n"
-         "                          densely, spending at most PCT% of wall time on stacks\n"
+         "                          densely, spending at most PCT% of wall time on samples\n"
          "                          (default 10; 0 = no hunt; off with --fixed-interval)\n"
          "  --flush-ms MS           writer flush period in milliseconds MEMSTEP_FLUSH_MS\n"
          "  --metrics-file PATH     keep PATH, a Prometheus text file   MEMSTEP_METRICS_FILE\n"
