@@ -555,6 +555,190 @@ bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* st
   return absl::SimpleAtoi(digits, device) && (*stat = name.substr(dot + 1), true);
 }
 
+namespace {
+
+// What building the device sites, stage peaks and failures shares: the
+// pass, the replay's sites captured at the peaks, the sampling.
+struct DeviceSiteContext {
+  const Trace& t;
+  const HostContext& host;
+  const Options& options;
+  const DevicePass& pass;
+  // The sites live at each device's peak, at the pinned host peak and at
+  // each (stage, device)'s largest peak, by event index.
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> captured;
+  size_t base;  // index in Report::sites of the first device site
+  // Sites are Horvitz-Thompson estimates once any sample had p < 1.
+  double interval;
+  bool sampled;
+
+  const DeviceReplay::SiteAcc* LiveAt(size_t index, size_t site) const {
+    auto it = captured.find(index);
+    return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
+  }
+};
+
+std::map<size_t, std::vector<DeviceReplay::SiteAcc>> CapturePeaks(const Trace& t,
+                                                                  const DevicePass& pass) {
+  std::vector<size_t> indices;
+  for (const auto& [d, p] : pass.run_peak()) indices.push_back(p.index);
+  indices.push_back(pass.pinned_peak().index);
+  for (const auto& [key, p] : pass.best_stage()) indices.push_back(p.index);
+  return Capture(t, indices);
+}
+
+// Live bytes at the peak of the site's memory (its device's, or the pinned
+// host peak), with the interval when sampled.
+void SetLiveAtPeak(const DeviceSiteContext& c, const DeviceReplay::SiteAcc& a, size_t j, Site& s) {
+  size_t peak_index = SIZE_MAX;
+  if (IsResidentKind(a.key.kind)) {
+    auto p = c.pass.run_peak().find(a.key.device);
+    if (p != c.pass.run_peak().end()) peak_index = p->second.index;
+  } else if (a.key.kind == format::kDevPinnedHost) {
+    peak_index = c.pass.pinned_peak().index;
+  }
+  if (const DeviceReplay::SiteAcc* at = c.LiveAt(peak_index, j)) {
+    s.live_bytes_at_peak = std::max(at->live_bytes, 0.0);
+    if (c.sampled) {
+      const HtInterval ci = HtSumInterval(s.live_bytes_at_peak, at->live_var, c.interval);
+      s.live_bytes_at_peak_low = ci.low;
+      s.live_bytes_at_peak_high = ci.high;
+    }
+  } else if (c.sampled) {
+    s.live_bytes_at_peak_high = HtSumInterval(0, 0, c.interval).high;
+  }
+}
+
+// The site's series over the steps, its growth class and, for a leak, when
+// its memory (the device's, or the host's for pinned memory) runs out.
+void SetGrowth(const DeviceSiteContext& c, const DeviceReplay::SiteAcc& a, size_t j, size_t rows,
+               const DeviceSummary* dev, Site& s) {
+  s.live_bytes_by_step.assign(rows, 0.0);
+  if (j < c.pass.site_by_step().size()) {
+    const std::vector<double>& v = c.pass.site_by_step()[j];
+    for (size_t k = 0; k < v.size() && k < rows; ++k) s.live_bytes_by_step[k] = std::max(v[k], 0.0);
+  }
+  const HostContext& host = c.host;
+  const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
+  // Sampled sites are estimates: the call-site bounds, not the exact ones.
+  s.growth = ClassifyExact(s.live_bytes_by_step, warmup, c.sampled ? c.options.growth : host.exact);
+  if (s.growth.cls != GrowthClass::kLeak) return;
+  if (dev != nullptr) {
+    const double used =
+        static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end : dev->live_bytes_end);
+    Project(s.growth.slope, used, static_cast<double>(dev->total_bytes), host.median_step_s,
+            &s.steps_to_limit, &s.seconds_to_limit);
+  } else if (a.key.kind == format::kDevPinnedHost) {
+    Project(s.growth.slope, host.host_used_bytes, host.memory_limit, host.median_step_s,
+            &s.steps_to_limit, &s.seconds_to_limit);
+  }
+}
+
+// Device site `j` of the replay as a Site.
+Site DeviceSite(const DeviceSiteContext& c, size_t j, size_t rows, FrameResolver& resolver,
+                const std::map<int32_t, const DeviceSummary*>& summary_of) {
+  const DeviceReplay::SiteAcc& a = c.pass.replay().sites()[j];
+  Site s;
+  s.kind = DeviceSiteKind(a.key.kind);
+  s.pid = c.t.header.pid;
+  s.stack_id = a.key.stack;
+  s.device = a.key.device;
+  s.api = format::DeviceApiName(a.api);
+  s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
+  s.samples = a.samples;
+  s.alloc_bytes = a.alloc_bytes;
+  s.alloc_count = a.alloc_count;
+  s.live_bytes_end = std::max(a.live_bytes, 0.0);
+  s.live_count_end = std::max(a.live_count, 0.0);
+  if (c.sampled) {  // exact sites keep high < 0
+    const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, c.interval);
+    s.live_bytes_end_low = end_ci.low;
+    s.live_bytes_end_high = end_ci.high;
+  }
+  SetLiveAtPeak(c, a, j, s);
+  // Tensor blocks live on their device too: its warm-up and memory.
+  const bool on_device = IsResidentKind(a.key.kind) || a.key.kind == format::kDevTensorBlock;
+  const DeviceSummary* dev = nullptr;
+  if (on_device) {
+    auto it = summary_of.find(a.key.device);
+    dev = it != summary_of.end() ? it->second : nullptr;
+  }
+  SetGrowth(c, a, j, rows, dev, s);
+  return s;
+}
+
+// The stage peak of (stage, device) `key` at its largest peak `best`, with
+// the device sites live there.
+StagePeak DeviceStagePeak(const DeviceSiteContext& c, const std::pair<std::string, int32_t>& key,
+                          const IndexedPeak& best, const std::vector<StepRow>& steps) {
+  StagePeak sp;
+  sp.pid = c.t.header.pid;
+  sp.stage = key.first;
+  sp.kind = SiteKind::kDevice;
+  sp.device = key.second;
+  sp.peak_bytes_max = best.bytes;
+  sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
+  std::vector<uint64_t> per_step;
+  for (const StepRow& row : steps) {
+    for (const DeviceStep& ds : row.devices) {
+      if (ds.device != sp.device) continue;
+      auto it = ds.stage_peaks.find(sp.stage);
+      if (it != ds.stage_peaks.end()) per_step.push_back(it->second);
+    }
+  }
+  sp.steps = per_step.size();
+  sp.peak_bytes_median = MedianOf(per_step);
+  sp.top_source = c.sampled ? "replay" : "exact";
+  for (size_t j = 0; j < c.pass.replay().sites().size(); ++j) {
+    const DeviceReplay::SiteAcc* at = c.LiveAt(best.index, j);
+    if (at == nullptr || at->live_bytes <= 0 || !IsResidentKind(at->key.kind) ||
+        at->key.device != sp.device) {
+      continue;
+    }
+    PeakSite ps{c.base + j + 1, at->key.stack, at->live_bytes, at->live_count};
+    if (c.sampled) {
+      const HtInterval ci = HtSumInterval(at->live_bytes, at->live_var, c.interval);
+      ps.live_bytes_low = ci.low;
+      ps.live_bytes_high = ci.high;
+    }
+    sp.top_sites.push_back(ps);
+  }
+  std::stable_sort(
+      sp.top_sites.begin(), sp.top_sites.end(),
+      [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+  if (sp.top_sites.size() > c.options.top_peak_sites) {
+    sp.top_sites.resize(c.options.top_peak_sites);
+  }
+  return sp;
+}
+
+// The failed device allocation of event `idx`, tied to its site when the
+// replay has one (`site_of`: site key -> index in Report::sites).
+DeviceFailure Failure(const Trace& t, size_t idx,
+                      const absl::flat_hash_map<DeviceReplay::SiteKey, size_t>& site_of,
+                      FrameResolver& resolver) {
+  const Event& e = t.events[idx];
+  DeviceFailure f;
+  f.pid = t.header.pid;
+  f.time_s = Seconds(e.ts);
+  f.step = e.step;
+  f.stage = t.String(e.str);
+  f.size = e.size;
+  f.kind = DeviceSiteKind(e.kind);
+  f.api = format::DeviceApiName(e.api);
+  f.error = static_cast<uint64_t>(e.value);
+  // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
+  if (f.error == 2) f.error_name = "out of memory";
+  f.device = e.device;
+  f.stack_id = e.stack;
+  auto site = site_of.find(DeviceReplay::SiteKey{e.kind, e.device, e.stack});
+  f.site_id = site != site_of.end() ? site->second + 1 : 0;
+  f.frames = resolver.Resolve(e.stack, e.ts, /*device=*/true);
+  return f;
+}
+
+}  // namespace
+
 void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& options,
                     FrameResolver& resolver, std::vector<StepRow>& steps, ProcessSummary& summary,
                     std::vector<Site>& sites, std::vector<StagePeak>& stage_peaks,
@@ -570,154 +754,28 @@ void AnalyzeDevices(const Trace& t, const HostContext& host, const Options& opti
   FillStepRows(t, pass, steps);
   FillDeviceSummaries(t, host, options, devices, pass, steps, summary);
 
-  // The sites live at each device's peak, at the pinned host peak and at
-  // each (stage, device)'s largest peak.
-  std::vector<size_t> indices;
-  for (const auto& [d, p] : pass.run_peak()) indices.push_back(p.index);
-  indices.push_back(pass.pinned_peak().index);
-  for (const auto& [key, p] : pass.best_stage()) indices.push_back(p.index);
-  const std::map<size_t, std::vector<DeviceReplay::SiteAcc>> captured = Capture(t, indices);
-  auto live_at = [&](size_t index, size_t site) -> const DeviceReplay::SiteAcc* {
-    auto it = captured.find(index);
-    return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
-  };
-
-  const size_t base = sites.size();
-  const size_t rows = steps.size();
-  // Sites are Horvitz-Thompson estimates once any sample had p < 1.
-  const double interval = static_cast<double>(pass.replay().max_interval());
-  const bool sampled = pass.replay().max_interval() > 0;
-  absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
-  std::map<int32_t, size_t> warmup_of;
+  const DeviceSiteContext c{t,
+                            host,
+                            options,
+                            pass,
+                            CapturePeaks(t, pass),
+                            sites.size(),
+                            static_cast<double>(pass.replay().max_interval()),
+                            pass.replay().max_interval() > 0};
   std::map<int32_t, const DeviceSummary*> summary_of;
   for (const DeviceSummary& ds : summary.devices) summary_of[ds.device] = &ds;
+  absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
   const auto& accs = pass.replay().sites();
   for (size_t j = 0; j < accs.size(); ++j) {
-    const DeviceReplay::SiteAcc& a = accs[j];
-    site_of[a.key] = base + j;
-    Site s;
-    s.kind = DeviceSiteKind(a.key.kind);
-    s.pid = t.header.pid;
-    s.stack_id = a.key.stack;
-    s.device = a.key.device;
-    s.api = format::DeviceApiName(a.api);
-    s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
-    s.samples = a.samples;
-    s.alloc_bytes = a.alloc_bytes;
-    s.alloc_count = a.alloc_count;
-    s.live_bytes_end = std::max(a.live_bytes, 0.0);
-    s.live_count_end = std::max(a.live_count, 0.0);
-    if (sampled) {  // exact sites keep high < 0
-      const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval);
-      s.live_bytes_end_low = end_ci.low;
-      s.live_bytes_end_high = end_ci.high;
-    }
-    const bool resident = IsResidentKind(a.key.kind);
-    // Tensor blocks live on their device too: its warm-up and memory.
-    const bool on_device = resident || a.key.kind == format::kDevTensorBlock;
-    const DeviceSummary* dev = on_device ? summary_of[a.key.device] : nullptr;
-    size_t peak_index = SIZE_MAX;
-    if (resident) {
-      auto p = pass.run_peak().find(a.key.device);
-      if (p != pass.run_peak().end()) peak_index = p->second.index;
-    } else if (a.key.kind == format::kDevPinnedHost) {
-      peak_index = pass.pinned_peak().index;
-    }
-    if (const DeviceReplay::SiteAcc* at = live_at(peak_index, j)) {
-      s.live_bytes_at_peak = std::max(at->live_bytes, 0.0);
-      if (sampled) {
-        const HtInterval ci = HtSumInterval(s.live_bytes_at_peak, at->live_var, interval);
-        s.live_bytes_at_peak_low = ci.low;
-        s.live_bytes_at_peak_high = ci.high;
-      }
-    } else if (sampled) {
-      s.live_bytes_at_peak_high = HtSumInterval(0, 0, interval).high;
-    }
-    s.live_bytes_by_step.assign(rows, 0.0);
-    if (j < pass.site_by_step().size()) {
-      const std::vector<double>& v = pass.site_by_step()[j];
-      for (size_t k = 0; k < v.size() && k < rows; ++k)
-        s.live_bytes_by_step[k] = std::max(v[k], 0.0);
-    }
-    const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
-    // Sampled sites are estimates: the call-site bounds, not the exact ones.
-    s.growth = ClassifyExact(s.live_bytes_by_step, warmup, sampled ? options.growth : host.exact);
-    if (s.growth.cls == GrowthClass::kLeak) {
-      if (dev != nullptr) {
-        const double used = static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end
-                                                                        : dev->live_bytes_end);
-        Project(s.growth.slope, used, static_cast<double>(dev->total_bytes), host.median_step_s,
-                &s.steps_to_limit, &s.seconds_to_limit);
-      } else if (a.key.kind == format::kDevPinnedHost) {
-        Project(s.growth.slope, host.host_used_bytes, host.memory_limit, host.median_step_s,
-                &s.steps_to_limit, &s.seconds_to_limit);
-      }
-    }
-    sites.push_back(std::move(s));
+    site_of[accs[j].key] = c.base + j;
+    sites.push_back(DeviceSite(c, j, steps.size(), resolver, summary_of));
   }
-
   // Stage peaks of each device, after the host ones, by (stage, device).
   for (const auto& [key, best] : pass.best_stage()) {
     if (pass.replay().devices().count(key.second) == 0) continue;  // no allocation on it
-    StagePeak sp;
-    sp.pid = t.header.pid;
-    sp.stage = key.first;
-    sp.kind = SiteKind::kDevice;
-    sp.device = key.second;
-    sp.peak_bytes_max = best.bytes;
-    sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
-    std::vector<uint64_t> per_step;
-    for (const StepRow& row : steps) {
-      for (const DeviceStep& ds : row.devices) {
-        if (ds.device != sp.device) continue;
-        auto it = ds.stage_peaks.find(sp.stage);
-        if (it != ds.stage_peaks.end()) per_step.push_back(it->second);
-      }
-    }
-    sp.steps = per_step.size();
-    sp.peak_bytes_median = MedianOf(per_step);
-    sp.top_source = sampled ? "replay" : "exact";
-    for (size_t j = 0; j < accs.size(); ++j) {
-      const DeviceReplay::SiteAcc* at = live_at(best.index, j);
-      if (at == nullptr || at->live_bytes <= 0 || !IsResidentKind(at->key.kind) ||
-          at->key.device != sp.device) {
-        continue;
-      }
-      PeakSite ps{base + j + 1, at->key.stack, at->live_bytes, at->live_count};
-      if (sampled) {
-        const HtInterval ci = HtSumInterval(at->live_bytes, at->live_var, interval);
-        ps.live_bytes_low = ci.low;
-        ps.live_bytes_high = ci.high;
-      }
-      sp.top_sites.push_back(ps);
-    }
-    std::stable_sort(
-        sp.top_sites.begin(), sp.top_sites.end(),
-        [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
-    if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
-    stage_peaks.push_back(std::move(sp));
+    stage_peaks.push_back(DeviceStagePeak(c, key, best, steps));
   }
-
-  for (size_t idx : pass.fails()) {
-    const Event& e = t.events[idx];
-    DeviceFailure f;
-    f.pid = t.header.pid;
-    f.time_s = Seconds(e.ts);
-    f.step = e.step;
-    f.stage = t.String(e.str);
-    f.size = e.size;
-    f.kind = DeviceSiteKind(e.kind);
-    f.api = format::DeviceApiName(e.api);
-    f.error = static_cast<uint64_t>(e.value);
-    // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
-    if (f.error == 2) f.error_name = "out of memory";
-    f.device = e.device;
-    f.stack_id = e.stack;
-    auto site = site_of.find(DeviceReplay::SiteKey{e.kind, e.device, e.stack});
-    f.site_id = site != site_of.end() ? site->second + 1 : 0;
-    f.frames = resolver.Resolve(e.stack, e.ts, /*device=*/true);
-    failures.push_back(std::move(f));
-  }
+  for (size_t idx : pass.fails()) failures.push_back(Failure(t, idx, site_of, resolver));
 }
 
 }  // namespace memstep::analysis
