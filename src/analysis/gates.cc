@@ -109,20 +109,26 @@ bool StagePeakGate(const Report& report, const Gate& g, GateResult& r) {
   return ran;
 }
 
-}  // namespace
-
-absl::StatusOr<Gate> ParseGate(const std::string& text) {
-  Gate g;
-  g.expression = text;
+// The text of a gate expression and the position of the parse in it.
+struct Cursor {
+  const std::string& text;
   size_t i = 0;
-  const size_t n = text.size();
-  auto skip = [&] {
-    while (i < n && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  };
-  skip();
-  size_t start = i;
-  while (i < n && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
-  g.metric = text.substr(start, i - start);
+  void SkipSpace() {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  }
+  bool At(char c) const { return i < text.size() && text[i] == c; }
+};
+
+// "peak(forward)": the metric and, for peak and device_peak, the stage.
+absl::Status ParseSubject(Cursor& c, Gate& g) {
+  const std::string& text = c.text;
+  c.SkipSpace();
+  const size_t start = c.i;
+  while (c.i < text.size() &&
+         (std::isalnum(static_cast<unsigned char>(text[c.i])) || text[c.i] == '_')) {
+    ++c.i;
+  }
+  g.metric = text.substr(start, c.i - start);
   if (!IsKnownMetric(g.metric)) {
     return Bad(text, g.metric.empty() ? "missing metric"
                                       : absl::StrCat("unknown metric '", g.metric,
@@ -131,40 +137,47 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
                                                      "device_peak, device_peak(STAGE), "
                                                      "device_growth, churn, site_growth)"));
   }
-  skip();
-  if (i < n && text[i] == '(') {
-    if (g.metric != "peak" && g.metric != "device_peak") {
-      return Bad(text, absl::StrCat("'", g.metric, "' takes no stage"));
-    }
-    const size_t close = text.find(')', i);
-    if (close == std::string::npos) return Bad(text, "missing ')'");
-    g.stage = std::string(absl::StripAsciiWhitespace(text.substr(i + 1, close - i - 1)));
-    if (g.stage.empty()) return Bad(text, "empty stage name");
-    i = close + 1;
-    skip();
+  c.SkipSpace();
+  if (!c.At('(')) return absl::OkStatus();
+  if (g.metric != "peak" && g.metric != "device_peak") {
+    return Bad(text, absl::StrCat("'", g.metric, "' takes no stage"));
   }
-  if (i < n && (text[i] == '>' || text[i] == '<')) {
-    const bool gt = text[i] == '>';
-    ++i;
-    const bool eq = i < n && text[i] == '=';
-    if (eq) ++i;
-    g.op = gt ? (eq ? Gate::Op::kGe : Gate::Op::kGt) : (eq ? Gate::Op::kLe : Gate::Op::kLt);
-  } else {
-    return Bad(text, "missing comparison (>, >=, <, <=)");
-  }
-  // The threshold: the one grammar of sizes (src/format/quantity.h); a
-  // count for 'leaks'; '/step' for growth metrics. A sign or a '%' makes it
-  // a change between two runs.
+  const size_t close = text.find(')', c.i);
+  if (close == std::string::npos) return Bad(text, "missing ')'");
+  g.stage = std::string(absl::StripAsciiWhitespace(text.substr(c.i + 1, close - c.i - 1)));
+  if (g.stage.empty()) return Bad(text, "empty stage name");
+  c.i = close + 1;
+  c.SkipSpace();
+  return absl::OkStatus();
+}
+
+// >, >=, <, <=
+absl::Status ParseOp(Cursor& c, Gate& g) {
+  if (!c.At('>') && !c.At('<')) return Bad(c.text, "missing comparison (>, >=, <, <=)");
+  const bool gt = c.At('>');
+  ++c.i;
+  const bool eq = c.At('=');
+  if (eq) ++c.i;
+  g.op = gt ? (eq ? Gate::Op::kGe : Gate::Op::kGt) : (eq ? Gate::Op::kLe : Gate::Op::kLt);
+  return absl::OkStatus();
+}
+
+// The threshold: the one grammar of sizes (src/format/quantity.h); a count
+// for 'leaks'; '/step' for growth metrics. A sign or a '%' makes it a
+// change between two runs.
+absl::Status ParseThreshold(Cursor& c, Gate& g) {
   namespace fmt = ::memstep::format;
-  skip();
+  const std::string& text = c.text;
+  c.SkipSpace();
   double sign = 1;
-  if (i < n && (text[i] == '+' || text[i] == '-')) {
+  if (c.At('+') || c.At('-')) {
     g.relative = true;
-    sign = text[i] == '-' ? -1 : 1;
-    ++i;
-    skip();
+    sign = c.At('-') ? -1 : 1;
+    ++c.i;
+    c.SkipSpace();
   }
-  size_t end = n;
+  const size_t i = c.i;
+  size_t end = text.size();
   while (end > i && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
   if (end > i && text[end - 1] == '%') {
     g.relative = g.percent = true;
@@ -187,14 +200,27 @@ absl::StatusOr<Gate> ParseGate(const std::string& text) {
   if (g.percent && q.unit != fmt::kQuantityNone) {
     return Bad(text, "a percentage is a bare number: +10%");
   }
-  if (count && q.unit != fmt::kQuantityNone)
+  if (count && q.unit != fmt::kQuantityNone) {
     return Bad(text, "'leaks' is a count and takes no unit");
+  }
+  g.threshold = sign * q.value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Gate> ParseGate(const std::string& text) {
+  Gate g;
+  g.expression = text;
+  Cursor c{text};
+  for (auto step : {ParseSubject, ParseOp, ParseThreshold}) {
+    if (absl::Status st = step(c, g); !st.ok()) return st;
+  }
   if (g.metric == "site_growth" && !g.relative) {
     return Bad(text,
                "'site_growth' compares two runs (memstep diff): give a change, e.g. "
                "'site_growth > +256KiB/step'");
   }
-  g.threshold = sign * q.value;
   return g;
 }
 

@@ -71,6 +71,25 @@ const char* AlertRuleName(uint8_t rule) {
 // One trace and what was learned from it so far.
 struct LiveModel::Tracked {
   explicit Tracked(std::string path) : tailer(std::move(path)) {}
+
+  // Once the header is read: who the process is.
+  void Start(bool symbolize);
+  // The new events: heap and device replays, stage peaks, step ends.
+  void ApplyEvents();
+  // A step ended: the exact counters and the site estimates join the windows.
+  void EndStep(const reader::Event& e, const format::Counters& c);
+  // The new alerts: counts by rule and the last few.
+  void ApplyAlerts();
+  // What the windows say now: growth, speed, stages, the top growing sites.
+  void Summarize(size_t top_sites);
+  // The `top_sites` largest positive slopes over the site window.
+  std::vector<LiveSite> TopSites(size_t top_sites);
+  // "function (file:line)" of a site; `symbolized` false when it should be
+  // asked again later.
+  std::string SiteName(uint64_t key, bool* symbolized);
+  // Exited (trailer), gone (killed: `dead` and read to the end) or running.
+  void SetState(bool dead);
+
   reader::TraceTailer tailer;
   std::unique_ptr<FrameResolver> resolver;  // over tailer.trace(), once its header is read
   HeapReplay heap;
@@ -149,21 +168,32 @@ void LiveModel::Update(Tracked& t) {
     return;
   }
   if (!t.tailer.header_ready()) return;
-  const reader::Trace& tr = t.tailer.trace();
   if (t.resolver == nullptr) {
-    t.resolver = std::make_unique<FrameResolver>(tr, options_.symbolize);
-    p.host = tr.hostname;
-    p.rank = tr.RankValue("RANK");
-    p.pid = tr.header.pid;
-    p.command = tr.cmdline.substr(0, tr.cmdline.find('\0'));
-    p.start_real_ns = tr.header.start_real_ns;
-    p.state = LiveProcess::State::kRunning;
+    t.Start(options_.symbolize);
     caught_up_ = false;  // once more, now that the pid is known (is it still running?)
   }
   if (!t.tailer.reached_end()) caught_up_ = false;
+  t.ApplyEvents();
+  t.ApplyAlerts();
+  if (t.tailer.last_bytes_read() > 0) t.Summarize(options_.top_sites);
+  t.SetState(dead);
+}
 
+void LiveModel::Tracked::Start(bool symbolize) {
+  const reader::Trace& tr = tailer.trace();
+  resolver = std::make_unique<FrameResolver>(tr, symbolize);
+  p.host = tr.hostname;
+  p.rank = tr.RankValue("RANK");
+  p.pid = tr.header.pid;
+  p.command = tr.cmdline.substr(0, tr.cmdline.find('\0'));
+  p.start_real_ns = tr.header.start_real_ns;
+  p.state = LiveProcess::State::kRunning;
+}
+
+void LiveModel::Tracked::ApplyEvents() {
+  const reader::Trace& tr = tailer.trace();
   for (const reader::Event& e : tr.events) {
-    if (!t.device.Apply(e)) t.heap.Apply(e);
+    if (!device.Apply(e)) heap.Apply(e);
     if (e.tag != format::kTagStep && e.tag != format::kTagStage) continue;
     const format::Counters& c = tr.counters[e.counters];
     p.host_live = c.live_bytes;
@@ -171,7 +201,7 @@ void LiveModel::Update(Tracked& t) {
     if (c.rss_bytes != 0) p.rss = c.rss_bytes;
     if (e.tag == format::kTagStage) {
       if (e.phase != 1) continue;
-      LiveStage& s = t.stages[tr.String(e.str)];
+      LiveStage& s = stages[tr.String(e.str)];
       s.name = tr.String(e.str);
       s.step = e.step;
       s.last_peak = c.peak_bytes;
@@ -180,29 +210,36 @@ void LiveModel::Update(Tracked& t) {
     }
     p.has_step = true;
     p.step = e.step;
-    if (e.phase != 1) continue;
-    // A step ended: the exact counters and the site estimates join the windows.
-    ++p.steps_done;
-    p.step_peak = c.peak_bytes;
-    p.max_step_peak = std::max(p.max_step_peak, c.peak_bytes);
-    t.host_live.Push(static_cast<double>(c.live_bytes));
-    t.device_live.Push(static_cast<double>(t.device.resident_total()));
-    t.step_end_ts.Push(static_cast<double>(e.ts));
-    const auto& hs = t.heap.sites();
-    for (size_t i = 0; i < hs.size(); ++i) {
-      if (hs[i].live_bytes <= 0 && !t.site_history.contains(i)) continue;
-      t.site_history.try_emplace(i, kSiteWindow).first->second.Push(hs[i].live_bytes);
-    }
-    const auto& ds = t.device.sites();
-    for (size_t i = 0; i < ds.size(); ++i) {
-      const uint64_t key = i | (uint64_t{1} << 63);
-      if (ds[i].live_bytes <= 0 && !t.site_history.contains(key)) continue;
-      t.site_history.try_emplace(key, kSiteWindow).first->second.Push(ds[i].live_bytes);
-    }
+    if (e.phase == 1) EndStep(e, c);
   }
-  p.device_live = t.device.resident_total();
+  p.device_live = device.resident_total();
   p.device_peak = std::max(p.device_peak, p.device_live);
-  for (const reader::Alert& a : tr.alerts) {
+  if (tr.max_ts != 0) p.last_record_real_ns = p.start_real_ns + tr.max_ts;
+  if (!tailer.corrupt().empty()) p.problem = tailer.corrupt();
+}
+
+void LiveModel::Tracked::EndStep(const reader::Event& e, const format::Counters& c) {
+  ++p.steps_done;
+  p.step_peak = c.peak_bytes;
+  p.max_step_peak = std::max(p.max_step_peak, c.peak_bytes);
+  host_live.Push(static_cast<double>(c.live_bytes));
+  device_live.Push(static_cast<double>(device.resident_total()));
+  step_end_ts.Push(static_cast<double>(e.ts));
+  const auto& hs = heap.sites();
+  for (size_t i = 0; i < hs.size(); ++i) {
+    if (hs[i].live_bytes <= 0 && !site_history.contains(i)) continue;
+    site_history.try_emplace(i, kSiteWindow).first->second.Push(hs[i].live_bytes);
+  }
+  const auto& ds = device.sites();
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const uint64_t key = i | (uint64_t{1} << 63);
+    if (ds[i].live_bytes <= 0 && !site_history.contains(key)) continue;
+    site_history.try_emplace(key, kSiteWindow).first->second.Push(ds[i].live_bytes);
+  }
+}
+
+void LiveModel::Tracked::ApplyAlerts() {
+  for (const reader::Alert& a : tailer.trace().alerts) {
     LiveAlert la;
     la.step = a.step;
     la.rule = AlertRuleName(a.rule);
@@ -214,75 +251,83 @@ void LiveModel::Update(Tracked& t) {
     p.recent_alerts.push_back(std::move(la));
     if (p.recent_alerts.size() > kRecentAlerts) p.recent_alerts.erase(p.recent_alerts.begin());
   }
-  if (tr.max_ts != 0) p.last_record_real_ns = p.start_real_ns + tr.max_ts;
-  if (!t.tailer.corrupt().empty()) p.problem = t.tailer.corrupt();
+}
 
-  if (t.tailer.last_bytes_read() > 0) {
-    p.growth_points = t.host_live.size();
-    p.growth_per_step = t.host_live.Slope();
-    p.device_growth_per_step = t.device_live.Slope();
-    p.steps_per_second = 0;
-    if (t.step_end_ts.size() >= 2 && t.step_end_ts.back() > t.step_end_ts.front()) {
-      p.steps_per_second = static_cast<double>(t.step_end_ts.size() - 1) * 1e9 /
-                           (t.step_end_ts.back() - t.step_end_ts.front());
-    }
-    p.stages.clear();
-    for (const auto& [name, s] : t.stages) p.stages.push_back(s);
-    // The top growing sites: largest positive slopes over the site window.
-    std::vector<std::pair<double, uint64_t>> ranked;
-    for (const auto& [key, w] : t.site_history) {
-      if (w.size() < 3) continue;
-      const double slope = w.Slope();
-      if (slope > 0) ranked.emplace_back(slope, key);
-    }
-    const size_t k = std::min(ranked.size(), options_.top_sites);
-    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(k), ranked.end(),
-                      [](const auto& a, const auto& b) {
-                        return a.first != b.first ? a.first > b.first : a.second < b.second;
-                      });
-    p.top_sites.clear();
-    for (size_t i = 0; i < k; ++i) {
-      const uint64_t key = ranked[i].second;
-      const bool device = (key >> 63) != 0;
-      const size_t index = static_cast<size_t>(key & ~(uint64_t{1} << 63));
-      LiveSite s;
-      s.device = device;
-      s.growth_per_step = ranked[i].first;
-      s.live_bytes = device ? t.device.sites()[index].live_bytes : t.heap.sites()[index].live_bytes;
-      // Names are kept once symbolized; until then (its STACK record or its
-      // module's MAPPING not read yet, no symbols) it is asked again.
-      auto it = t.site_names.find(key);
-      if (it == t.site_names.end()) {
-        const uint64_t stack =
-            device ? t.device.sites()[index].key.stack : t.heap.sites()[index].key.stack;
-        const uint64_t ts =
-            device ? t.device.sites()[index].first_ts : t.heap.sites()[index].first_ts;
-        std::vector<Frame> frames = t.resolver->Resolve(stack, ts, device);
-        std::string name = absl::StrCat("stack#", stack);
-        if (!frames.empty()) {
-          const Frame& f = frames.front();
-          name = f.function;
-          if (!f.file.empty()) absl::StrAppend(&name, " (", Basename(f.file), ":", f.line, ")");
-          if (!device && t.heap.sites()[index].key.kind == HeapReplay::Kind::kMmap) {
-            absl::StrAppend(&name, " [mmap]");
-          }
-        }
-        if (frames.empty() || !frames.front().symbolized) {
-          s.name = std::move(name);
-          p.top_sites.push_back(std::move(s));
-          continue;
-        }
-        it = t.site_names.emplace(key, std::move(name)).first;
-      }
+void LiveModel::Tracked::Summarize(size_t top_sites) {
+  p.growth_points = host_live.size();
+  p.growth_per_step = host_live.Slope();
+  p.device_growth_per_step = device_live.Slope();
+  p.steps_per_second = 0;
+  if (step_end_ts.size() >= 2 && step_end_ts.back() > step_end_ts.front()) {
+    p.steps_per_second = static_cast<double>(step_end_ts.size() - 1) * 1e9 /
+                         (step_end_ts.back() - step_end_ts.front());
+  }
+  p.stages.clear();
+  for (const auto& [name, s] : stages) p.stages.push_back(s);
+  p.top_sites = TopSites(top_sites);
+}
+
+std::vector<LiveSite> LiveModel::Tracked::TopSites(size_t top_sites) {
+  std::vector<std::pair<double, uint64_t>> ranked;
+  for (const auto& [key, w] : site_history) {
+    if (w.size() < 3) continue;
+    const double slope = w.Slope();
+    if (slope > 0) ranked.emplace_back(slope, key);
+  }
+  const size_t k = std::min(ranked.size(), top_sites);
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(k), ranked.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first != b.first ? a.first > b.first : a.second < b.second;
+                    });
+  std::vector<LiveSite> sites;
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t key = ranked[i].second;
+    LiveSite s;
+    s.device = (key >> 63) != 0;
+    const size_t index = static_cast<size_t>(key & ~(uint64_t{1} << 63));
+    s.growth_per_step = ranked[i].first;
+    s.live_bytes = s.device ? device.sites()[index].live_bytes : heap.sites()[index].live_bytes;
+    // Names are kept once symbolized; until then (its STACK record or its
+    // module's MAPPING not read yet, no symbols) it is asked again.
+    auto it = site_names.find(key);
+    if (it != site_names.end()) {
       s.name = it->second;
-      p.top_sites.push_back(std::move(s));
+    } else {
+      bool symbolized = false;
+      s.name = SiteName(key, &symbolized);
+      if (symbolized) site_names.emplace(key, s.name);
+    }
+    sites.push_back(std::move(s));
+  }
+  return sites;
+}
+
+std::string LiveModel::Tracked::SiteName(uint64_t key, bool* symbolized) {
+  const bool is_device = (key >> 63) != 0;
+  const size_t index = static_cast<size_t>(key & ~(uint64_t{1} << 63));
+  const uint64_t stack =
+      is_device ? device.sites()[index].key.stack : heap.sites()[index].key.stack;
+  const uint64_t ts = is_device ? device.sites()[index].first_ts : heap.sites()[index].first_ts;
+  std::vector<Frame> frames = resolver->Resolve(stack, ts, is_device);
+  std::string name = absl::StrCat("stack#", stack);
+  if (!frames.empty()) {
+    const Frame& f = frames.front();
+    name = f.function;
+    if (!f.file.empty()) absl::StrAppend(&name, " (", Basename(f.file), ":", f.line, ")");
+    if (!is_device && heap.sites()[index].key.kind == HeapReplay::Kind::kMmap) {
+      absl::StrAppend(&name, " [mmap]");
     }
   }
+  *symbolized = !frames.empty() && frames.front().symbolized;
+  return name;
+}
 
+void LiveModel::Tracked::SetState(bool dead) {
+  const reader::Trace& tr = tailer.trace();
   if (tr.has_trailer) {
     p.state = LiveProcess::State::kExited;
     p.clean_exit = tr.trailer.clean_exit;
-  } else if (dead && t.tailer.reached_end()) {
+  } else if (dead && tailer.reached_end()) {
     p.state = LiveProcess::State::kGone;
   }
 }

@@ -342,107 +342,67 @@ enum DeviceApi : uint8_t {
   kApiTorchCachingAllocator = 80,
 };
 
+// The function of a device allocation's api (the name memstep hooked, with
+// its _v2 where the driver exports one), "unknown" for another value.
 inline const char* DeviceApiName(uint8_t api) {
-  switch (api) {
-    case kApiCudaMalloc:
-      return "cudaMalloc";
-    case kApiCudaMallocManaged:
-      return "cudaMallocManaged";
-    case kApiCudaMallocHost:
-      return "cudaMallocHost";
-    case kApiCudaHostAlloc:
-      return "cudaHostAlloc";
-    case kApiCudaMallocPitch:
-      return "cudaMallocPitch";
-    case kApiCudaMalloc3D:
-      return "cudaMalloc3D";
-    case kApiCudaMallocAsync:
-      return "cudaMallocAsync";
-    case kApiCudaMallocFromPoolAsync:
-      return "cudaMallocFromPoolAsync";
-    case kApiCudaFree:
-      return "cudaFree";
-    case kApiCudaFreeHost:
-      return "cudaFreeHost";
-    case kApiCudaFreeAsync:
-      return "cudaFreeAsync";
-    case kApiCuMemAlloc:
-      return "cuMemAlloc_v2";
-    case kApiCuMemAllocManaged:
-      return "cuMemAllocManaged";
-    case kApiCuMemAllocHost:
-      return "cuMemAllocHost_v2";
-    case kApiCuMemHostAlloc:
-      return "cuMemHostAlloc";
-    case kApiCuMemAllocPitch:
-      return "cuMemAllocPitch_v2";
-    case kApiCuMemCreate:
-      return "cuMemCreate";
-    case kApiCuMemRelease:
-      return "cuMemRelease";
-    case kApiCuMemUnmap:
-      return "cuMemUnmap";
-    case kApiCuMemAllocAsync:
-      return "cuMemAllocAsync";
-    case kApiCuMemAllocFromPoolAsync:
-      return "cuMemAllocFromPoolAsync";
-    case kApiCuMemFree:
-      return "cuMemFree_v2";
-    case kApiCuMemFreeHost:
-      return "cuMemFreeHost";
-    case kApiCuMemFreeAsync:
-      return "cuMemFreeAsync";
-    case kApiCudaHostRegister:
-      return "cudaHostRegister";
-    case kApiCudaHostUnregister:
-      return "cudaHostUnregister";
-    case kApiCudaMallocArray:
-      return "cudaMallocArray";
-    case kApiCudaMalloc3DArray:
-      return "cudaMalloc3DArray";
-    case kApiCudaMallocMipmappedArray:
-      return "cudaMallocMipmappedArray";
-    case kApiCudaFreeArray:
-      return "cudaFreeArray";
-    case kApiCudaFreeMipmappedArray:
-      return "cudaFreeMipmappedArray";
-    case kApiCudaIpcOpenMemHandle:
-      return "cudaIpcOpenMemHandle";
-    case kApiCudaIpcCloseMemHandle:
-      return "cudaIpcCloseMemHandle";
-    case kApiCudaGraphAddMemAllocNode:
-      return "cudaGraphAddMemAllocNode";
-    case kApiCudaGraphAddMemFreeNode:
-      return "cudaGraphAddMemFreeNode";
-    case kApiCuMemHostRegister:
-      return "cuMemHostRegister_v2";
-    case kApiCuMemHostUnregister:
-      return "cuMemHostUnregister";
-    case kApiCuArrayCreate:
-      return "cuArrayCreate_v2";
-    case kApiCuArray3DCreate:
-      return "cuArray3DCreate_v2";
-    case kApiCuMipmappedArrayCreate:
-      return "cuMipmappedArrayCreate";
-    case kApiCuArrayDestroy:
-      return "cuArrayDestroy";
-    case kApiCuMipmappedArrayDestroy:
-      return "cuMipmappedArrayDestroy";
-    case kApiCuIpcOpenMemHandle:
-      return "cuIpcOpenMemHandle_v2";
-    case kApiCuIpcCloseMemHandle:
-      return "cuIpcCloseMemHandle";
-    case kApiCuGraphAddMemAllocNode:
-      return "cuGraphAddMemAllocNode";
-    case kApiCuGraphAddMemFreeNode:
-      return "cuGraphAddMemFreeNode";
-    case kApiCuMemImportFromShareableHandle:
-      return "cuMemImportFromShareableHandle";
-    case kApiTorchCachingAllocator:
-      return "torch.cuda.caching_allocator";
-    default:
-      return "unknown";
+  struct Name {
+    uint8_t api;
+    const char* name;
+  };
+  static constexpr Name kNames[] = {
+      {kApiCudaMalloc, "cudaMalloc"},
+      {kApiCudaMallocManaged, "cudaMallocManaged"},
+      {kApiCudaMallocHost, "cudaMallocHost"},
+      {kApiCudaHostAlloc, "cudaHostAlloc"},
+      {kApiCudaMallocPitch, "cudaMallocPitch"},
+      {kApiCudaMalloc3D, "cudaMalloc3D"},
+      {kApiCudaMallocAsync, "cudaMallocAsync"},
+      {kApiCudaMallocFromPoolAsync, "cudaMallocFromPoolAsync"},
+      {kApiCudaFree, "cudaFree"},
+      {kApiCudaFreeHost, "cudaFreeHost"},
+      {kApiCudaFreeAsync, "cudaFreeAsync"},
+      {kApiCuMemAlloc, "cuMemAlloc_v2"},
+      {kApiCuMemAllocManaged, "cuMemAllocManaged"},
+      {kApiCuMemAllocHost, "cuMemAllocHost_v2"},
+      {kApiCuMemHostAlloc, "cuMemHostAlloc"},
+      {kApiCuMemAllocPitch, "cuMemAllocPitch_v2"},
+      {kApiCuMemCreate, "cuMemCreate"},
+      {kApiCuMemRelease, "cuMemRelease"},
+      {kApiCuMemUnmap, "cuMemUnmap"},
+      {kApiCuMemAllocAsync, "cuMemAllocAsync"},
+      {kApiCuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
+      {kApiCuMemFree, "cuMemFree_v2"},
+      {kApiCuMemFreeHost, "cuMemFreeHost"},
+      {kApiCuMemFreeAsync, "cuMemFreeAsync"},
+      {kApiCudaHostRegister, "cudaHostRegister"},
+      {kApiCudaHostUnregister, "cudaHostUnregister"},
+      {kApiCudaMallocArray, "cudaMallocArray"},
+      {kApiCudaMalloc3DArray, "cudaMalloc3DArray"},
+      {kApiCudaMallocMipmappedArray, "cudaMallocMipmappedArray"},
+      {kApiCudaFreeArray, "cudaFreeArray"},
+      {kApiCudaFreeMipmappedArray, "cudaFreeMipmappedArray"},
+      {kApiCudaIpcOpenMemHandle, "cudaIpcOpenMemHandle"},
+      {kApiCudaIpcCloseMemHandle, "cudaIpcCloseMemHandle"},
+      {kApiCudaGraphAddMemAllocNode, "cudaGraphAddMemAllocNode"},
+      {kApiCudaGraphAddMemFreeNode, "cudaGraphAddMemFreeNode"},
+      {kApiCuMemHostRegister, "cuMemHostRegister_v2"},
+      {kApiCuMemHostUnregister, "cuMemHostUnregister"},
+      {kApiCuArrayCreate, "cuArrayCreate_v2"},
+      {kApiCuArray3DCreate, "cuArray3DCreate_v2"},
+      {kApiCuMipmappedArrayCreate, "cuMipmappedArrayCreate"},
+      {kApiCuArrayDestroy, "cuArrayDestroy"},
+      {kApiCuMipmappedArrayDestroy, "cuMipmappedArrayDestroy"},
+      {kApiCuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2"},
+      {kApiCuIpcCloseMemHandle, "cuIpcCloseMemHandle"},
+      {kApiCuGraphAddMemAllocNode, "cuGraphAddMemAllocNode"},
+      {kApiCuGraphAddMemFreeNode, "cuGraphAddMemFreeNode"},
+      {kApiCuMemImportFromShareableHandle, "cuMemImportFromShareableHandle"},
+      {kApiTorchCachingAllocator, "torch.cuda.caching_allocator"},
+  };
+  for (const Name& n : kNames) {
+    if (n.api == api) return n.name;
   }
+  return "unknown";
 }
 
 // A Python frame in a STACK record: kPyFrameTag | string id, where the

@@ -51,6 +51,142 @@ void WriteValue(internal::JsonWriter& w, const std::string& key, const DiffValue
   w.EndObject();
 }
 
+// "Gates: N of M failed" and one line per gate.
+void AppendGates(const std::vector<analysis::GateResult>& gates, std::string& out) {
+  if (gates.empty()) return;
+  int failed = 0;
+  for (const analysis::GateResult& g : gates) failed += !g.passed;
+  absl::StrAppend(&out, "\nGates: ", failed, " of ", gates.size(), " failed\n");
+  for (const analysis::GateResult& g : gates) {
+    absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ",
+                    GateValue(g), "; ", g.detail, ")\n");
+  }
+}
+
+const char* OnlyIn(bool in_base, bool in_new) {
+  return !in_base ? "  only in NEW" : !in_new ? "  only in BASE" : "";
+}
+
+void AppendProcess(const analysis::ProcessDiff& p, std::string& out) {
+  absl::StrAppend(&out, "  ", p.key, " (pid ", p.in_base ? absl::StrCat(p.base_pid) : "-", " -> ",
+                  p.in_new ? absl::StrCat(p.new_pid) : "-", ")", OnlyIn(p.in_base, p.in_new), "\n");
+  absl::StrAppend(&out, "    steps             ", Change(p.steps, false), "\n");
+  absl::StrAppend(&out, "    heap peak         ", Change(p.peak_bytes, true), "\n");
+  absl::StrAppend(&out, "    heap live at end  ", Change(p.live_bytes_end, true), "\n");
+  absl::StrAppend(&out, "    heap growth       ", Change(p.growth, true, "/step"), "  (",
+                  p.base_class.empty() ? "-" : p.base_class, " -> ",
+                  p.new_class.empty() ? "-" : p.new_class, ")\n");
+  absl::StrAppend(&out, "    RSS peak          ", Change(p.rss_peak_bytes, true), "\n");
+  absl::StrAppend(&out, "    allocated         ", Change(p.alloc_bytes_per_step, true, "/step"),
+                  "\n");
+  absl::StrAppend(&out, "    allocations       ", Change(p.alloc_count_per_step, false, "/step"),
+                  "\n");
+  if (p.device_peak_bytes.base > 0 || p.device_peak_bytes.next > 0) {
+    absl::StrAppend(&out, "    device peak       ", Change(p.device_peak_bytes, true), "\n");
+  }
+}
+
+void AppendStages(const std::vector<analysis::StageDiff>& stages, std::string& out) {
+  if (stages.empty()) return;
+  absl::StrAppend(&out, "\nStage peaks (largest over the steps, exact)\n");
+  for (const analysis::StageDiff& s : stages) {
+    std::string name = absl::StrCat(s.process, "  ", s.stage);
+    if (s.kind == analysis::SiteKind::kDevice) absl::StrAppend(&name, " [device ", s.device, "]");
+    absl::StrAppend(&out, "  ", absl::StrFormat("%-28s", name), "  ",
+                    Change(s.peak_bytes_max, true), OnlyIn(s.in_base, s.in_new), "\n");
+  }
+}
+
+// Site `i + 1` of the list: status, ids, kind, growth, live bytes,
+// allocations, frames.
+void AppendSite(size_t i, const analysis::SiteDiff& s, const ReportOptions& o, std::string& out) {
+  std::string ids = absl::StrCat(s.base_id > 0 ? absl::StrCat("#", s.base_id) : "-", " -> ",
+                                 s.new_id > 0 ? absl::StrCat("#", s.new_id) : "-");
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("%3d. %-7s %s, site %s%s\n", i + 1, s.status, s.process, ids,
+                      analysis::IsHost(s.kind)
+                          ? std::string(s.kind == analysis::SiteKind::kMmap ? " [mmap]" : "")
+                          : absl::StrCat(" [", SiteKindName(s.kind), ", device ", s.device, "]")));
+  absl::StrAppend(&out, "     growth       ", Change(s.growth, true, "/step"), "  (",
+                  s.base_class.empty() ? "-" : s.base_class, " -> ",
+                  s.new_class.empty() ? "-" : s.new_class, ")\n");
+  absl::StrAppend(&out, "     live at end  ", Change(s.live_bytes_end, true), "\n");
+  if (s.churn_count_per_step.base > 0 || s.churn_count_per_step.next > 0) {
+    absl::StrAppend(&out, "     allocations  ", Change(s.churn_count_per_step, false, "/step"),
+                    "\n");
+  }
+  internal::AppendFrames(s.frames, o, out);
+}
+
+void WriteGates(internal::JsonWriter& w, const std::vector<analysis::GateResult>& gates) {
+  w.Key("gates");
+  w.BeginArray();
+  for (const analysis::GateResult& g : gates) internal::WriteGate(w, g, /*with_unit=*/true);
+  w.EndArray();
+}
+
+void WriteProcess(internal::JsonWriter& w, const analysis::ProcessDiff& p) {
+  w.BeginObject();
+  w.Field("key", p.key);
+  w.Field("in_base", p.in_base);
+  w.Field("in_new", p.in_new);
+  w.Field("base_pid", p.base_pid);
+  w.Field("new_pid", p.new_pid);
+  WriteValue(w, "steps", p.steps);
+  WriteValue(w, "peak_bytes", p.peak_bytes);
+  WriteValue(w, "live_bytes_end", p.live_bytes_end);
+  WriteValue(w, "rss_peak_bytes", p.rss_peak_bytes);
+  WriteValue(w, "growth_bytes_per_step", p.growth);
+  w.Field("base_class", p.base_class);
+  w.Field("new_class", p.new_class);
+  WriteValue(w, "alloc_bytes_per_step", p.alloc_bytes_per_step);
+  WriteValue(w, "alloc_count_per_step", p.alloc_count_per_step);
+  WriteValue(w, "device_peak_bytes", p.device_peak_bytes);
+  w.EndObject();
+}
+
+void WriteStage(internal::JsonWriter& w, const analysis::StageDiff& s) {
+  w.BeginObject();
+  w.Field("process", s.process);
+  w.Field("stage", s.stage);
+  w.Field("kind", analysis::SiteKindName(s.kind));
+  w.Field("device", static_cast<int>(s.device));
+  w.Field("in_base", s.in_base);
+  w.Field("in_new", s.in_new);
+  WriteValue(w, "peak_bytes_max", s.peak_bytes_max);
+  WriteValue(w, "peak_bytes_median", s.peak_bytes_median);
+  w.EndObject();
+}
+
+void WriteSite(internal::JsonWriter& w, const analysis::SiteDiff& s, int max_frames) {
+  w.BeginObject();
+  w.Field("status", s.status);
+  w.Field("process", s.process);
+  w.Field("kind", analysis::SiteKindName(s.kind));
+  w.Field("device", static_cast<int>(s.device));
+  w.Field("base_id", s.base_id);
+  w.Field("new_id", s.new_id);
+  WriteValue(w, "growth_bytes_per_step", s.growth);
+  w.Field("base_class", s.base_class);
+  w.Field("new_class", s.new_class);
+  WriteValue(w, "live_bytes_end", s.live_bytes_end);
+  WriteValue(w, "live_bytes_at_peak", s.live_bytes_at_peak);
+  WriteValue(w, "churn_bytes_per_step", s.churn_bytes_per_step);
+  WriteValue(w, "churn_count_per_step", s.churn_count_per_step);
+  internal::WriteFrames(w, s.frames, max_frames);
+  w.EndObject();
+}
+
+void WriteRun(internal::JsonWriter& w, const char* key, const std::string& path,
+              const std::string& selection) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("path", path);
+  w.Field("selection", selection);
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
@@ -59,51 +195,10 @@ std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
                   d.base_selection.empty() ? "" : absl::StrCat("  (", d.base_selection, ")"), "\n");
   absl::StrAppend(&out, "  NEW:  ", d.new_path,
                   d.new_selection.empty() ? "" : absl::StrCat("  (", d.new_selection, ")"), "\n");
-  if (!d.gates.empty()) {
-    int failed = 0;
-    for (const analysis::GateResult& g : d.gates) failed += !g.passed;
-    absl::StrAppend(&out, "\nGates: ", failed, " of ", d.gates.size(), " failed\n");
-    for (const analysis::GateResult& g : d.gates) {
-      absl::StrAppend(&out, "  ", g.passed ? "pass" : "FAIL", "  ", g.expression, "  (value ",
-                      GateValue(g), "; ", g.detail, ")\n");
-    }
-  }
+  AppendGates(d.gates, out);
   absl::StrAppend(&out, "\nProcesses (BASE -> NEW; exact heap counters)\n");
-  for (const analysis::ProcessDiff& p : d.processes) {
-    absl::StrAppend(&out, "  ", p.key, " (pid ", p.in_base ? absl::StrCat(p.base_pid) : "-", " -> ",
-                    p.in_new ? absl::StrCat(p.new_pid) : "-", ")",
-                    !p.in_base  ? "  only in NEW"
-                    : !p.in_new ? "  only in BASE"
-                                : "",
-                    "\n");
-    absl::StrAppend(&out, "    steps             ", Change(p.steps, false), "\n");
-    absl::StrAppend(&out, "    heap peak         ", Change(p.peak_bytes, true), "\n");
-    absl::StrAppend(&out, "    heap live at end  ", Change(p.live_bytes_end, true), "\n");
-    absl::StrAppend(&out, "    heap growth       ", Change(p.growth, true, "/step"), "  (",
-                    p.base_class.empty() ? "-" : p.base_class, " -> ",
-                    p.new_class.empty() ? "-" : p.new_class, ")\n");
-    absl::StrAppend(&out, "    RSS peak          ", Change(p.rss_peak_bytes, true), "\n");
-    absl::StrAppend(&out, "    allocated         ", Change(p.alloc_bytes_per_step, true, "/step"),
-                    "\n");
-    absl::StrAppend(&out, "    allocations       ", Change(p.alloc_count_per_step, false, "/step"),
-                    "\n");
-    if (p.device_peak_bytes.base > 0 || p.device_peak_bytes.next > 0) {
-      absl::StrAppend(&out, "    device peak       ", Change(p.device_peak_bytes, true), "\n");
-    }
-  }
-  if (!d.stages.empty()) {
-    absl::StrAppend(&out, "\nStage peaks (largest over the steps, exact)\n");
-    for (const analysis::StageDiff& s : d.stages) {
-      std::string name = absl::StrCat(s.process, "  ", s.stage);
-      if (s.kind == analysis::SiteKind::kDevice) absl::StrAppend(&name, " [device ", s.device, "]");
-      absl::StrAppend(&out, "  ", absl::StrFormat("%-28s", name), "  ",
-                      Change(s.peak_bytes_max, true),
-                      !s.in_base  ? "  only in NEW"
-                      : !s.in_new ? "  only in BASE"
-                                  : "",
-                      "\n");
-    }
-  }
+  for (const analysis::ProcessDiff& p : d.processes) AppendProcess(p, out);
+  AppendStages(d.stages, out);
   absl::StrAppend(&out, "\nCall sites (matched by stack; largest change first)\n");
   if (d.sites.empty()) absl::StrAppend(&out, "  none\n");
   for (size_t i = 0; i < d.sites.size(); ++i) {
@@ -111,24 +206,7 @@ std::string FormatDiffText(const analysis::Diff& d, const ReportOptions& o) {
       absl::StrAppend(&out, "  ... ", d.sites.size() - i, " more (--top)\n");
       break;
     }
-    const analysis::SiteDiff& s = d.sites[i];
-    std::string ids = absl::StrCat(s.base_id > 0 ? absl::StrCat("#", s.base_id) : "-", " -> ",
-                                   s.new_id > 0 ? absl::StrCat("#", s.new_id) : "-");
-    absl::StrAppend(
-        &out, absl::StrFormat(
-                  "%3d. %-7s %s, site %s%s\n", i + 1, s.status, s.process, ids,
-                  analysis::IsHost(s.kind)
-                      ? std::string(s.kind == analysis::SiteKind::kMmap ? " [mmap]" : "")
-                      : absl::StrCat(" [", SiteKindName(s.kind), ", device ", s.device, "]")));
-    absl::StrAppend(&out, "     growth       ", Change(s.growth, true, "/step"), "  (",
-                    s.base_class.empty() ? "-" : s.base_class, " -> ",
-                    s.new_class.empty() ? "-" : s.new_class, ")\n");
-    absl::StrAppend(&out, "     live at end  ", Change(s.live_bytes_end, true), "\n");
-    if (s.churn_count_per_step.base > 0 || s.churn_count_per_step.next > 0) {
-      absl::StrAppend(&out, "     allocations  ", Change(s.churn_count_per_step, false, "/step"),
-                      "\n");
-    }
-    internal::AppendFrames(s.frames, o, out);
+    AppendSite(i, d.sites[i], o, out);
   }
   if (!d.warnings.empty()) {
     absl::StrAppend(&out, "\nWarnings\n");
@@ -141,90 +219,22 @@ std::string FormatDiffJson(const analysis::Diff& d, const ReportOptions& o) {
   internal::JsonWriter w;
   w.BeginObject();
   w.Field("schema", kDiffSchema);
-  w.Key("base");
-  w.BeginObject();
-  w.Field("path", d.base_path);
-  w.Field("selection", d.base_selection);
-  w.EndObject();
-  w.Key("new");
-  w.BeginObject();
-  w.Field("path", d.new_path);
-  w.Field("selection", d.new_selection);
-  w.EndObject();
-  w.Key("gates");
-  w.BeginArray();
-  for (const analysis::GateResult& g : d.gates) {
-    w.BeginObject();
-    w.Field("expression", g.expression);
-    w.Field("metric", g.metric);
-    w.Field("value", g.value);
-    w.Field("unit", g.percent                                                      ? "%"
-                    : g.metric == "leaks"                                          ? "count"
-                    : absl::StrContains(g.metric, "growth") || g.metric == "churn" ? "bytes/step"
-                                                                                   : "bytes");
-    w.Field("passed", g.passed);
-    w.Field("detail", g.detail);
-    w.EndObject();
-  }
-  w.EndArray();
+  WriteRun(w, "base", d.base_path, d.base_selection);
+  WriteRun(w, "new", d.new_path, d.new_selection);
+  WriteGates(w, d.gates);
   w.Key("processes");
   w.BeginArray();
-  for (const analysis::ProcessDiff& p : d.processes) {
-    w.BeginObject();
-    w.Field("key", p.key);
-    w.Field("in_base", p.in_base);
-    w.Field("in_new", p.in_new);
-    w.Field("base_pid", p.base_pid);
-    w.Field("new_pid", p.new_pid);
-    WriteValue(w, "steps", p.steps);
-    WriteValue(w, "peak_bytes", p.peak_bytes);
-    WriteValue(w, "live_bytes_end", p.live_bytes_end);
-    WriteValue(w, "rss_peak_bytes", p.rss_peak_bytes);
-    WriteValue(w, "growth_bytes_per_step", p.growth);
-    w.Field("base_class", p.base_class);
-    w.Field("new_class", p.new_class);
-    WriteValue(w, "alloc_bytes_per_step", p.alloc_bytes_per_step);
-    WriteValue(w, "alloc_count_per_step", p.alloc_count_per_step);
-    WriteValue(w, "device_peak_bytes", p.device_peak_bytes);
-    w.EndObject();
-  }
+  for (const analysis::ProcessDiff& p : d.processes) WriteProcess(w, p);
   w.EndArray();
   w.Key("stages");
   w.BeginArray();
-  for (const analysis::StageDiff& s : d.stages) {
-    w.BeginObject();
-    w.Field("process", s.process);
-    w.Field("stage", s.stage);
-    w.Field("kind", analysis::SiteKindName(s.kind));
-    w.Field("device", static_cast<int>(s.device));
-    w.Field("in_base", s.in_base);
-    w.Field("in_new", s.in_new);
-    WriteValue(w, "peak_bytes_max", s.peak_bytes_max);
-    WriteValue(w, "peak_bytes_median", s.peak_bytes_median);
-    w.EndObject();
-  }
+  for (const analysis::StageDiff& s : d.stages) WriteStage(w, s);
   w.EndArray();
   w.Key("sites");
   w.BeginArray();
   for (size_t i = 0; i < d.sites.size(); ++i) {
     if (o.top > 0 && i >= static_cast<size_t>(o.top)) break;
-    const analysis::SiteDiff& s = d.sites[i];
-    w.BeginObject();
-    w.Field("status", s.status);
-    w.Field("process", s.process);
-    w.Field("kind", analysis::SiteKindName(s.kind));
-    w.Field("device", static_cast<int>(s.device));
-    w.Field("base_id", s.base_id);
-    w.Field("new_id", s.new_id);
-    WriteValue(w, "growth_bytes_per_step", s.growth);
-    w.Field("base_class", s.base_class);
-    w.Field("new_class", s.new_class);
-    WriteValue(w, "live_bytes_end", s.live_bytes_end);
-    WriteValue(w, "live_bytes_at_peak", s.live_bytes_at_peak);
-    WriteValue(w, "churn_bytes_per_step", s.churn_bytes_per_step);
-    WriteValue(w, "churn_count_per_step", s.churn_count_per_step);
-    internal::WriteFrames(w, s.frames, o.frames);
-    w.EndObject();
+    WriteSite(w, d.sites[i], o.frames);
   }
   w.EndArray();
   w.Key("warnings");

@@ -40,7 +40,7 @@ class FlameTree {
   }
   double total() const { return nodes_[0].value; }
   // [name, value, [children...]] with small siblings merged.
-  void Write(Json& j) const { Write(0, 0, nodes_[0].value * kFlameMinFraction, j); }
+  void Write(JsonWriter& j) const { Write(0, 0, nodes_[0].value * kFlameMinFraction, j); }
 
  private:
   struct Node {
@@ -48,12 +48,12 @@ class FlameTree {
     double value;
     std::map<std::string, size_t> children;
   };
-  void Write(size_t at, size_t depth, double min_value, Json& j) const {
+  void Write(size_t at, size_t depth, double min_value, JsonWriter& j) const {
     const Node& node = nodes_[at];
-    j.Open('[');
-    j.Str(node.name);
-    j.Num(std::round(node.value));
-    j.Open('[');
+    j.BeginArray();
+    j.String(node.name);
+    j.Double(std::round(node.value));
+    j.BeginArray();
     if (depth < kFlameMaxDepth + 2) {
       std::vector<size_t> kids;
       for (const auto& [name, index] : node.children) kids.push_back(index);
@@ -70,16 +70,16 @@ class FlameTree {
         }
       }
       if (merged > 0 && std::round(rest) > 0) {
-        j.Open('[');
-        j.Str(merged == 1 ? "[1 smaller frame]" : absl::StrCat("[", merged, " smaller frames]"));
-        j.Num(std::round(rest));
-        j.Open('[');
-        j.Close(']');
-        j.Close(']');
+        j.BeginArray();
+        j.String(merged == 1 ? "[1 smaller frame]" : absl::StrCat("[", merged, " smaller frames]"));
+        j.Double(std::round(rest));
+        j.BeginArray();
+        j.EndArray();
+        j.EndArray();
       }
     }
-    j.Close(']');
-    j.Close(']');
+    j.EndArray();
+    j.EndArray();
   }
   std::vector<Node> nodes_;
 };
@@ -105,23 +105,23 @@ std::vector<std::string> StackPath(const Report& r, uint32_t pid, const std::str
   return path;
 }
 
-void WriteFlame(const std::string& title, const char* group, const FlameTree& tree, Json& j) {
-  j.Open('{');
-  j.F("title", title);
-  j.F("group", group);
-  j.F("total", std::round(tree.total()));
+void WriteFlame(const std::string& title, const char* group, const FlameTree& tree, JsonWriter& j) {
+  j.BeginObject();
+  j.Field("title", title);
+  j.Field("group", group);
+  j.Field("total", std::round(tree.total()));
   j.Key("tree");
   tree.Write(j);
-  j.Close('}');
+  j.EndObject();
 }
 
 }  // namespace
 
-void WriteFlames(const Report& r, Json& j) {
+void WriteFlames(const Report& r, JsonWriter& j) {
   std::map<uint64_t, const Site*> by_id;
   for (const Site& s : r.sites) by_id[s.id] = &s;
   j.Key("flames");
-  j.Open('[');
+  j.BeginArray();
   FlameTree host_end, device_end;
   for (const Site& s : r.sites) {
     const bool host = analysis::IsHost(s.kind);
@@ -155,8 +155,8 @@ void WriteFlames(const Report& r, Json& j) {
     ++written;
     ++stage_written;
   }
-  j.Close(']');
-  j.F("flames_left_out", D(r.stage_peaks.size() - stage_written));
+  j.EndArray();
+  j.Field("flames_left_out", D(r.stage_peaks.size() - stage_written));
 }
 
 }  // namespace memstep::report::html

@@ -24,7 +24,8 @@
 // gates as EvaluateGates left them in Report::gates, alerts, stage peaks,
 // growth classes with their 95 % intervals, unattributed growth.
 //
-// Escaping: every string from the trace goes through HtmlJsonString, which
+// Escaping: every string from the trace goes through the JSON writer in its
+// kHtmlScript style (json_writer.h, HtmlJsonString), which
 // writes a JSON string in which '<', '>' and '&' are \u escapes and U+2028
 // and U+2029 are escaped too, so no text can close the <script> element that
 // holds the data or start a comment in it; the page's script puts strings
@@ -47,33 +48,6 @@
 namespace memstep::report {
 namespace html {
 
-// A JSON string safe inside <script type="application/json">.
-std::string HtmlJsonString(const std::string& s) {
-  const std::string e = JsonEscape(s);
-  std::string out = "\"";
-  out.reserve(e.size() + 2);
-  for (size_t i = 0; i < e.size(); ++i) {
-    const char c = e[i];
-    if (c == '<') {
-      out += "\\u003c";
-    } else if (c == '>') {
-      out += "\\u003e";
-    } else if (c == '&') {
-      out += "\\u0026";
-    } else if (static_cast<unsigned char>(c) == 0xE2 && i + 2 < e.size() &&
-               static_cast<unsigned char>(e[i + 1]) == 0x80 &&
-               (static_cast<unsigned char>(e[i + 2]) == 0xA8 ||
-                static_cast<unsigned char>(e[i + 2]) == 0xA9)) {
-      out += static_cast<unsigned char>(e[i + 2]) == 0xA8 ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
-
 std::string KindName(analysis::SiteKind kind, int32_t device) {
   if (analysis::IsHost(kind) || device < 0) return SiteKindName(kind);
   return absl::StrCat(SiteKindName(kind), " ", device);
@@ -84,7 +58,7 @@ std::string KindName(analysis::SiteKind kind, int32_t device) {
 namespace {
 
 using html::D;
-using html::Json;
+using html::JsonWriter;
 using html::KindName;
 
 using analysis::GrowthClass;
@@ -117,51 +91,48 @@ std::map<uint32_t, std::pair<size_t, size_t>> StepRanges(const Report& r) {
 // Bucket b of n rows split into `buckets`: rows [Lo(b), Lo(b + 1)).
 size_t Lo(size_t b, size_t n, size_t buckets) { return b * n / buckets; }
 
-void WriteAttention(const Report& r, Json& j) {
+// "gates" as EvaluateGates left them, "alert_count" and the first "alerts".
+void WriteGatesAndAlerts(const Report& r, JsonWriter& j) {
   j.Key("gates");
-  j.Open('[');
-  for (const analysis::GateResult& g : r.gates) {
-    j.Open('{');
-    j.F("expression", g.expression);
-    j.F("metric", g.metric);
-    j.F("value", g.value);
-    j.B("passed", g.passed);
-    j.F("detail", g.detail);
-    j.Close('}');
-  }
-  j.Close(']');
-  j.F("alert_count", D(r.alerts.size()));
+  j.BeginArray();
+  for (const analysis::GateResult& g : r.gates) internal::WriteGate(j, g);
+  j.EndArray();
+  j.Field("alert_count", D(r.alerts.size()));
   j.Key("alerts");
-  j.Open('[');
+  j.BeginArray();
   for (size_t i = 0; i < r.alerts.size() && i < kMaxListRows; ++i) {
     const analysis::AlertRow& a = r.alerts[i];
-    j.Open('{');
-    j.F("pid", a.pid);
-    j.F("step", D(a.step));
-    j.F("rule", a.rule);
-    j.F("stage", a.stage);
-    j.F("value", D(a.value));
-    j.F("threshold", D(a.threshold));
-    j.F("site_id", D(a.site_id));
-    j.Close('}');
+    j.BeginObject();
+    j.Field("pid", a.pid);
+    j.Field("step", D(a.step));
+    j.Field("rule", a.rule);
+    j.Field("stage", a.stage);
+    j.Field("value", D(a.value));
+    j.Field("threshold", D(a.threshold));
+    j.Field("site_id", D(a.site_id));
+    j.EndObject();
   }
-  j.Close(']');
-  // Process-level growth and the growth no site explains.
+  j.EndArray();
+}
+
+// Process-level growth ("growth") and the growth no site explains
+// ("unattributed").
+void WriteProcessGrowth(const Report& r, JsonWriter& j) {
   j.Key("growth");
-  j.Open('[');
+  j.BeginArray();
   for (const ProcessSummary& p : r.processes) {
     auto add = [&](const char* what, const analysis::Growth& g, const std::string& cls) {
       if (g.cls != GrowthClass::kLeak && g.cls != GrowthClass::kBoundedGrowth) return;
-      j.Open('{');
-      j.F("pid", p.pid);
-      j.F("what", what);
-      j.F("class", cls);
-      j.F("slope", g.slope);
-      j.F("low", g.slope_low);
-      j.F("high", g.slope_high);
-      j.F("steps_to_limit", &g == &p.live_growth ? p.steps_to_limit : -1);
-      j.F("reason", g.reason);
-      j.Close('}');
+      j.BeginObject();
+      j.Field("pid", p.pid);
+      j.Field("what", what);
+      j.Field("class", cls);
+      j.Field("slope", g.slope);
+      j.Field("low", g.slope_low);
+      j.Field("high", g.slope_high);
+      j.Field("steps_to_limit", &g == &p.live_growth ? p.steps_to_limit : -1);
+      j.Field("reason", g.reason);
+      j.EndObject();
     };
     add("host heap live (exact)", p.live_growth, analysis::GrowthClassName(p.live_growth.cls));
     add("RSS", p.rss_growth, analysis::RssClassName(p.rss_growth, p.rss_explain));
@@ -170,74 +141,82 @@ void WriteAttention(const Report& r, Json& j) {
           d.live_growth, analysis::GrowthClassName(d.live_growth.cls));
     }
   }
-  j.Close(']');
+  j.EndArray();
   j.Key("unattributed");
-  j.Open('[');
+  j.BeginArray();
   for (const ProcessSummary& p : r.processes) {
     if (!(p.unattributed_bytes_per_step > 0)) continue;
-    j.Open('{');
-    j.F("pid", p.pid);
-    j.F("bytes_per_step", p.unattributed_bytes_per_step);
-    j.F("attributed_per_step", p.attributed_bytes_per_step);
-    j.F("hint", p.attribute_hint);
-    j.Close('}');
+    j.BeginObject();
+    j.Field("pid", p.pid);
+    j.Field("bytes_per_step", p.unattributed_bytes_per_step);
+    j.Field("attributed_per_step", p.attributed_bytes_per_step);
+    j.Field("hint", p.attribute_hint);
+    j.EndObject();
   }
-  j.Close(']');
-  j.F("device_failure_count", D(r.device_failures.size()));
+  j.EndArray();
+}
+
+// "attention": what the page shows first: gates, alerts, growing processes,
+// unexplained growth, failed device allocations, out-of-memory snapshots,
+// warnings.
+void WriteAttention(const Report& r, JsonWriter& j) {
+  WriteGatesAndAlerts(r, j);
+  WriteProcessGrowth(r, j);
+  j.Field("device_failure_count", D(r.device_failures.size()));
   j.Key("ooms");
-  j.Open('[');
+  j.BeginArray();
   for (size_t i = 0; i < r.memory_snapshots.size() && i < kMaxListRows; ++i) {
     const analysis::MemorySnapshot& m = r.memory_snapshots[i];
     if (!m.out_of_memory) continue;
-    j.Open('{');
-    j.F("pid", m.pid);
-    j.F("step", D(m.step));
-    j.F("stage", m.stage);
-    j.F("device", m.device);
-    j.F("requested", D(m.requested));
-    j.F("free", D(m.free_bytes));
-    j.F("total", D(m.total_bytes));
-    j.F("api", m.api);
-    j.Close('}');
+    j.BeginObject();
+    j.Field("pid", m.pid);
+    j.Field("step", D(m.step));
+    j.Field("stage", m.stage);
+    j.Field("device", m.device);
+    j.Field("requested", D(m.requested));
+    j.Field("free", D(m.free_bytes));
+    j.Field("total", D(m.total_bytes));
+    j.Field("api", m.api);
+    j.EndObject();
   }
-  j.Close(']');
+  j.EndArray();
   j.Key("warnings");
-  j.Open('[');
-  for (size_t i = 0; i < r.warnings.size() && i < kMaxListRows; ++i) j.Str(r.warnings[i]);
-  j.Close(']');
+  j.BeginArray();
+  for (size_t i = 0; i < r.warnings.size() && i < kMaxListRows; ++i) j.String(r.warnings[i]);
+  j.EndArray();
 }
 
 void WriteProcesses(const Report& r, const std::map<uint32_t, std::pair<size_t, size_t>>& ranges,
-                    Json& j) {
+                    JsonWriter& j) {
   j.Key("processes");
-  j.Open('[');
+  j.BeginArray();
   for (const ProcessSummary& p : r.processes) {
-    j.Open('{');
-    j.F("pid", p.pid);
-    j.F("rank", p.rank);
-    j.F("cmdline", p.cmdline.size() > 300 ? p.cmdline.substr(0, 300) + "..." : p.cmdline);
-    j.F("hostname", p.hostname);
+    j.BeginObject();
+    j.Field("pid", p.pid);
+    j.Field("rank", p.rank);
+    j.Field("cmdline", p.cmdline.size() > 300 ? p.cmdline.substr(0, 300) + "..." : p.cmdline);
+    j.Field("hostname", p.hostname);
     auto it = ranges.find(p.pid);
-    j.F("steps", it == ranges.end() ? 0.0 : D(it->second.second - it->second.first));
-    j.F("peak_bytes", D(p.peak_bytes));
-    j.F("live_bytes_end", D(p.live_bytes_end));
-    j.F("rss_peak_bytes", D(p.rss_peak_bytes));
-    j.F("device_peak_bytes", D(p.device_peak_bytes));
-    j.F("duration_s", p.duration_s);
-    j.F("warmup_steps", D(p.warmup_steps));
-    j.F("heap_class", analysis::GrowthClassName(p.live_growth.cls));
-    j.B("truncated", p.truncated);
-    j.B("clean_exit", p.clean_exit);
-    j.Close('}');
+    j.Field("steps", it == ranges.end() ? 0.0 : D(it->second.second - it->second.first));
+    j.Field("peak_bytes", D(p.peak_bytes));
+    j.Field("live_bytes_end", D(p.live_bytes_end));
+    j.Field("rss_peak_bytes", D(p.rss_peak_bytes));
+    j.Field("device_peak_bytes", D(p.device_peak_bytes));
+    j.Field("duration_s", p.duration_s);
+    j.Field("warmup_steps", D(p.warmup_steps));
+    j.Field("heap_class", analysis::GrowthClassName(p.live_growth.cls));
+    j.Field("truncated", p.truncated);
+    j.Field("clean_exit", p.clean_exit);
+    j.EndObject();
   }
-  j.Close(']');
+  j.EndArray();
 }
 
 // One chart series: per bucket the min and max of `value` over its rows;
 // value < 0 means "no value in this row" (a device the step did not use).
 template <typename F>
 void WriteSeries(const std::vector<StepRow>& steps, size_t begin, size_t n, size_t buckets,
-                 const std::string& name, const char* style, F value, Json& j) {
+                 const std::string& name, const char* style, F value, JsonWriter& j) {
   std::vector<double> lo(buckets, -1), hi(buckets, -1);
   bool any = false;
   for (size_t b = 0; b < buckets; ++b) {
@@ -250,36 +229,52 @@ void WriteSeries(const std::vector<StepRow>& steps, size_t begin, size_t n, size
     }
   }
   if (!any) return;
-  j.Open('{');
-  j.F("name", name);
-  j.F("style", style);
+  j.BeginObject();
+  j.Field("name", name);
+  j.Field("style", style);
   j.Key("lo");
-  j.Open('[');
-  for (double v : lo) j.Num(v);
-  j.Close(']');
+  j.BeginArray();
+  for (double v : lo) j.Double(v);
+  j.EndArray();
   j.Key("hi");
-  j.Open('[');
-  for (double v : hi) j.Num(v);
-  j.Close(']');
-  j.Close('}');
+  j.BeginArray();
+  for (double v : hi) j.Double(v);
+  j.EndArray();
+  j.EndObject();
 }
 
-void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t end, Json& j) {
-  const std::vector<StepRow>& steps = r.steps;
+// The devices of rows [begin, end), sorted, and which optional series they
+// have: PyTorch's reserved bytes, the driver's used bytes, pinned host bytes.
+struct ChartDevices {
+  std::vector<int32_t> devices;
+  bool torch_reserved = false;
+  bool driver_used = false;
+  bool pinned = false;
+};
+
+ChartDevices DevicesOf(const std::vector<StepRow>& steps, size_t begin, size_t end) {
+  ChartDevices c;
+  for (size_t i = begin; i < end; ++i) {
+    c.pinned |= steps[i].pinned_host_peak_bytes > 0;
+    for (const analysis::DeviceStep& d : steps[i].devices) {
+      if (std::find(c.devices.begin(), c.devices.end(), d.device) == c.devices.end()) {
+        c.devices.push_back(d.device);
+      }
+      c.torch_reserved |= d.torch.reserved_bytes >= 0;
+      c.driver_used |= d.has_info;
+    }
+  }
+  std::sort(c.devices.begin(), c.devices.end());
+  return c;
+}
+
+// "series": host live, host peak, RSS, then per device allocated, peak and
+// reserved (PyTorch) or used (driver), then pinned host bytes.
+void WriteChartSeries(const std::vector<StepRow>& steps, size_t begin, size_t end, size_t buckets,
+                      JsonWriter& j) {
   const size_t n = end - begin;
-  const size_t buckets = std::min(n, kChartBuckets);
-  j.Open('{');
-  j.F("pid", p.pid);
-  j.F("rank", p.rank);
-  j.F("steps", D(n));
-  j.F("per_bucket", D((n + buckets - 1) / buckets));
-  j.F("last_step", D(steps[end - 1].step));
-  j.Key("x");
-  j.Open('[');
-  for (size_t b = 0; b < buckets; ++b) j.Num(D(steps[begin + Lo(b, n, buckets)].step));
-  j.Close(']');
   j.Key("series");
-  j.Open('[');
+  j.BeginArray();
   auto series = [&](const std::string& name, const char* style, auto value) {
     WriteSeries(steps, begin, n, buckets, name, style, value, j);
   };
@@ -287,20 +282,8 @@ void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t e
   series("host peak", "peak", [](const StepRow& s) { return D(s.peak_bytes); });
   series("RSS", "rss",
          [](const StepRow& s) { return s.rss_bytes_end > 0 ? D(s.rss_bytes_end) : -1; });
-  std::vector<int32_t> devices;
-  bool torch_reserved = false, driver_used = false, pinned = false;
-  for (size_t i = begin; i < end; ++i) {
-    pinned |= steps[i].pinned_host_peak_bytes > 0;
-    for (const analysis::DeviceStep& d : steps[i].devices) {
-      if (std::find(devices.begin(), devices.end(), d.device) == devices.end()) {
-        devices.push_back(d.device);
-      }
-      torch_reserved |= d.torch.reserved_bytes >= 0;
-      driver_used |= d.has_info;
-    }
-  }
-  std::sort(devices.begin(), devices.end());
-  for (int32_t dev : devices) {
+  const ChartDevices c = DevicesOf(steps, begin, end);
+  for (int32_t dev : c.devices) {
     auto of = [dev](const StepRow& s) -> const analysis::DeviceStep* {
       for (const analysis::DeviceStep& d : s.devices) {
         if (d.device == dev) return &d;
@@ -316,38 +299,44 @@ void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t e
       const analysis::DeviceStep* d = of(s);
       return d == nullptr ? -1 : D(d->peak_bytes);
     });
-    if (torch_reserved) {
+    if (c.torch_reserved) {
       series(name + " reserved (PyTorch)", "devres", [&](const StepRow& s) {
         const analysis::DeviceStep* d = of(s);
         return d == nullptr ? -1 : static_cast<double>(d->torch.reserved_bytes);
       });
-    } else if (driver_used) {
+    } else if (c.driver_used) {
       series(name + " used (driver)", "devres", [&](const StepRow& s) {
         const analysis::DeviceStep* d = of(s);
         return d == nullptr || !d->has_info ? -1 : D(d->driver_used_bytes);
       });
     }
   }
-  if (pinned) {
+  if (c.pinned) {
     series("pinned host", "pinned",
            [](const StepRow& s) { return D(s.pinned_host_live_bytes_end); });
   }
-  j.Close(']');
-  // Stage shading: the stage with the largest exact host peak per bucket.
+  j.EndArray();
+}
+
+// Stage shading: "stages" (names) and "stage_of" (per bucket, the stage
+// with the largest exact host peak, -1 for none).
+void WriteStageShading(const std::vector<StepRow>& steps, size_t begin, size_t end, size_t buckets,
+                       JsonWriter& j) {
+  const size_t n = end - begin;
   std::map<std::string, int> stage_index;
   for (size_t i = begin; i < end; ++i) {
     for (const auto& [name, peak] : steps[i].stage_peaks) stage_index.emplace(name, 0);
   }
   int next = 0;
   j.Key("stages");
-  j.Open('[');
+  j.BeginArray();
   for (auto& [name, index] : stage_index) {
     index = next++;
-    j.Str(name);
+    j.String(name);
   }
-  j.Close(']');
+  j.EndArray();
   j.Key("stage_of");
-  j.Open('[');
+  j.BeginArray();
   for (size_t b = 0; b < buckets && !stage_index.empty(); ++b) {
     int best = -1;
     uint64_t best_peak = 0;
@@ -356,12 +345,18 @@ void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t e
         if (best < 0 || peak > best_peak) best = stage_index[name], best_peak = peak;
       }
     }
-    j.Num(best);
+    j.Double(best);
   }
-  j.Close(']');
-  // Step markers: warm-up end, epoch starts, alerts, failed device
-  // allocations, out-of-memory snapshots.
-  std::vector<std::tuple<double, std::string, std::string>> markers;
+  j.EndArray();
+}
+
+// A chart's step markers (step, kind, label): warm-up end, epoch starts,
+// alerts, failed device allocations, out-of-memory snapshots; by step.
+using Marker = std::tuple<double, std::string, std::string>;
+
+std::vector<Marker> ChartMarkers(const Report& r, const ProcessSummary& p, size_t begin, size_t n) {
+  const std::vector<StepRow>& steps = r.steps;
+  std::vector<Marker> markers;
   if (p.warmup_steps > 0 && p.warmup_steps < n) {
     markers.emplace_back(D(steps[begin + p.warmup_steps].step), "warmup",
                          absl::StrCat("warm-up ends (", p.warmup_steps, " steps)"));
@@ -389,147 +384,162 @@ void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t e
       markers.emplace_back(D(m.step), "oom", absl::StrCat("out of memory (", m.cause, ")"));
     }
   }
-  // At most kMaxMarkers, spread evenly over the run.
   std::stable_sort(markers.begin(), markers.end(),
                    [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
-  j.F("marker_count", D(markers.size()));
-  j.Key("markers");
-  j.Open('[');
-  const size_t shown = std::min(markers.size(), kMaxMarkers);
-  for (size_t k = 0; k < shown; ++k) {
-    const auto& m = markers[k * markers.size() / shown];
-    j.Open('[');
-    j.Num(std::get<0>(m));
-    j.Str(std::get<1>(m));
-    j.Str(std::get<2>(m));
-    j.Close(']');
-  }
-  j.Close(']');
-  j.Close('}');
+  return markers;
 }
 
-void WriteStagePeaks(const Report& r, Json& j) {
-  j.Key("stage_peaks");
-  j.Open('[');
-  for (const analysis::StagePeak& sp : r.stage_peaks) {
-    j.Open('{');
-    j.F("pid", sp.pid);
-    j.F("stage", sp.stage);
-    j.F("kind", sp.kind == SiteKind::kHost ? std::string("host") : KindName(sp.kind, sp.device));
-    j.F("max", D(sp.peak_bytes_max));
-    j.F("median", D(sp.peak_bytes_median));
-    j.F("step", D(sp.step_of_max));
-    j.F("steps", D(sp.steps));
-    j.Close('}');
+// "marker_count" and "markers": at most kMaxMarkers, spread evenly.
+void WriteMarkers(const std::vector<Marker>& markers, JsonWriter& j) {
+  j.Field("marker_count", D(markers.size()));
+  j.Key("markers");
+  j.BeginArray();
+  const size_t shown = std::min(markers.size(), kMaxMarkers);
+  for (size_t k = 0; k < shown; ++k) {
+    const Marker& m = markers[k * markers.size() / shown];
+    j.BeginArray();
+    j.Double(std::get<0>(m));
+    j.String(std::get<1>(m));
+    j.String(std::get<2>(m));
+    j.EndArray();
   }
-  j.Close(']');
+  j.EndArray();
+}
+
+// One process's memory chart over rows [begin, end) of r.steps, in at most
+// kChartBuckets buckets.
+void WriteChart(const Report& r, const ProcessSummary& p, size_t begin, size_t end, JsonWriter& j) {
+  const std::vector<StepRow>& steps = r.steps;
+  const size_t n = end - begin;
+  const size_t buckets = std::min(n, kChartBuckets);
+  j.BeginObject();
+  j.Field("pid", p.pid);
+  j.Field("rank", p.rank);
+  j.Field("steps", D(n));
+  j.Field("per_bucket", D((n + buckets - 1) / buckets));
+  j.Field("last_step", D(steps[end - 1].step));
+  j.Key("x");
+  j.BeginArray();
+  for (size_t b = 0; b < buckets; ++b) j.Double(D(steps[begin + Lo(b, n, buckets)].step));
+  j.EndArray();
+  WriteChartSeries(steps, begin, end, buckets, j);
+  WriteStageShading(steps, begin, end, buckets, j);
+  WriteMarkers(ChartMarkers(r, p, begin, n), j);
+  j.EndObject();
+}
+
+void WriteStagePeaks(const Report& r, JsonWriter& j) {
+  j.Key("stage_peaks");
+  j.BeginArray();
+  for (const analysis::StagePeak& sp : r.stage_peaks) {
+    j.BeginObject();
+    j.Field("pid", sp.pid);
+    j.Field("stage", sp.stage);
+    j.Field("kind",
+            sp.kind == SiteKind::kHost ? std::string("host") : KindName(sp.kind, sp.device));
+    j.Field("max", D(sp.peak_bytes_max));
+    j.Field("median", D(sp.peak_bytes_median));
+    j.Field("step", D(sp.step_of_max));
+    j.Field("steps", D(sp.steps));
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+// One growing site: its class, rate, interval, frames and sparkline.
+void WriteGrowthRow(const Site& s, const std::map<uint32_t, std::pair<size_t, size_t>>& ranges,
+                    JsonWriter& j) {
+  const analysis::Growth& g = s.growth;
+  j.BeginObject();
+  j.Field("id", D(s.id));
+  j.Field("pid", s.pid);
+  j.Field("class", analysis::GrowthClassName(g.cls));
+  j.Field("kind", KindName(s.kind, s.device));
+  j.Field("name", internal::SiteName(s, "[no stack]"));
+  j.Field("slope", g.slope);
+  j.Field("low", g.slope_low);
+  j.Field("high", g.slope_high);
+  j.Field("live_end", s.live_bytes_end);
+  j.Field("capacity", g.cls == GrowthClass::kBoundedGrowth ? g.capacity : -1);
+  j.Field("steps_to_limit", s.steps_to_limit);
+  j.Field("calibrated", g.calibrated);
+  j.Field("reason", g.reason);
+  j.Key("frames");
+  j.BeginArray();
+  for (size_t f = 0; f < s.frames.size() && f < kMaxFrames; ++f) {
+    const analysis::Frame& fr = s.frames[f];
+    j.String(fr.file.empty() ? fr.function
+                             : absl::StrCat(fr.function, "  ", fr.file, ":", fr.line));
+  }
+  j.EndArray();
+  // Sparkline: the site's own process's steps, max per bucket.
+  auto it = ranges.find(s.pid);
+  size_t begin = 0, end = 0;
+  if (it != ranges.end()) {
+    begin = std::min(it->second.first, s.live_bytes_by_step.size());
+    end = std::min(it->second.second, s.live_bytes_by_step.size());
+  }
+  const size_t n = end - begin, points = std::min(n, kSparkPoints);
+  j.Key("spark");
+  j.BeginArray();
+  for (size_t b = 0; b < points; ++b) {
+    double v = 0;
+    for (size_t i = Lo(b, n, points); i < Lo(b + 1, n, points); ++i) {
+      v = std::max(v, s.live_bytes_by_step[begin + i]);
+    }
+    j.Double(std::round(v));
+  }
+  j.EndArray();
+  j.Field("warmup", n == 0 ? 0.0 : D(g.warmup) * D(points) / D(n));
+  j.EndObject();
 }
 
 void WriteGrowth(const Report& r, const std::map<uint32_t, std::pair<size_t, size_t>>& ranges,
-                 Json& j) {
-  std::vector<const Site*> growing;
-  std::map<std::string, std::pair<double, double>> others;  // class -> (sites, live bytes)
-  for (const Site& s : r.sites) {
-    const GrowthClass c = s.growth.cls;
-    if (c == GrowthClass::kLeak || c == GrowthClass::kBoundedGrowth) {
-      growing.push_back(&s);
-    } else {
-      auto& [count, bytes] = others[analysis::GrowthClassName(c)];
-      count += 1;
-      bytes += s.live_bytes_end;
-    }
-  }
-  // The text report's order: LEAK first, then by rate.
-  std::stable_sort(growing.begin(), growing.end(), [](const Site* a, const Site* b) {
-    if ((a->growth.cls == GrowthClass::kLeak) != (b->growth.cls == GrowthClass::kLeak)) {
-      return a->growth.cls == GrowthClass::kLeak;
-    }
-    return a->growth.slope > b->growth.slope;
-  });
+                 JsonWriter& j) {
+  const internal::GrowthGroups groups = internal::GroupByGrowth(r.sites);
+  const std::vector<const Site*>& growing = groups.growing;
   j.Key("growth");
-  j.Open('{');
+  j.BeginObject();
   j.Key("rows");
-  j.Open('[');
+  j.BeginArray();
   for (size_t k = 0; k < growing.size() && k < kGrowthRows; ++k) {
-    const Site& s = *growing[k];
-    const analysis::Growth& g = s.growth;
-    j.Open('{');
-    j.F("id", D(s.id));
-    j.F("pid", s.pid);
-    j.F("class", analysis::GrowthClassName(g.cls));
-    j.F("kind", KindName(s.kind, s.device));
-    j.F("name", internal::SiteName(s, "[no stack]"));
-    j.F("slope", g.slope);
-    j.F("low", g.slope_low);
-    j.F("high", g.slope_high);
-    j.F("live_end", s.live_bytes_end);
-    j.F("capacity", g.cls == GrowthClass::kBoundedGrowth ? g.capacity : -1);
-    j.F("steps_to_limit", s.steps_to_limit);
-    j.B("calibrated", g.calibrated);
-    j.F("reason", g.reason);
-    j.Key("frames");
-    j.Open('[');
-    for (size_t f = 0; f < s.frames.size() && f < kMaxFrames; ++f) {
-      const analysis::Frame& fr = s.frames[f];
-      j.Str(fr.file.empty() ? fr.function : absl::StrCat(fr.function, "  ", fr.file, ":", fr.line));
-    }
-    j.Close(']');
-    // Sparkline: the site's own process's steps, max per bucket.
-    auto it = ranges.find(s.pid);
-    size_t begin = 0, end = 0;
-    if (it != ranges.end()) {
-      begin = std::min(it->second.first, s.live_bytes_by_step.size());
-      end = std::min(it->second.second, s.live_bytes_by_step.size());
-    }
-    const size_t n = end - begin, points = std::min(n, kSparkPoints);
-    j.Key("spark");
-    j.Open('[');
-    for (size_t b = 0; b < points; ++b) {
-      double v = 0;
-      for (size_t i = Lo(b, n, points); i < Lo(b + 1, n, points); ++i) {
-        v = std::max(v, s.live_bytes_by_step[begin + i]);
-      }
-      j.Num(std::round(v));
-    }
-    j.Close(']');
-    j.F("warmup", n == 0 ? 0.0 : D(g.warmup) * D(points) / D(n));
-    j.Close('}');
+    WriteGrowthRow(*growing[k], ranges, j);
   }
-  j.Close(']');
+  j.EndArray();
   double more_bytes = 0;
   for (size_t k = kGrowthRows; k < growing.size(); ++k) more_bytes += growing[k]->live_bytes_end;
-  j.F("more_sites", growing.size() > kGrowthRows ? D(growing.size() - kGrowthRows) : 0.0);
-  j.F("more_live_end", more_bytes);
+  j.Field("more_sites", growing.size() > kGrowthRows ? D(growing.size() - kGrowthRows) : 0.0);
+  j.Field("more_live_end", more_bytes);
   j.Key("others");
-  j.Open('[');
-  for (const auto& [cls, v] : others) {
-    j.Open('{');
-    j.F("class", cls);
-    j.F("sites", v.first);
-    j.F("live_end", v.second);
-    j.Close('}');
+  j.BeginArray();
+  for (const auto& [cls, v] : groups.others) {
+    j.BeginObject();
+    j.Field("class", cls);
+    j.Field("sites", v.first);
+    j.Field("live_end", v.second);
+    j.EndObject();
   }
-  j.Close(']');
-  j.Close('}');
+  j.EndArray();
+  j.EndObject();
 }
 
 }  // namespace
 
 std::string FormatHtmlData(const Report& r) {
   const auto ranges = StepRanges(r);
-  Json j;
-  j.Open('{');
-  j.F("schema", "memstep.html/1");
-  j.F("path", r.path);
-  j.F("memory_limit", D(r.memory_limit_bytes));
-  j.F("memory_limit_source", r.memory_limit_source);
+  JsonWriter j(JsonWriter::Style::kHtmlScript);
+  j.BeginObject();
+  j.Field("schema", "memstep.html/1");
+  j.Field("path", r.path);
+  j.Field("memory_limit", D(r.memory_limit_bytes));
+  j.Field("memory_limit_source", r.memory_limit_source);
   WriteProcesses(r, ranges, j);
   j.Key("attention");
-  j.Open('{');
+  j.BeginObject();
   WriteAttention(r, j);
-  j.Close('}');
+  j.EndObject();
   j.Key("charts");
-  j.Open('[');
+  j.BeginArray();
   size_t charts = 0;
   for (const ProcessSummary& p : r.processes) {
     auto it = ranges.find(p.pid);
@@ -537,13 +547,13 @@ std::string FormatHtmlData(const Report& r) {
     WriteChart(r, p, it->second.first, it->second.second, j);
     ++charts;
   }
-  j.Close(']');
-  j.F("charts_left_out", D(ranges.size() - charts));
+  j.EndArray();
+  j.Field("charts_left_out", D(ranges.size() - charts));
   WriteStagePeaks(r, j);
   WriteGrowth(r, ranges, j);
   html::WriteFlames(r, j);
-  j.Close('}');
-  return std::move(j.out());
+  j.EndObject();
+  return j.Take();
 }
 
 std::string FormatHtml(const Report& report) {

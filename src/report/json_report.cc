@@ -540,16 +540,6 @@ void WriteAlert(JsonWriter& w, const analysis::AlertRow& a) {
   w.EndObject();
 }
 
-void WriteGate(JsonWriter& w, const analysis::GateResult& g) {
-  w.BeginObject();
-  w.Field("expression", g.expression);
-  w.Field("metric", g.metric);
-  w.Field("value", g.value);
-  w.Field("passed", g.passed);
-  w.Field("detail", g.detail);
-  w.EndObject();
-}
-
 // Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
 // The length of the well-formed UTF-8 sequence at s[i] (RFC 3629, table 3-7
 // of the Unicode standard: no overlong forms, no surrogates, nothing above

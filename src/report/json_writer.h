@@ -1,12 +1,19 @@
-// A minimal streaming JSON writer shared by the JSON documents of
-// src/report (the report, the churn view, the diff). Internal to src/report.
-// Non-finite numbers are written as null; the caller keeps the structure
-// balanced.
+// The one streaming JSON writer of src/report: the JSON documents (the
+// report, the churn view, the diff) and the data of the HTML page. Internal
+// to src/report.
+//
+// Contract: commas follow from the nesting (the caller keeps it balanced);
+// keys and strings are escaped per RFC 8259 (JsonEscape: invalid UTF-8
+// becomes U+FFFD); non-finite numbers are written as null, integral ones
+// (below 9e15 in magnitude) as integers. The style sets the rest:
+//  - kPlain: reals with 17 significant digits (they read back exactly);
+//  - kHtmlScript: the text is safe inside <script type="application/json">:
+//    '<', '>', '&', U+2028 and U+2029 are \u escapes, so no string can close
+//    the element or start a comment in it; reals with 6 significant digits.
 
 #ifndef MEMSTEP_SRC_REPORT_JSON_WRITER_H_
 #define MEMSTEP_SRC_REPORT_JSON_WRITER_H_
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,30 +25,30 @@
 
 namespace memstep::report::internal {
 
+// `s` as a JSON string, with its quotes, safe inside a <script> element.
+std::string HtmlJsonString(const std::string& s);
+
 class JsonWriter {
  public:
+  enum class Style { kPlain, kHtmlScript };
+
+  explicit JsonWriter(Style style = Style::kPlain) : style_(style) {}
+
   void BeginObject() { Value("{"), first_ = true; }
   void EndObject() { out_ += '}', first_ = false; }
   void BeginArray() { Value("["), first_ = true; }
   void EndArray() { out_ += ']', first_ = false; }
   void Key(const std::string& k) {
     Comma();
-    absl::StrAppend(&out_, "\"", JsonEscape(k), "\":");
+    out_ += Quote(k);
+    out_ += ':';
     after_key_ = true;
   }
-  void String(const std::string& s) { Value(absl::StrCat("\"", JsonEscape(s), "\"")); }
+  void String(const std::string& s) { Value(Quote(s)); }
   void Uint(uint64_t v) { Value(absl::StrCat(v)); }
   void Int(int64_t v) { Value(absl::StrCat(v)); }
   void Bool(bool v) { Value(v ? "true" : "false"); }
-  void Double(double v) {
-    if (!std::isfinite(v)) {
-      Value("null");
-    } else if (v == std::floor(v) && std::fabs(v) < 9e15) {
-      Value(absl::StrFormat("%.0f", v));
-    } else {
-      Value(absl::StrFormat("%.17g", v));
-    }
-  }
+  void Double(double v);
   template <typename T>
   void Field(const std::string& k, const T& v) {
     Key(k);
@@ -50,31 +57,56 @@ class JsonWriter {
   std::string Take() { return std::move(out_); }
 
  private:
+  std::string Quote(const std::string& s) const {
+    return style_ == Style::kHtmlScript ? HtmlJsonString(s)
+                                        : absl::StrCat("\"", JsonEscape(s), "\"");
+  }
   void Put(const std::string& v) { String(v); }
   void Put(const char* v) { String(v); }
   void Put(bool v) { Bool(v); }
   void Put(double v) { Double(v); }
   void Put(uint64_t v) { Uint(v); }
   void Put(uint32_t v) { Uint(v); }
+  void Put(int64_t v) { Int(v); }
   void Put(int v) { Int(v); }
   void Comma() {
     if (!first_) out_ += ',';
     first_ = false;
   }
-  JsonWriter& Value(const std::string& v) {
+  void Value(const std::string& v) {
     if (after_key_) {
       after_key_ = false;
     } else {
       Comma();
     }
     out_ += v;
-    return *this;
   }
 
+  Style style_;
   std::string out_;
   bool first_ = true;
   bool after_key_ = false;
 };
+
+// One --fail-on gate as an object: expression, metric, value, with_unit:
+// the value's unit ("bytes", "bytes/step", "count" or "%", memstep diff),
+// passed, detail.
+inline void WriteGate(JsonWriter& w, const analysis::GateResult& g, bool with_unit = false) {
+  w.BeginObject();
+  w.Field("expression", g.expression);
+  w.Field("metric", g.metric);
+  w.Field("value", g.value);
+  if (with_unit) {
+    const bool per_step = g.metric.find("growth") != std::string::npos || g.metric == "churn";
+    w.Field("unit", g.percent             ? "%"
+                    : g.metric == "leaks" ? "count"
+                    : per_step            ? "bytes/step"
+                                          : "bytes");
+  }
+  w.Field("passed", g.passed);
+  w.Field("detail", g.detail);
+  w.EndObject();
+}
 
 // "frames": the first max_frames (0: all), innermost first.
 inline void WriteFrames(JsonWriter& w, const std::vector<analysis::Frame>& frames, int max_frames) {

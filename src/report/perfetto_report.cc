@@ -49,20 +49,27 @@ class EventWriter {
   bool first_ = true;
 };
 
-}  // namespace
-
-std::string FormatPerfetto(const analysis::Report& report) {
-  uint64_t base_ns = UINT64_MAX;
-  for (const analysis::ProcessSummary& p : report.processes) {
-    base_ns = std::min(base_ns, p.start_real_ns);
+// Timestamps on one clock: each process's times are from its own start;
+// the trace's are microseconds from the earliest start.
+class CommonClock {
+ public:
+  explicit CommonClock(const analysis::Report& report) {
+    uint64_t base_ns = UINT64_MAX;
+    for (const analysis::ProcessSummary& p : report.processes) {
+      base_ns = std::min(base_ns, p.start_real_ns);
+    }
+    for (const analysis::ProcessSummary& p : report.processes) {
+      offset_us_[p.pid] = static_cast<double>(p.start_real_ns - base_ns) / 1e3;
+    }
   }
-  std::map<uint32_t, double> offset_us;  // pid -> its trace start on the common clock
-  for (const analysis::ProcessSummary& p : report.processes) {
-    offset_us[p.pid] = static_cast<double>(p.start_real_ns - base_ns) / 1e3;
-  }
-  auto ts = [&](uint32_t pid, double time_s) { return Micros(offset_us[pid] + time_s * 1e6); };
+  std::string Ts(uint32_t pid, double time_s) { return Micros(offset_us_[pid] + time_s * 1e6); }
 
-  EventWriter w;
+ private:
+  std::map<uint32_t, double> offset_us_;  // pid -> its trace start on the common clock
+};
+
+// Process and thread names (metadata events).
+void AddProcessNames(const analysis::Report& report, EventWriter& w) {
   for (const analysis::ProcessSummary& p : report.processes) {
     std::string name = absl::StrCat("pid ", p.pid);
     if (!p.rank.empty()) absl::StrAppend(&name, " rank ", p.rank);
@@ -74,16 +81,20 @@ std::string FormatPerfetto(const analysis::Report& report) {
     w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":", p.pid,
                        ",\"tid\":0,\"args\":{\"sort_index\":-1}}"));
   }
+}
 
-  // Slices. Stage threads get a name once.
+// Step and stage slices (stage threads get a name once). Returns each
+// step's end: (pid, step) -> seconds.
+std::map<std::pair<uint32_t, uint64_t>, double> AddSlices(const analysis::Report& report,
+                                                          CommonClock& clock, EventWriter& w) {
   std::set<std::pair<uint32_t, uint32_t>> stage_threads;
-  std::map<std::pair<uint32_t, uint64_t>, double> step_end;  // (pid, step) -> end_s
+  std::map<std::pair<uint32_t, uint64_t>, double> step_end;
   for (const analysis::TimelineSpan& s : report.spans) {
     const double dur_us = std::max(0.0, (s.end_s - s.begin_s) * 1e6);
     if (s.stage.empty()) {
       step_end[{s.pid, s.step}] = s.end_s;
       w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ", s.step,
-                         "\",\"pid\":", s.pid, ",\"tid\":0,\"ts\":", ts(s.pid, s.begin_s),
+                         "\",\"pid\":", s.pid, ",\"tid\":0,\"ts\":", clock.Ts(s.pid, s.begin_s),
                          ",\"dur\":", Micros(dur_us), ",\"args\":{\"step\":", s.step,
                          ",\"peak_bytes\":", s.peak_bytes, "}}"));
       continue;
@@ -93,19 +104,24 @@ std::string FormatPerfetto(const analysis::Report& report) {
                          ",\"tid\":", s.tid, ",\"args\":{\"name\":\"stages (tid ", s.tid, ")\"}}"));
     }
     w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"stage\",\"name\":", Str(s.stage),
-                       ",\"pid\":", s.pid, ",\"tid\":", s.tid, ",\"ts\":", ts(s.pid, s.begin_s),
-                       ",\"dur\":", Micros(dur_us), ",\"args\":{\"step\":", s.step,
-                       ",\"peak_bytes\":", s.peak_bytes, "}}"));
+                       ",\"pid\":", s.pid, ",\"tid\":", s.tid,
+                       ",\"ts\":", clock.Ts(s.pid, s.begin_s), ",\"dur\":", Micros(dur_us),
+                       ",\"args\":{\"step\":", s.step, ",\"peak_bytes\":", s.peak_bytes, "}}"));
   }
+  return step_end;
+}
 
-  // Counters: exact host counters at every boundary; RSS only where the
-  // process recorded it.
+// Counters: exact host counters at every boundary; RSS only where the
+// process recorded it; device and pinned host bytes at step ends.
+void AddCounters(const analysis::Report& report,
+                 const std::map<std::pair<uint32_t, uint64_t>, double>& step_end,
+                 CommonClock& clock, EventWriter& w) {
   std::set<uint32_t> has_rss;
   for (const analysis::TimelinePoint& p : report.timeline) {
     if (p.rss_bytes > 0) has_rss.insert(p.pid);
   }
   for (const analysis::TimelinePoint& p : report.timeline) {
-    const std::string at = absl::StrCat(",\"pid\":", p.pid, ",\"ts\":", ts(p.pid, p.time_s));
+    const std::string at = absl::StrCat(",\"pid\":", p.pid, ",\"ts\":", clock.Ts(p.pid, p.time_s));
     w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"host live\"", at,
                        ",\"args\":{\"bytes\":", p.live_bytes, "}}"));
     w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"mmap live\"", at,
@@ -118,7 +134,8 @@ std::string FormatPerfetto(const analysis::Report& report) {
   for (const analysis::StepRow& row : report.steps) {
     auto end = step_end.find({row.pid, row.step});
     if (end == step_end.end()) continue;
-    const std::string at = absl::StrCat(",\"pid\":", row.pid, ",\"ts\":", ts(row.pid, end->second));
+    const std::string at =
+        absl::StrCat(",\"pid\":", row.pid, ",\"ts\":", clock.Ts(row.pid, end->second));
     for (const analysis::DeviceStep& d : row.devices) {
       w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"device ", d.device, " live\"", at,
                          ",\"args\":{\"bytes\":", d.live_bytes_end, "}}"));
@@ -128,24 +145,38 @@ std::string FormatPerfetto(const analysis::Report& report) {
                          ",\"args\":{\"bytes\":", row.pinned_host_live_bytes_end, "}}"));
     }
   }
+}
 
-  // Instants: alerts and failed device allocations.
+// Instants: alerts and failed device allocations.
+void AddInstants(const analysis::Report& report, CommonClock& clock, EventWriter& w) {
   for (const analysis::AlertRow& a : report.alerts) {
     w.Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"alert\",\"name\":",
                        Str(absl::StrCat("ALERT ", a.rule)), ",\"pid\":", a.pid,
-                       ",\"tid\":0,\"ts\":", ts(a.pid, a.time_s), ",\"args\":{\"step\":", a.step,
-                       ",\"value\":", a.value, ",\"threshold\":", a.threshold,
+                       ",\"tid\":0,\"ts\":", clock.Ts(a.pid, a.time_s), ",\"args\":{\"step\":",
+                       a.step, ",\"value\":", a.value, ",\"threshold\":", a.threshold,
                        ",\"stage\":", Str(a.stage), ",\"site\":", a.site_id, "}}"));
   }
   for (const analysis::DeviceFailure& f : report.device_failures) {
     const bool oom = f.error_name == "out of memory";
     w.Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"device_failure\",\"name\":",
                        Str(oom ? "device OOM" : "device allocation failed"), ",\"pid\":", f.pid,
-                       ",\"tid\":0,\"ts\":", ts(f.pid, f.time_s), ",\"args\":{\"api\":", Str(f.api),
+                       ",\"tid\":0,\"ts\":", clock.Ts(f.pid, f.time_s),
+                       ",\"args\":{\"api\":", Str(f.api),
                        ",\"kind\":", Str(analysis::SiteKindName(f.kind)), ",\"device\":", f.device,
                        ",\"size\":", f.size, ",\"error\":", f.error, ",\"step\":", f.step,
                        ",\"stage\":", Str(f.stage), ",\"site\":", f.site_id, "}}"));
   }
+}
+
+}  // namespace
+
+std::string FormatPerfetto(const analysis::Report& report) {
+  CommonClock clock(report);
+  EventWriter w;
+  AddProcessNames(report, w);
+  const auto step_end = AddSlices(report, clock, w);
+  AddCounters(report, step_end, clock, w);
+  AddInstants(report, clock, w);
   return w.Finish(report.path);
 }
 

@@ -228,39 +228,115 @@ std::string DeviceStepCells(const ProcessSummary& p, const StepRow& s) {
   return out;
 }
 
+namespace {
+
+// The optional columns of a device's step table: those some row has data for.
+struct DeviceColumns {
+  bool info = false;    // the driver's used bytes
+  bool pool = false;    // the default pool's reserve
+  bool torch = false;   // PyTorch's caching allocator
+  bool ooms = false;    // PyTorch's OOMs in a step
+  bool blocks = false;  // tensor blocks
+  bool pools = false;   // created memory pools
+  bool graph = false;   // graph memory
+};
+
+template <typename Rows>
+DeviceColumns ColumnsOf(const Rows& rows) {
+  DeviceColumns c;
+  for (const auto& [row, ds] : rows) {
+    c.blocks |= ds->has_blocks;
+    c.pools |= !ds->created_pools.empty();
+    c.graph |= ds->graph.reserved >= 0 || ds->graph.used >= 0;
+    c.info |= ds->has_info;
+    c.pool |= ds->pool_reserved_bytes > 0;
+    c.torch |= ds->torch.any();
+    c.ooms |= ds->torch.ooms_in_step > 0;
+  }
+  return c;
+}
+
+std::string DeviceStepsHeader(const DeviceColumns& c) {
+  std::string header = absl::StrFormat("  %8s %11s %11s", "step", "live end", "peak");
+  if (c.info) absl::StrAppend(&header, absl::StrFormat(" %11s", "drv used"));
+  if (c.pool) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pool rsv", "pool used"));
+  if (c.torch) {
+    absl::StrAppend(
+        &header, absl::StrFormat(" %11s %11s %11s %11s %6s %7s", "reserved", "allocated", "slack",
+                                 "inact.split", "share", "retries"));
+  }
+  if (c.blocks) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "blocks", "frag."));
+  if (c.pools) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pools rsv", "pools used"));
+  if (c.graph) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "graph rsv", "graph used"));
+  if (c.ooms) absl::StrAppend(&header, absl::StrFormat(" %5s", "OOMs"));
+  return header;
+}
+
+// PyTorch's cells: reserved, allocated, slack, inactive split and its share
+// of reserved, allocation retries.
+std::string TorchCells(const analysis::TorchCudaStats& t) {
+  const std::string share =
+      t.inactive_split_bytes >= 0 && t.reserved_bytes > 0
+          ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(t.inactive_split_bytes) /
+                                          static_cast<double>(t.reserved_bytes))
+          : "-";
+  return absl::StrFormat(" %11s %11s %11s %11s %6s %7s", MaybeBytes(t.reserved_bytes),
+                         MaybeBytes(t.allocated_bytes), MaybeBytes(t.cache_slack()),
+                         MaybeBytes(t.inactive_split_bytes), share,
+                         t.alloc_retries_in_step < 0 ? "-" : absl::StrCat(t.alloc_retries_in_step));
+}
+
+std::string DeviceStepLine(uint64_t step, const DeviceStep& ds, const DeviceColumns& c) {
+  std::string out =
+      absl::StrFormat("  %8d %11s %11s", step, Bytes(ds.live_bytes_end), Bytes(ds.peak_bytes));
+  if (c.info) {
+    absl::StrAppend(&out,
+                    absl::StrFormat(" %11s", ds.has_info ? Bytes(ds.driver_used_bytes) : "-"));
+  }
+  if (c.pool) {
+    absl::StrAppend(&out, absl::StrFormat(" %11s %11s", Bytes(ds.pool_reserved_bytes),
+                                          Bytes(ds.pool_used_bytes)));
+  }
+  if (c.torch) absl::StrAppend(&out, TorchCells(ds.torch));
+  if (c.blocks) {
+    absl::StrAppend(&out,
+                    absl::StrFormat(" %11s %11s", ds.has_blocks ? Bytes(ds.blocks_bytes) : "-",
+                                    MaybeBytes(ds.block_fragmentation())));
+  }
+  if (c.pools) {  // created pools, summed
+    int64_t reserved = -1, used = -1;
+    for (const auto& [name, b] : ds.created_pools) {
+      if (b.reserved >= 0) reserved = std::max<int64_t>(reserved, 0) + b.reserved;
+      if (b.used >= 0) used = std::max<int64_t>(used, 0) + b.used;
+    }
+    absl::StrAppend(&out, absl::StrFormat(" %11s %11s", MaybeBytes(reserved), MaybeBytes(used)));
+  }
+  if (c.graph) {
+    absl::StrAppend(&out, absl::StrFormat(" %11s %11s", MaybeBytes(ds.graph.reserved),
+                                          MaybeBytes(ds.graph.used)));
+  }
+  if (c.ooms) {
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  " %5s", ds.torch.ooms_in_step < 0 ? "-" : absl::StrCat(ds.torch.ooms_in_step)));
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
 void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOptions& o,
                        std::string& out) {
   for (const DeviceSummary& d : p.devices) {
     const auto rows = DeviceRows(r, p.pid, d.device);
-    bool info = false, pool = false, torch = false, ooms = false, blocks = false;
-    bool pools = false, graph = false;
-    for (const auto& [row, ds] : rows) {
-      blocks |= ds->has_blocks;
-      pools |= !ds->created_pools.empty();
-      graph |= ds->graph.reserved >= 0 || ds->graph.used >= 0;
-      info |= ds->has_info;
-      pool |= ds->pool_reserved_bytes > 0;
-      torch |= ds->torch.any();
-      ooms |= ds->torch.ooms_in_step > 0;
-    }
-    if (!info && !torch && !blocks && !pools && !graph) continue;
+    const DeviceColumns c = ColumnsOf(rows);
+    if (!c.info && !c.torch && !c.blocks && !c.pools && !c.graph) continue;
     absl::StrAppend(&out, "\n", DeviceName(d.device), " per step (pid ", p.pid, "): resident bytes",
-                    info ? ", the driver's view" : "", torch ? ", PyTorch's caching allocator" : "",
-                    blocks ? ", its tensor blocks (allocated) in the segments (reserved)" : "",
-                    pools ? ", created memory pools" : "", graph ? ", graph memory" : "", "\n");
-    std::string header = absl::StrFormat("  %8s %11s %11s", "step", "live end", "peak");
-    if (info) absl::StrAppend(&header, absl::StrFormat(" %11s", "drv used"));
-    if (pool) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pool rsv", "pool used"));
-    if (torch) {
-      absl::StrAppend(
-          &header, absl::StrFormat(" %11s %11s %11s %11s %6s %7s", "reserved", "allocated", "slack",
-                                   "inact.split", "share", "retries"));
-    }
-    if (blocks) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "blocks", "frag."));
-    if (pools) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "pools rsv", "pools used"));
-    if (graph) absl::StrAppend(&header, absl::StrFormat(" %11s %11s", "graph rsv", "graph used"));
-    if (ooms) absl::StrAppend(&header, absl::StrFormat(" %5s", "OOMs"));
-    out += header + "\n";
+                    c.info ? ", the driver's view" : "",
+                    c.torch ? ", PyTorch's caching allocator" : "",
+                    c.blocks ? ", its tensor blocks (allocated) in the segments (reserved)" : "",
+                    c.pools ? ", created memory pools" : "", c.graph ? ", graph memory" : "", "\n");
+    out += DeviceStepsHeader(c) + "\n";
     std::vector<uint64_t> peaks;
     for (const auto& [row, ds] : rows) peaks.push_back(ds->peak_bytes);
     for (size_t i : PickRows(peaks, o)) {
@@ -268,55 +344,7 @@ void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOpt
         absl::StrAppend(&out, absl::StrFormat("  %8s\n", "..."));
         continue;
       }
-      const DeviceStep& ds = *rows[i].second;
-      absl::StrAppend(&out, absl::StrFormat("  %8d %11s %11s", rows[i].first->step,
-                                            Bytes(ds.live_bytes_end), Bytes(ds.peak_bytes)));
-      if (info) {
-        absl::StrAppend(&out,
-                        absl::StrFormat(" %11s", ds.has_info ? Bytes(ds.driver_used_bytes) : "-"));
-      }
-      if (pool) {
-        absl::StrAppend(&out, absl::StrFormat(" %11s %11s", Bytes(ds.pool_reserved_bytes),
-                                              Bytes(ds.pool_used_bytes)));
-      }
-      if (torch) {
-        const analysis::TorchCudaStats& t = ds.torch;
-        const std::string share =
-            t.inactive_split_bytes >= 0 && t.reserved_bytes > 0
-                ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(t.inactive_split_bytes) /
-                                                static_cast<double>(t.reserved_bytes))
-                : "-";
-        absl::StrAppend(
-            &out, absl::StrFormat(
-                      " %11s %11s %11s %11s %6s %7s", MaybeBytes(t.reserved_bytes),
-                      MaybeBytes(t.allocated_bytes), MaybeBytes(t.cache_slack()),
-                      MaybeBytes(t.inactive_split_bytes), share,
-                      t.alloc_retries_in_step < 0 ? "-" : absl::StrCat(t.alloc_retries_in_step)));
-      }
-      if (blocks) {
-        absl::StrAppend(&out,
-                        absl::StrFormat(" %11s %11s", ds.has_blocks ? Bytes(ds.blocks_bytes) : "-",
-                                        MaybeBytes(ds.block_fragmentation())));
-      }
-      if (pools) {  // created pools, summed
-        int64_t reserved = -1, used = -1;
-        for (const auto& [name, b] : ds.created_pools) {
-          if (b.reserved >= 0) reserved = std::max<int64_t>(reserved, 0) + b.reserved;
-          if (b.used >= 0) used = std::max<int64_t>(used, 0) + b.used;
-        }
-        absl::StrAppend(&out,
-                        absl::StrFormat(" %11s %11s", MaybeBytes(reserved), MaybeBytes(used)));
-      }
-      if (graph) {
-        absl::StrAppend(&out, absl::StrFormat(" %11s %11s", MaybeBytes(ds.graph.reserved),
-                                              MaybeBytes(ds.graph.used)));
-      }
-      if (ooms) {
-        absl::StrAppend(&out, absl::StrFormat(" %5s", ds.torch.ooms_in_step < 0
-                                                          ? "-"
-                                                          : absl::StrCat(ds.torch.ooms_in_step)));
-      }
-      absl::StrAppend(&out, "\n");
+      out += DeviceStepLine(rows[i].first->step, *rows[i].second, c);
     }
   }
 }

@@ -5,7 +5,9 @@
 #define MEMSTEP_SRC_REPORT_TEXT_INTERNAL_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/analysis/analysis.h"
@@ -31,6 +33,14 @@ std::vector<size_t> PickRows(const std::vector<uint64_t>& peaks, const ReportOpt
 // A site's one-line name: its first frame that is not an allocator's or
 // memstep's own (the innermost frame when all are); `no_frames` without frames.
 std::string SiteName(const analysis::Site& s, const char* no_frames);
+// The LEAK and BOUNDED_GROWTH sites in the order every report lists them
+// (LEAK first, then by rate), and the other sites by class: class name ->
+// (sites, live bytes at the end).
+struct GrowthGroups {
+  std::vector<const analysis::Site*> growing;
+  std::map<std::string, std::pair<size_t, double>> others;
+};
+GrowthGroups GroupByGrowth(const std::vector<analysis::Site>& sites);
 using analysis::IsHost;
 using analysis::SiteKind;
 using analysis::SiteKindName;

@@ -126,6 +126,30 @@ std::string SiteName(const analysis::Site& s, const char* no_frames) {
   return s.frames.empty() ? no_frames : s.frames[0].function;
 }
 
+GrowthGroups GroupByGrowth(const std::vector<analysis::Site>& sites) {
+  using analysis::GrowthClass;
+  GrowthGroups groups;
+  for (const analysis::Site& s : sites) {
+    const GrowthClass c = s.growth.cls;
+    if (c == GrowthClass::kLeak || c == GrowthClass::kBoundedGrowth) {
+      groups.growing.push_back(&s);
+    } else {
+      auto& [count, bytes] = groups.others[analysis::GrowthClassName(c)];
+      ++count;
+      bytes += s.live_bytes_end;
+    }
+  }
+  std::stable_sort(
+      groups.growing.begin(), groups.growing.end(),
+      [](const analysis::Site* a, const analysis::Site* b) {
+        if ((a->growth.cls == GrowthClass::kLeak) != (b->growth.cls == GrowthClass::kLeak)) {
+          return a->growth.cls == GrowthClass::kLeak;
+        }
+        return a->growth.slope > b->growth.slope;
+      });
+  return groups;
+}
+
 }  // namespace internal
 
 namespace {
@@ -512,61 +536,74 @@ void AppendRssExplain(const Report& r, const ProcessSummary& p, std::string& out
   }
 }
 
-void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
+// One process's growth: warm-up, the exact heap's class, RSS, hunts,
+// devices.
+void AppendProcessGrowth(const Report& r, const ProcessSummary& p, std::string& out) {
+  const analysis::Growth& g = p.live_growth;
+  absl::StrAppend(&out, "  pid ", p.pid, ": warm-up ", p.warmup_steps, " steps",
+                  p.warmup_detected ? " (detected)" : "");
+  if (g.window > 0) absl::StrAppend(&out, ", window the last ", g.window, " steps");
+  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "    heap live (exact): ", analysis::GrowthClassName(g.cls));
+  if (g.window > 0) absl::StrAppend(&out, "  ", Rate(g));
+  absl::StrAppend(&out, Projection(p.steps_to_limit, p.seconds_to_limit), "  (", g.reason, ")\n");
+  if (p.rss_growth.window > 0) {
+    // RSS is called LEAK only when the exact live bytes grow with it.
+    const std::string cls = analysis::RssClassName(p.rss_growth, p.rss_explain);
+    absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
+    AppendRssExplain(r, p, out);
+  }
+  if (p.fragmentation && p.rss_explain.verdict.empty()) {
+    absl::StrAppend(&out, "    FRAGMENTATION: RSS grows ", HumanBytes(p.rss_growth.slope),
+                    "/step while heap live bytes do not (allocator caching or "
+                    "fragmentation, not a leak)\n");
+  }
+  AppendHunts(p, out);
+  internal::AppendDeviceGrowth(p, out);
+}
+
+// One growing site: class, rate, live bytes, capacity, projection, reason,
+// frames.
+void AppendGrowingSite(const Report& r, const Site& s, const ReportOptions& o, std::string& out) {
   using analysis::GrowthClass;
+  const analysis::Growth& g = s.growth;
+  absl::StrAppend(&out, "  site #", s.id, " ", analysis::GrowthClassName(g.cls),
+                  internal::DeviceSiteTag(s), "  ", Rate(g), "  live at end ",
+                  HumanBytes(s.live_bytes_end));
+  if (g.cls == GrowthClass::kBoundedGrowth) {
+    absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
+  }
+  const bool device = !IsHost(s.kind) && s.kind != SiteKind::kPinnedHost;
+  absl::StrAppend(&out, device ? internal::DeviceProjection(s)
+                               : Projection(s.steps_to_limit, s.seconds_to_limit));
+  if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s.pid);
+  absl::StrAppend(&out, "\n        (", g.reason);
+  if (g.calibrated) {
+    absl::StrAppend(&out, "; rate calibrated to the exact heap growth, sampled ",
+                    HumanBytes(g.sampled_slope), "/step");
+  }
+  absl::StrAppend(&out, ")\n");
+  AppendFrames(s.frames, o, out);
+}
+
+void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   absl::StrAppend(&out, "\nGrowth (memory limit ",
                   HumanBytes(static_cast<double>(r.memory_limit_bytes)), ", ",
                   r.memory_limit_source, ")\n");
   bool any_steps = false;
   size_t without_steps = 0;
   for (const ProcessSummary& p : r.processes) {
-    const analysis::Growth& g = p.live_growth;
     bool has_steps = false;
     for (const StepRow& row : r.steps) has_steps |= row.pid == p.pid;
     any_steps |= has_steps;
-    if (!has_steps) {
-      ++without_steps;
-      continue;
-    }
-    absl::StrAppend(&out, "  pid ", p.pid, ": warm-up ", p.warmup_steps, " steps",
-                    p.warmup_detected ? " (detected)" : "");
-    if (g.window > 0) absl::StrAppend(&out, ", window the last ", g.window, " steps");
-    absl::StrAppend(&out, "\n");
-    absl::StrAppend(&out, "    heap live (exact): ", analysis::GrowthClassName(g.cls));
-    if (g.window > 0) absl::StrAppend(&out, "  ", Rate(g));
-    absl::StrAppend(&out, Projection(p.steps_to_limit, p.seconds_to_limit), "  (", g.reason, ")\n");
-    if (p.rss_growth.window > 0) {
-      // RSS is called LEAK only when the exact live bytes grow with it.
-      const std::string cls = analysis::RssClassName(p.rss_growth, p.rss_explain);
-      absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
-      AppendRssExplain(r, p, out);
-    }
-    if (p.fragmentation && p.rss_explain.verdict.empty()) {
-      absl::StrAppend(&out, "    FRAGMENTATION: RSS grows ", HumanBytes(p.rss_growth.slope),
-                      "/step while heap live bytes do not (allocator caching or "
-                      "fragmentation, not a leak)\n");
-    }
-    AppendHunts(p, out);
-    internal::AppendDeviceGrowth(p, out);
-  }
-  std::vector<const Site*> growing;
-  std::map<std::string, std::pair<int, double>> others;  // class -> (sites, live bytes)
-  for (const Site& s : r.sites) {
-    const GrowthClass c = s.growth.cls;
-    if (c == GrowthClass::kLeak || c == GrowthClass::kBoundedGrowth) {
-      growing.push_back(&s);
+    if (has_steps) {
+      AppendProcessGrowth(r, p, out);
     } else {
-      auto& [n, bytes] = others[analysis::GrowthClassName(c)];
-      ++n;
-      bytes += s.live_bytes_end;
+      ++without_steps;
     }
   }
-  std::stable_sort(growing.begin(), growing.end(), [](const Site* a, const Site* b) {
-    if ((a->growth.cls == GrowthClass::kLeak) != (b->growth.cls == GrowthClass::kLeak)) {
-      return a->growth.cls == GrowthClass::kLeak;
-    }
-    return a->growth.slope > b->growth.slope;
-  });
+  internal::GrowthGroups groups = internal::GroupByGrowth(r.sites);
+  std::vector<const Site*>& growing = groups.growing;
   if (o.top > 0 && growing.size() > static_cast<size_t>(o.top)) growing.resize(o.top);
   if (without_steps > 0) {
     absl::StrAppend(&out, "  ", without_steps == r.processes.size() ? "" : "and ", without_steps,
@@ -576,29 +613,10 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   }
   if (!any_steps) return;
   if (growing.empty()) absl::StrAppend(&out, "  no call site grows after warm-up\n");
-  for (const Site* s : growing) {
-    const analysis::Growth& g = s->growth;
-    absl::StrAppend(&out, "  site #", s->id, " ", analysis::GrowthClassName(g.cls),
-                    internal::DeviceSiteTag(*s), "  ", Rate(g), "  live at end ",
-                    HumanBytes(s->live_bytes_end));
-    if (g.cls == GrowthClass::kBoundedGrowth) {
-      absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
-    }
-    const bool device = !IsHost(s->kind) && s->kind != SiteKind::kPinnedHost;
-    absl::StrAppend(&out, device ? internal::DeviceProjection(*s)
-                                 : Projection(s->steps_to_limit, s->seconds_to_limit));
-    if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", s->pid);
-    absl::StrAppend(&out, "\n        (", g.reason);
-    if (g.calibrated) {
-      absl::StrAppend(&out, "; rate calibrated to the exact heap growth, sampled ",
-                      HumanBytes(g.sampled_slope), "/step");
-    }
-    absl::StrAppend(&out, ")\n");
-    AppendFrames(s->frames, o, out);
-  }
-  if (!others.empty()) {
+  for (const Site* s : growing) AppendGrowingSite(r, *s, o, out);
+  if (!groups.others.empty()) {
     absl::StrAppend(&out, "  other sites:");
-    for (const auto& [name, v] : others) {
+    for (const auto& [name, v] : groups.others) {
       absl::StrAppend(&out, " ", v.first, " ", name, " (", HumanBytes(v.second), " live at end);");
     }
     out.back() = '\n';

@@ -39,6 +39,9 @@ absl::StatusOr<uint64_t> ParseUint(const std::string& text);
 // --leak-min-growth. IsAnalysisOption: whether `name` is one (each takes a
 // value); ApplyAnalysisOption sets it, InvalidArgument naming the option
 // otherwise.
+inline constexpr const char* kAnalysisOptions[] = {
+    "--steps",  "--stage",        "--pid",           "--rank",
+    "--warmup", "--memory-limit", "--leak-min-rate", "--leak-min-growth"};
 bool IsAnalysisOption(const std::string& name);
 absl::Status ApplyAnalysisOption(const std::string& name, const std::string& value,
                                  analysis::Options* options);

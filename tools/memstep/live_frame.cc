@@ -55,18 +55,25 @@ void Fit(std::string* line, size_t width) {
   if (width > 0 && line->size() > width) line->resize(width);
 }
 
-}  // namespace
+// The device columns only when a process has device memory, so that a
+// host-only job fits 80 columns.
+bool AnyDevice(const std::vector<LiveProcess>& ps) {
+  bool device = false;
+  for (const LiveProcess& p : ps) device |= p.device_peak > 0;
+  return device;
+}
 
-std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_t height,
-                                     const std::string& clock) {
+// The title line, the status line (running, ended, alerts), a blank line
+// and the process table's column titles.
+std::vector<std::string> Header(const LiveModel& model, const std::string& clock) {
   const std::vector<LiveProcess>& ps = model.processes();
-  std::vector<std::string> head, rows, tail;
   size_t running = 0;
   uint64_t alerts = 0;
   for (const LiveProcess& p : ps) {
     running += p.state == LiveProcess::State::kRunning || p.state == LiveProcess::State::kStarting;
     alerts += p.alerts_total;
   }
+  std::vector<std::string> head;
   head.push_back(absl::StrCat("memstep top  ", model.dir(), "  ", clock));
   std::string status;
   if (ps.empty()) {
@@ -81,14 +88,19 @@ std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_
   absl::StrAppend(&status, "   alerts: ", alerts, "   q quits");
   head.push_back(status);
   head.push_back("");
-  // The device columns only when a process has device memory, so that a
-  // host-only job fits 80 columns.
-  bool device = false;
-  for (const LiveProcess& p : ps) device |= p.device_peak > 0;
   std::string title = absl::StrFormat("%-26s %-8s %7s %6s %10s %12s %10s", "PROCESS", "STATE",
                                       "STEP", "STEP/S", "HOST LIVE", "GROWTH/STEP", "STEP PEAK");
-  if (device) absl::StrAppend(&title, absl::StrFormat(" %11s %12s", "DEVICE LIVE", "DEV GROWTH"));
+  if (AnyDevice(ps)) {
+    absl::StrAppend(&title, absl::StrFormat(" %11s %12s", "DEVICE LIVE", "DEV GROWTH"));
+  }
   head.push_back(absl::StrCat(title, " ALERTS"));
+  return head;
+}
+
+// One row per process (and a line for its problem, if any).
+std::vector<std::string> ProcessRows(const std::vector<LiveProcess>& ps) {
+  const bool device = AnyDevice(ps);
+  std::vector<std::string> rows;
   for (const LiveProcess& p : ps) {
     std::string who = absl::StrCat(Who(p), " ", Basename(p.command));
     if (who.size() > 26) who.resize(26);
@@ -112,55 +124,67 @@ std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_
     rows.push_back(absl::StrFormat("%s %6d", row, p.alerts_total));
     if (!p.problem.empty()) rows.push_back(absl::StrCat("  ", p.problem));
   }
+  return rows;
+}
 
+void AppendGrowingSites(const std::vector<LiveProcess>& ps, std::vector<std::string>& tail) {
   bool any_sites = false;
   for (const LiveProcess& p : ps) any_sites |= !p.top_sites.empty();
-  if (any_sites) {
-    tail.push_back("");
-    tail.push_back(absl::StrCat("GROWING SITES (slope over the last ", analysis::kSiteWindow,
-                                " steps; live estimate)"));
-    for (const LiveProcess& p : ps) {
-      for (const analysis::LiveSite& s : p.top_sites) {
-        tail.push_back(absl::StrFormat("  %-12s %13s/step %11s  %s%s", Who(p),
-                                       Rate(s.growth_per_step), Bytes(s.live_bytes),
-                                       s.device ? "[device] " : "", s.name));
-      }
+  if (!any_sites) return;
+  tail.push_back("");
+  tail.push_back(absl::StrCat("GROWING SITES (slope over the last ", analysis::kSiteWindow,
+                              " steps; live estimate)"));
+  for (const LiveProcess& p : ps) {
+    for (const analysis::LiveSite& s : p.top_sites) {
+      tail.push_back(absl::StrFormat("  %-12s %13s/step %11s  %s%s", Who(p),
+                                     Rate(s.growth_per_step), Bytes(s.live_bytes),
+                                     s.device ? "[device] " : "", s.name));
     }
   }
+}
+
+void AppendStagePeaks(const std::vector<LiveProcess>& ps, std::vector<std::string>& tail) {
   bool any_stages = false;
   for (const LiveProcess& p : ps) any_stages |= !p.stages.empty();
-  if (any_stages) {
-    tail.push_back("");
-    tail.push_back("STAGE PEAKS (latest / largest)");
-    for (const LiveProcess& p : ps) {
-      std::string line = absl::StrFormat("  %-12s", Who(p));
-      for (const analysis::LiveStage& s : p.stages) {
-        absl::StrAppend(&line, "  ", s.name, " ", Bytes(static_cast<double>(s.last_peak)), " / ",
-                        Bytes(static_cast<double>(s.max_peak)));
-      }
-      if (!p.stages.empty()) tail.push_back(line);
+  if (!any_stages) return;
+  tail.push_back("");
+  tail.push_back("STAGE PEAKS (latest / largest)");
+  for (const LiveProcess& p : ps) {
+    std::string line = absl::StrFormat("  %-12s", Who(p));
+    for (const analysis::LiveStage& s : p.stages) {
+      absl::StrAppend(&line, "  ", s.name, " ", Bytes(static_cast<double>(s.last_peak)), " / ",
+                      Bytes(static_cast<double>(s.max_peak)));
     }
+    if (!p.stages.empty()) tail.push_back(line);
   }
-  if (alerts > 0) {
-    tail.push_back("");
-    tail.push_back("RECENT ALERTS");
-    for (const LiveProcess& p : ps) {
-      for (const analysis::LiveAlert& a : p.recent_alerts) {
-        std::string what = a.rule == "growth"
-                               ? absl::StrCat(Bytes(static_cast<double>(a.value)), "/step > ",
-                                              Bytes(static_cast<double>(a.threshold)), "/step")
-                               : absl::StrCat(Bytes(static_cast<double>(a.value)), " > ",
-                                              Bytes(static_cast<double>(a.threshold)));
-        tail.push_back(absl::StrFormat("  %-12s step %-8d %s%s: %s", Who(p), a.step, a.rule,
-                                       a.stage.empty() ? "" : absl::StrCat("(", a.stage, ")"),
-                                       what));
-      }
-    }
-  }
+}
 
-  // Fit the height: the header stays, then the processes, then the details.
-  std::vector<std::string> out = head;
-  size_t room = height == 0 ? SIZE_MAX : (height > head.size() ? height - head.size() : 0);
+void AppendRecentAlerts(const std::vector<LiveProcess>& ps, std::vector<std::string>& tail) {
+  uint64_t alerts = 0;
+  for (const LiveProcess& p : ps) alerts += p.alerts_total;
+  if (alerts == 0) return;
+  tail.push_back("");
+  tail.push_back("RECENT ALERTS");
+  for (const LiveProcess& p : ps) {
+    for (const analysis::LiveAlert& a : p.recent_alerts) {
+      std::string what = a.rule == "growth"
+                             ? absl::StrCat(Bytes(static_cast<double>(a.value)), "/step > ",
+                                            Bytes(static_cast<double>(a.threshold)), "/step")
+                             : absl::StrCat(Bytes(static_cast<double>(a.value)), " > ",
+                                            Bytes(static_cast<double>(a.threshold)));
+      tail.push_back(absl::StrFormat("  %-12s step %-8d %s%s: %s", Who(p), a.step, a.rule,
+                                     a.stage.empty() ? "" : absl::StrCat("(", a.stage, ")"), what));
+    }
+  }
+}
+
+// Fits the height: the header stays, then the processes (the last line says
+// how many did not fit), then the details; each line cut to `width`.
+std::vector<std::string> FitScreen(std::vector<std::string> head, std::vector<std::string> rows,
+                                   const std::vector<std::string>& tail, size_t width,
+                                   size_t height) {
+  std::vector<std::string> out = std::move(head);
+  size_t room = height == 0 ? SIZE_MAX : (height > out.size() ? height - out.size() : 0);
   if (rows.size() > room) {
     const size_t keep = room > 0 ? room - 1 : 0;
     const size_t more = rows.size() - keep;
@@ -173,6 +197,18 @@ std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_
   for (std::string& line : out) Fit(&line, width);
   if (height > 0 && out.size() > height) out.resize(height);
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> RenderFrame(const LiveModel& model, size_t width, size_t height,
+                                     const std::string& clock) {
+  const std::vector<LiveProcess>& ps = model.processes();
+  std::vector<std::string> tail;
+  AppendGrowingSites(ps, tail);
+  AppendStagePeaks(ps, tail);
+  AppendRecentAlerts(ps, tail);
+  return FitScreen(Header(model, clock), ProcessRows(ps), tail, width, height);
 }
 
 }  // namespace memstep::cli

@@ -60,6 +60,48 @@ bool Started(const LiveProcess& p) {
   return p.state != LiveProcess::State::kStarting && p.state != LiveProcess::State::kUnreadable;
 }
 
+// The per-process gauges and counters: name, type, help, value, and whether
+// the value exists only once the process marked a step.
+struct Gauge {
+  const char* name;
+  const char* type;
+  const char* help;
+  double (*get)(const LiveProcess&);
+  bool needs_step;
+};
+constexpr Gauge kGauges[] = {
+    {"memstep_process_running", "gauge", "1 while the process runs, 0 once it exited or is gone.",
+     [](const LiveProcess& p) { return p.state == LiveProcess::State::kRunning ? 1.0 : 0.0; },
+     false},
+    {"memstep_step", "gauge", "Latest training step the process began or ended.",
+     [](const LiveProcess& p) { return static_cast<double>(p.step); }, true},
+    {"memstep_steps_completed_total", "counter", "Steps the process completed (STEP ends).",
+     [](const LiveProcess& p) { return static_cast<double>(p.steps_done); }, false},
+    {"memstep_host_live_bytes", "gauge",
+     "Live host heap bytes, exact, at the latest step or stage boundary.",
+     [](const LiveProcess& p) { return static_cast<double>(p.host_live); }, true},
+    {"memstep_host_step_peak_bytes", "gauge",
+     "Peak live host heap bytes within the latest completed step.",
+     [](const LiveProcess& p) { return static_cast<double>(p.step_peak); }, true},
+    {"memstep_mmap_live_bytes", "gauge", "Live anonymous mmap bytes, exact.",
+     [](const LiveProcess& p) { return static_cast<double>(p.mmap_live); }, true},
+    {"memstep_rss_bytes", "gauge", "Resident set size at the latest boundary.",
+     [](const LiveProcess& p) { return static_cast<double>(p.rss); }, true},
+    {"memstep_device_live_bytes", "gauge",
+     "Live device bytes (device, managed, VMM and pool allocations, all devices), exact.",
+     [](const LiveProcess& p) { return static_cast<double>(p.device_live); }, false},
+    {"memstep_device_peak_bytes", "gauge", "Largest live device bytes seen.",
+     [](const LiveProcess& p) { return static_cast<double>(p.device_peak); }, false},
+    {"memstep_growth_bytes_per_step", "gauge",
+     "Growth of live host bytes per step: Theil-Sen slope over the last 50 step ends.",
+     [](const LiveProcess& p) { return p.growth_per_step; }, true},
+    {"memstep_device_growth_bytes_per_step", "gauge",
+     "Growth of live device bytes per step: Theil-Sen slope over the last 50 step ends.",
+     [](const LiveProcess& p) { return p.device_growth_per_step; }, true},
+    {"memstep_last_record_timestamp_seconds", "gauge",
+     "Wall-clock time of the latest record read from the process's trace.",
+     [](const LiveProcess& p) { return static_cast<double>(p.last_record_real_ns) / 1e9; }, false},
+};
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -85,48 +127,7 @@ std::string FormatPrometheus(const LiveModel& model) {
     if (Started(p)) ps.push_back(&p);
   }
   std::string out;
-  struct Gauge {
-    const char* name;
-    const char* type;
-    const char* help;
-    double (*get)(const LiveProcess&);
-    bool needs_step;
-  };
-  const Gauge gauges[] = {
-      {"memstep_process_running", "gauge", "1 while the process runs, 0 once it exited or is gone.",
-       [](const LiveProcess& p) { return p.state == LiveProcess::State::kRunning ? 1.0 : 0.0; },
-       false},
-      {"memstep_step", "gauge", "Latest training step the process began or ended.",
-       [](const LiveProcess& p) { return static_cast<double>(p.step); }, true},
-      {"memstep_steps_completed_total", "counter", "Steps the process completed (STEP ends).",
-       [](const LiveProcess& p) { return static_cast<double>(p.steps_done); }, false},
-      {"memstep_host_live_bytes", "gauge",
-       "Live host heap bytes, exact, at the latest step or stage boundary.",
-       [](const LiveProcess& p) { return static_cast<double>(p.host_live); }, true},
-      {"memstep_host_step_peak_bytes", "gauge",
-       "Peak live host heap bytes within the latest completed step.",
-       [](const LiveProcess& p) { return static_cast<double>(p.step_peak); }, true},
-      {"memstep_mmap_live_bytes", "gauge", "Live anonymous mmap bytes, exact.",
-       [](const LiveProcess& p) { return static_cast<double>(p.mmap_live); }, true},
-      {"memstep_rss_bytes", "gauge", "Resident set size at the latest boundary.",
-       [](const LiveProcess& p) { return static_cast<double>(p.rss); }, true},
-      {"memstep_device_live_bytes", "gauge",
-       "Live device bytes (device, managed, VMM and pool allocations, all devices), exact.",
-       [](const LiveProcess& p) { return static_cast<double>(p.device_live); }, false},
-      {"memstep_device_peak_bytes", "gauge", "Largest live device bytes seen.",
-       [](const LiveProcess& p) { return static_cast<double>(p.device_peak); }, false},
-      {"memstep_growth_bytes_per_step", "gauge",
-       "Growth of live host bytes per step: Theil-Sen slope over the last 50 step ends.",
-       [](const LiveProcess& p) { return p.growth_per_step; }, true},
-      {"memstep_device_growth_bytes_per_step", "gauge",
-       "Growth of live device bytes per step: Theil-Sen slope over the last 50 step ends.",
-       [](const LiveProcess& p) { return p.device_growth_per_step; }, true},
-      {"memstep_last_record_timestamp_seconds", "gauge",
-       "Wall-clock time of the latest record read from the process's trace.",
-       [](const LiveProcess& p) { return static_cast<double>(p.last_record_real_ns) / 1e9; },
-       false},
-  };
-  for (const Gauge& g : gauges) {
+  for (const Gauge& g : kGauges) {
     Family f(&out, g.name, g.type, g.help);
     for (const LiveProcess* p : ps) {
       if (!g.needs_step || p->has_step) f.Sample(*p, g.get(*p));

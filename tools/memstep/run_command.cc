@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "tools/memstep/cli.h"
 #include "tools/memstep/live_view.h"
+#include "tools/memstep/options.h"
 
 #ifndef MEMSTEP_BIN_TO_PYTHON
 #define MEMSTEP_BIN_TO_PYTHON "../share/memstep/python"
@@ -96,101 +97,242 @@ std::string Env(const char* name) {
   return v != nullptr ? v : "";
 }
 
-// Child environment for the step features: name -> value ("" = leave as is).
-struct StepEnv {
-  std::vector<std::pair<std::string, std::string>> set;
+// What `memstep run` was asked: each setting from its MEMSTEP_* variable,
+// then from the options (an option wins over its variable).
+struct RunSettings {
+  std::string out_dir = Env("MEMSTEP_OUT");
+  std::string interval = Env("MEMSTEP_SAMPLE_INTERVAL");
+  std::string warm = Env("MEMSTEP_SAMPLE_WARM");
+  std::string flush = Env("MEMSTEP_FLUSH_MS");
+  std::string hunt = Env("MEMSTEP_HUNT_BUDGET");
+  std::string metrics_file = Env("MEMSTEP_METRICS_FILE");
+  std::string warmup = Env("MEMSTEP_WARMUP");
+  std::string growth = Env("MEMSTEP_ALERT_GROWTH");
+  std::string peak = Env("MEMSTEP_ALERT_PEAK");
+  std::string device_peak = Env("MEMSTEP_ALERT_DEVICE_PEAK");
+  std::string alert_command = Env("MEMSTEP_ALERT_COMMAND");
+  std::string window = Env("MEMSTEP_WINDOW");
+  std::string step_range = Env("MEMSTEP_STEP_RANGE");
+  // MEMSTEP_ALERT_STAGE_PEAK, replaced by the --alert-stage-peak options.
+  std::vector<std::string> stage_peaks = NonEmpty(Env("MEMSTEP_ALERT_STAGE_PEAK"));
+  bool stage_peaks_from_options = false;
+  bool fixed_interval = Env("MEMSTEP_PROGRESSIVE") == "0";
+  bool abort_on_alert = !Env("MEMSTEP_ALERT_ABORT").empty() && Env("MEMSTEP_ALERT_ABORT") != "0";
+  bool python_hooks = Env("MEMSTEP_PYTHON_HOOKS") != "0";
+
+  static std::vector<std::string> NonEmpty(const std::string& v) {
+    return v.empty() ? std::vector<std::string>{} : std::vector<std::string>{v};
+  }
 };
 
-// Validates the step options (already merged with their variables) and
-// fills `env`. Returns an error message, or "" when all are valid.
-std::string PrepareStepEnv(const std::string& warmup, const std::string& growth,
-                           const std::string& peak, const std::string& device_peak,
-                           const std::vector<std::string>& stage_peaks, const std::string& command,
-                           bool abort_on_alert, const std::string& window,
-                           const std::string& step_range, bool python_hooks, StepEnv* env) {
-  if (!warmup.empty()) {
-    absl::StatusOr<uint64_t> v = ParseUint(warmup);
-    if (!v.ok()) return absl::StrCat("--warmup / MEMSTEP_WARMUP: ", v.status().message());
-    env->set.emplace_back("MEMSTEP_WARMUP", absl::StrCat(*v));
+// The options of `memstep run` that take a value, and the setting each sets.
+constexpr struct {
+  const char* name;
+  std::string RunSettings::*setting;
+} kValuedRunOptions[] = {
+    {"--out", &RunSettings::out_dir},
+    {"--warmup", &RunSettings::warmup},
+    {"--alert-growth", &RunSettings::growth},
+    {"--alert-peak", &RunSettings::peak},
+    {"--alert-device-peak", &RunSettings::device_peak},
+    {"--alert-stage-peak", nullptr},  // repeatable: ApplyRunOption
+    {"--alert-command", &RunSettings::alert_command},
+    {"--window", &RunSettings::window},
+    {"--step-range", &RunSettings::step_range},
+    {"--sample-interval", &RunSettings::interval},
+    {"--sample-warm", &RunSettings::warm},
+    {"--flush-ms", &RunSettings::flush},
+    {"--hunt-budget", &RunSettings::hunt},
+    {"--metrics-file", &RunSettings::metrics_file},
+};
+
+FlagSet RunFlags() {
+  FlagSet flags;
+  flags.switches = {"--alert-abort", "--no-python-hooks", "--fixed-interval"};
+  for (const auto& option : kValuedRunOptions) flags.valued.push_back(option.name);
+  flags.stop_at_operand = true;
+  return flags;
+}
+
+void ApplyRunOption(const Arg& arg, RunSettings* s) {
+  if (arg.name == "--alert-abort") s->abort_on_alert = true;
+  if (arg.name == "--no-python-hooks") s->python_hooks = false;
+  if (arg.name == "--fixed-interval") s->fixed_interval = true;
+  for (const auto& option : kValuedRunOptions) {
+    if (arg.name == option.name && option.setting != nullptr) s->*option.setting = arg.value;
   }
-  struct SizeOption {
-    const char* option;
-    const char* var;
-    const std::string* text;
-  };
-  const SizeOption sizes[] = {{"--alert-growth", "MEMSTEP_ALERT_GROWTH", &growth},
-                              {"--alert-peak", "MEMSTEP_ALERT_PEAK", &peak},
-                              {"--alert-device-peak", "MEMSTEP_ALERT_DEVICE_PEAK", &device_peak}};
-  for (const auto& [option, var, text] : sizes) {
-    if (text->empty()) continue;
-    absl::StatusOr<uint64_t> v = ParseBytes(*text);
-    if (!v.ok() || *v == 0) {
-      return absl::StrCat(option, " / ", var, ": ",
-                          v.ok() ? "must be positive" : v.status().message());
-    }
-    env->set.emplace_back(var, absl::StrCat(*v));
+  if (arg.name == "--alert-stage-peak") {
+    if (!s->stage_peaks_from_options) s->stage_peaks.clear();  // options replace the variable
+    s->stage_peaks_from_options = true;
+    s->stage_peaks.push_back(arg.value);
   }
+}
+
+// The child's environment: name -> value, set over the inherited one.
+using ChildEnv = std::vector<std::pair<std::string, std::string>>;
+
+// A size or count setting that must be at least 1, as its decimal value.
+absl::Status AddPositive(const char* var, const std::string& text, const char* label,
+                         absl::StatusOr<uint64_t> (*parse)(const std::string&),
+                         const char* too_small, ChildEnv* env) {
+  if (text.empty()) return absl::OkStatus();
+  absl::StatusOr<uint64_t> v = parse(text);
+  if (!v.ok() || *v == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": ", v.ok() ? too_small : v.status().message()));
+  }
+  env->emplace_back(var, absl::StrCat(*v));
+  return absl::OkStatus();
+}
+
+// The sampling settings: T_steady, T_warm, the writer's flush period.
+absl::Status AddSamplingEnv(const RunSettings& s, ChildEnv* env) {
+  constexpr char kAtLeast1[] = "must be at least 1";
+  if (absl::Status st =
+          AddPositive("MEMSTEP_SAMPLE_INTERVAL", s.interval,
+                      "--sample-interval / MEMSTEP_SAMPLE_INTERVAL", ParseBytes, kAtLeast1, env);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st =
+          AddPositive("MEMSTEP_SAMPLE_WARM", s.warm, "--sample-warm / MEMSTEP_SAMPLE_WARM",
+                      ParseBytes, kAtLeast1, env);
+      !st.ok()) {
+    return st;
+  }
+  env->emplace_back("MEMSTEP_PROGRESSIVE", s.fixed_interval ? "0" : "1");
+  return AddPositive("MEMSTEP_FLUSH_MS", s.flush, "--flush-ms / MEMSTEP_FLUSH_MS", ParseUint,
+                     kAtLeast1, env);
+}
+
+// --alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK: "forward=2GiB,backward=3GiB"
+// in each of `lists`, as STAGE=BYTES rules with BYTES in decimal.
+absl::Status AddStagePeakEnv(const std::vector<std::string>& lists, ChildEnv* env) {
+  constexpr char kLabel[] = "--alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK";
   std::vector<std::string> rules;
-  for (const std::string& list : stage_peaks) {
+  for (const std::string& list : lists) {
     for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
       size_t eq = item.find('=');
       if (eq == absl::string_view::npos || eq == 0 || eq >= 64) {
-        return absl::StrCat("--alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK: '", item,
-                            "' is not STAGE=BYTES");
+        return absl::InvalidArgumentError(
+            absl::StrCat(kLabel, ": '", item, "' is not STAGE=BYTES"));
       }
       absl::StatusOr<uint64_t> v = ParseBytes(std::string(item.substr(eq + 1)));
       if (!v.ok() || *v == 0) {
-        return absl::StrCat("--alert-stage-peak / MEMSTEP_ALERT_STAGE_PEAK: ",
-                            v.ok() ? "must be positive" : v.status().message());
+        return absl::InvalidArgumentError(
+            absl::StrCat(kLabel, ": ", v.ok() ? "must be positive" : v.status().message()));
       }
       rules.push_back(absl::StrCat(item.substr(0, eq), "=", *v));
     }
   }
-  if (rules.size() > 16) return "--alert-stage-peak: at most 16 stages";
-  if (!rules.empty()) env->set.emplace_back("MEMSTEP_ALERT_STAGE_PEAK", absl::StrJoin(rules, ","));
-  if (!command.empty()) env->set.emplace_back("MEMSTEP_ALERT_COMMAND", command);
-  if (abort_on_alert) env->set.emplace_back("MEMSTEP_ALERT_ABORT", "1");
-  if (!window.empty()) {
-    double seconds;
-    if (!absl::SimpleAtod(window, &seconds) || !(seconds >= 0) || seconds > 1e9 ||
-        window.find_first_not_of("0123456789.") != std::string::npos) {
-      return absl::StrCat("--window / MEMSTEP_WINDOW: '", window,
-                          "' is not a number of seconds (examples: 10, 0.5; 0 = off)");
+  if (rules.size() > 16) return absl::InvalidArgumentError("--alert-stage-peak: at most 16 stages");
+  if (!rules.empty()) env->emplace_back("MEMSTEP_ALERT_STAGE_PEAK", absl::StrJoin(rules, ","));
+  return absl::OkStatus();
+}
+
+// The alert settings: warm-up, growth and peak thresholds, command, abort.
+absl::Status AddAlertEnv(const RunSettings& s, ChildEnv* env) {
+  if (!s.warmup.empty()) {
+    absl::StatusOr<uint64_t> v = ParseUint(s.warmup);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--warmup / MEMSTEP_WARMUP: ", v.status().message()));
     }
-    env->set.emplace_back("MEMSTEP_WINDOW", window);
+    env->emplace_back("MEMSTEP_WARMUP", absl::StrCat(*v));
   }
-  if (!step_range.empty()) {
+  struct SizeOption {
+    const char* var;
+    const char* label;
+    const std::string* text;
+  };
+  const SizeOption sizes[] = {
+      {"MEMSTEP_ALERT_GROWTH", "--alert-growth / MEMSTEP_ALERT_GROWTH", &s.growth},
+      {"MEMSTEP_ALERT_PEAK", "--alert-peak / MEMSTEP_ALERT_PEAK", &s.peak},
+      {"MEMSTEP_ALERT_DEVICE_PEAK", "--alert-device-peak / MEMSTEP_ALERT_DEVICE_PEAK",
+       &s.device_peak}};
+  for (const auto& [var, label, text] : sizes) {
+    if (absl::Status st = AddPositive(var, *text, label, ParseBytes, "must be positive", env);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (absl::Status st = AddStagePeakEnv(s.stage_peaks, env); !st.ok()) return st;
+  if (!s.alert_command.empty()) env->emplace_back("MEMSTEP_ALERT_COMMAND", s.alert_command);
+  if (s.abort_on_alert) env->emplace_back("MEMSTEP_ALERT_ABORT", "1");
+  return absl::OkStatus();
+}
+
+// How steps are found without markers: time windows, NVTX range names.
+absl::Status AddStepMarkingEnv(const RunSettings& s, ChildEnv* env) {
+  if (!s.window.empty()) {
+    double seconds;
+    if (!absl::SimpleAtod(s.window, &seconds) || !(seconds >= 0) || seconds > 1e9 ||
+        s.window.find_first_not_of("0123456789.") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--window / MEMSTEP_WINDOW: '", s.window,
+                       "' is not a number of seconds (examples: 10, 0.5; 0 = off)"));
+    }
+    env->emplace_back("MEMSTEP_WINDOW", s.window);
+  }
+  if (!s.step_range.empty()) {
     regex_t re;
-    int rc = regcomp(&re, step_range.c_str(), REG_EXTENDED | REG_ICASE | REG_NOSUB);
+    int rc = regcomp(&re, s.step_range.c_str(), REG_EXTENDED | REG_ICASE | REG_NOSUB);
     if (rc != 0) {
       char msg[256];
       regerror(rc, &re, msg, sizeof(msg));
-      return absl::StrCat("--step-range / MEMSTEP_STEP_RANGE: '", step_range, "': ", msg);
+      return absl::InvalidArgumentError(
+          absl::StrCat("--step-range / MEMSTEP_STEP_RANGE: '", s.step_range, "': ", msg));
     }
     regfree(&re);
-    env->set.emplace_back("MEMSTEP_STEP_RANGE", step_range);
+    env->emplace_back("MEMSTEP_STEP_RANGE", s.step_range);
   }
-  // The start-up hook goes on PYTHONPATH either way: with --no-python-hooks
-  // (MEMSTEP_PYTHON_HOOKS=0) it installs no PyTorch hooks but still hooks
-  // Python's own allocator (unless MEMSTEP_PYMEM=0).
+  return absl::OkStatus();
+}
+
+// The Python helper's directory: $MEMSTEP_PYTHON_DIR, else the build tree's
+// copy (build/python), else the installed one; "" when none exists.
+std::string PythonDir() {
   std::string dir = Env("MEMSTEP_PYTHON_DIR");
   if (dir.empty()) {
     const std::string exe_dir = ExeDir();
-    // The build tree's copy (build/python), then the installed one.
     for (const std::string& rel : {std::string("/../python"), absl::StrCat("/", kBinToPython)}) {
-      if (IsDir(exe_dir + rel)) {
-        dir = Absolute(exe_dir + rel);
-        break;
-      }
+      if (IsDir(exe_dir + rel)) return Absolute(exe_dir + rel);
     }
   }
-  if (!python_hooks) env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "0");
-  if (dir.empty() || !IsDir(dir)) return "";  // no hooks installed: skip silently
+  return dir.empty() || !IsDir(dir) ? "" : dir;
+}
+
+// The start-up hook goes on PYTHONPATH either way: with --no-python-hooks
+// (MEMSTEP_PYTHON_HOOKS=0) it installs no PyTorch hooks but still hooks
+// Python's own allocator (unless MEMSTEP_PYMEM=0).
+void AddPythonEnv(bool python_hooks, ChildEnv* env) {
+  if (!python_hooks) env->emplace_back("MEMSTEP_PYTHON_HOOKS", "0");
+  const std::string dir = PythonDir();
+  if (dir.empty()) return;  // no hooks installed: skip silently
   std::string path = absl::StrCat(dir, "/startup:", dir);
   if (std::string old = Env("PYTHONPATH"); !old.empty()) absl::StrAppend(&path, ":", old);
-  env->set.emplace_back("PYTHONPATH", path);
-  if (python_hooks) env->set.emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
-  return "";
+  env->emplace_back("PYTHONPATH", path);
+  if (python_hooks) env->emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
+}
+
+// Validates every setting and returns the child's MEMSTEP_* environment, or
+// the usage error naming the option and its variable.
+absl::StatusOr<ChildEnv> PrepareChildEnv(const RunSettings& s) {
+  ChildEnv env;
+  for (absl::Status st :
+       {AddSamplingEnv(s, &env), AddAlertEnv(s, &env), AddStepMarkingEnv(s, &env)}) {
+    if (!st.ok()) return st;
+  }
+  AddPythonEnv(s.python_hooks, &env);
+  if (!s.hunt.empty()) {
+    absl::StatusOr<double> pct = ParsePercent(s.hunt);
+    if (!pct.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--hunt-budget / MEMSTEP_HUNT_BUDGET: ", pct.status().message(), " (0 = no leak hunt)"));
+    }
+    env.emplace_back("MEMSTEP_HUNT_BUDGET", absl::StrCat(*pct));
+  }
+  return env;
 }
 
 std::string DefaultRunDir() {
@@ -250,172 +392,45 @@ std::string Absolute(const std::string& path) {
   return path;
 }
 
-}  // namespace
-
-int RunMain(const std::vector<std::string>& args) {
-  std::string out_dir;
-  std::string interval_text;
-  std::string warm_text = Env("MEMSTEP_SAMPLE_WARM");
-  const std::string progressive_env = Env("MEMSTEP_PROGRESSIVE");
-  bool fixed_interval = !progressive_env.empty() && progressive_env == "0";
-  std::string flush_text;
-  std::string hunt_text = Env("MEMSTEP_HUNT_BUDGET");
-  if (const char* e = getenv("MEMSTEP_OUT")) out_dir = e;
-  if (const char* e = getenv("MEMSTEP_SAMPLE_INTERVAL")) interval_text = e;
-  if (const char* e = getenv("MEMSTEP_FLUSH_MS")) flush_text = e;
-  std::string metrics_file = Env("MEMSTEP_METRICS_FILE");
-  std::string warmup = Env("MEMSTEP_WARMUP"), growth = Env("MEMSTEP_ALERT_GROWTH"),
-              peak = Env("MEMSTEP_ALERT_PEAK"), device_peak = Env("MEMSTEP_ALERT_DEVICE_PEAK"),
-              alert_command = Env("MEMSTEP_ALERT_COMMAND"), window = Env("MEMSTEP_WINDOW"),
-              step_range = Env("MEMSTEP_STEP_RANGE");
-  std::vector<std::string> stage_peaks;
-  bool stage_peaks_from_options = false;
-  if (std::string e = Env("MEMSTEP_ALERT_STAGE_PEAK"); !e.empty()) stage_peaks.push_back(e);
-  const std::string abort_env = Env("MEMSTEP_ALERT_ABORT");
-  bool abort_on_alert = !abort_env.empty() && abort_env != "0";
-  const std::string hooks_env = Env("MEMSTEP_PYTHON_HOOKS");
-  bool python_hooks = hooks_env.empty() || hooks_env != "0";
-  std::string stage_peak_value;
-
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      std::cout << RunUsage() << StepUsage();
-      return kExitOk;
-    }
-    std::string* target = nullptr;
-    std::string name = a;
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = a.find('='); absl::StartsWith(a, "--") && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      has_value = true;
-    }
-    if (a == "--alert-abort") {
-      abort_on_alert = true;
-      continue;
-    }
-    if (a == "--no-python-hooks") {
-      python_hooks = false;
-      continue;
-    }
-    if (a == "--fixed-interval") {
-      fixed_interval = true;
-      continue;
-    }
-    if (name == "--out") {
-      target = &out_dir;
-    } else if (name == "--warmup") {
-      target = &warmup;
-    } else if (name == "--alert-growth") {
-      target = &growth;
-    } else if (name == "--alert-peak") {
-      target = &peak;
-    } else if (name == "--alert-device-peak") {
-      target = &device_peak;
-    } else if (name == "--alert-stage-peak") {
-      target = &stage_peak_value;
-    } else if (name == "--alert-command") {
-      target = &alert_command;
-    } else if (name == "--window") {
-      target = &window;
-    } else if (name == "--step-range") {
-      target = &step_range;
-    } else if (name == "--sample-interval") {
-      target = &interval_text;
-    } else if (name == "--sample-warm") {
-      target = &warm_text;
-    } else if (name == "--flush-ms") {
-      target = &flush_text;
-    } else if (name == "--hunt-budget") {
-      target = &hunt_text;
-    } else if (name == "--metrics-file") {
-      target = &metrics_file;
-    } else if (absl::StartsWith(a, "-")) {
-      return UsageError(absl::StrCat("unknown option '", a, "'"));
-    } else {
-      break;  // the command starts here
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) return UsageError(absl::StrCat(a, " needs a value"));
-      value = args[++i];
-    }
-    *target = value;
-    if (target == &stage_peak_value) {
-      if (!stage_peaks_from_options) stage_peaks.clear();  // options replace the variable
-      stage_peaks_from_options = true;
-      stage_peaks.push_back(value);
-    }
-  }
-  if (i >= args.size()) return UsageError("no command given (memstep run -- COMMAND ARGS...)");
-  std::vector<std::string> command(args.begin() + static_cast<long>(i), args.end());
-
-  std::string interval;
-  if (!interval_text.empty()) {
-    absl::StatusOr<uint64_t> v = ParseBytes(interval_text);
-    if (!v.ok() || *v == 0) {
-      return UsageError(absl::StrCat("--sample-interval / MEMSTEP_SAMPLE_INTERVAL: ",
-                                     v.ok() ? "must be at least 1" : v.status().message()));
-    }
-    interval = absl::StrCat(*v);
-  }
-  std::string warm;
-  if (!warm_text.empty()) {
-    absl::StatusOr<uint64_t> v = ParseBytes(warm_text);
-    if (!v.ok() || *v == 0) {
-      return UsageError(absl::StrCat("--sample-warm / MEMSTEP_SAMPLE_WARM: ",
-                                     v.ok() ? "must be at least 1" : v.status().message()));
-    }
-    warm = absl::StrCat(*v);
-  }
-  std::string flush;
-  if (!flush_text.empty()) {
-    absl::StatusOr<uint64_t> v = ParseUint(flush_text);
-    if (!v.ok() || *v == 0) {
-      return UsageError(absl::StrCat("--flush-ms / MEMSTEP_FLUSH_MS: ",
-                                     v.ok() ? "must be at least 1" : v.status().message()));
-    }
-    flush = absl::StrCat(*v);
-  }
-
-  StepEnv step_env;
-  if (std::string err =
-          PrepareStepEnv(warmup, growth, peak, device_peak, stage_peaks, alert_command,
-                         abort_on_alert, window, step_range, python_hooks, &step_env);
-      !err.empty()) {
-    return UsageError(err);
-  }
-
-  absl::StatusOr<std::string> lib = FindPreloadLibrary(ExeDir());
-  if (!lib.ok()) return Error(std::string(lib.status().message()));
-
-  // A command that cannot be found fails before the run directory exists, so
-  // a typo leaves no empty run behind.
-  if (!CommandExists(command[0])) {
-    std::cerr << "memstep: error: " << command[0] << ": command not found\n";
-    return kExitNotFound;
-  }
-
+// The run directory (created like mkdir -p, and writable) as an absolute
+// path; `out_dir` "" = memstep-YYYYmmdd-HHMMSS-PID here.
+absl::StatusOr<std::string> PrepareRunDir(std::string out_dir) {
   if (out_dir.empty()) out_dir = DefaultRunDir();
   if (int err = MakeDirs(out_dir); err != 0) {
-    return Error(absl::StrCat("cannot create run directory ", out_dir, ": ", strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("cannot create run directory ", out_dir, ": ", strerror(err)));
   }
   if (access(out_dir.c_str(), W_OK | X_OK) != 0) {
-    return Error(absl::StrCat("cannot write to run directory ", out_dir, ": ", strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot write to run directory ", out_dir, ": ", strerror(errno)));
   }
-  const std::string run_dir = Absolute(out_dir);
+  return Absolute(out_dir);
+}
 
-  std::string preload = *lib;
+// Replaces this (forked) process by the command `argv` with `env` set over
+// the inherited environment; on failure exits 127 (not found) or 126.
+[[noreturn]] void ExecTraced(const std::vector<char*>& argv, const ChildEnv& env) {
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  execvp(argv[0], argv.data());
+  const int err = errno;
+  fprintf(stderr, "memstep: error: %s: %s\n", argv[0],
+          err == ENOENT ? "command not found" : strerror(err));
+  _exit(err == ENOENT ? kExitNotFound : 126);
+}
+
+// Forks the traced command; the signals memstep receives (kill, not the
+// terminal's) are forwarded to it. Returns its pid, or -1 with errno.
+pid_t SpawnTraced(std::vector<std::string> command, const std::string& lib,
+                  const std::string& run_dir, ChildEnv env) {
+  std::string preload = lib;
   if (const char* old = getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
     absl::StrAppend(&preload, ":", old);
   }
-
+  env.emplace(env.begin(), "LD_PRELOAD", preload);
+  env.emplace(env.begin() + 1, "MEMSTEP_DIR", run_dir);
+  std::vector<char*> argv;
+  for (std::string& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
   // Forwarding handlers are installed before fork with the signals blocked,
   // so that none is lost between fork and g_child being set; the child
   // restores the defaults before exec.
@@ -434,49 +449,60 @@ int RunMain(const std::vector<std::string>& args) {
 
   std::cout.flush();
   std::cerr.flush();
-  std::string hunt;
-  if (!hunt_text.empty()) {
-    absl::StatusOr<double> pct = ParsePercent(hunt_text);
-    if (!pct.ok()) {
-      return UsageError(absl::StrCat(
-          "--hunt-budget / MEMSTEP_HUNT_BUDGET: ", pct.status().message(), " (0 = no leak hunt)"));
-    }
-    hunt = absl::StrCat(*pct);
-  }
-
   pid_t child = fork();
-  if (child < 0) return Error(absl::StrCat("fork: ", strerror(errno)));
   if (child == 0) {
     for (int k = 0; k < 4; ++k) sigaction(kForwarded[k], &old_actions[k], nullptr);
     sigprocmask(SIG_SETMASK, &saved, nullptr);
-    setenv("LD_PRELOAD", preload.c_str(), 1);
-    setenv("MEMSTEP_DIR", run_dir.c_str(), 1);
-    if (!interval.empty()) setenv("MEMSTEP_SAMPLE_INTERVAL", interval.c_str(), 1);
-    if (!warm.empty()) setenv("MEMSTEP_SAMPLE_WARM", warm.c_str(), 1);
-    setenv("MEMSTEP_PROGRESSIVE", fixed_interval ? "0" : "1", 1);
-    if (!flush.empty()) setenv("MEMSTEP_FLUSH_MS", flush.c_str(), 1);
-    if (!hunt.empty()) setenv("MEMSTEP_HUNT_BUDGET", hunt.c_str(), 1);
-    for (const auto& [name, value] : step_env.set) setenv(name.c_str(), value.c_str(), 1);
     // The library is also the NVTX injection library; never replace the user's.
-    setenv("NVTX_INJECTION64_PATH", lib->c_str(), 0);
-    std::vector<char*> argv;
-    for (std::string& a : command) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    const int err = errno;
-    fprintf(stderr, "memstep: error: %s: %s\n", argv[0],
-            err == ENOENT ? "command not found" : strerror(err));
-    _exit(err == ENOENT ? kExitNotFound : 126);
+    setenv("NVTX_INJECTION64_PATH", lib.c_str(), 0);
+    ExecTraced(argv, env);
   }
-  g_child = child;
+  const int err = errno;
+  if (child > 0) g_child = child;
   sigprocmask(SIG_SETMASK, &saved, nullptr);
+  errno = err;
+  return child;
+}
 
+}  // namespace
+
+int RunMain(const std::vector<std::string>& args) {
+  RunSettings settings;
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, RunFlags(), [&settings](const Arg& arg) {
+    ApplyRunOption(arg, &settings);
+    return absl::OkStatus();
+  });
+  if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+  if (parsed->help) {
+    std::cout << RunUsage() << StepUsage();
+    return kExitOk;
+  }
+  if (parsed->rest >= args.size()) {
+    return UsageError("no command given (memstep run -- COMMAND ARGS...)");
+  }
+  const std::vector<std::string> command(args.begin() + static_cast<long>(parsed->rest),
+                                         args.end());
+  absl::StatusOr<ChildEnv> env = PrepareChildEnv(settings);
+  if (!env.ok()) return UsageError(std::string(env.status().message()));
+  absl::StatusOr<std::string> lib = FindPreloadLibrary(ExeDir());
+  if (!lib.ok()) return Error(std::string(lib.status().message()));
+  // A command that cannot be found fails before the run directory exists, so
+  // a typo leaves no empty run behind.
+  if (!CommandExists(command[0])) {
+    std::cerr << "memstep: error: " << command[0] << ": command not found\n";
+    return kExitNotFound;
+  }
+  absl::StatusOr<std::string> run_dir = PrepareRunDir(settings.out_dir);
+  if (!run_dir.ok()) return Error(std::string(run_dir.status().message()));
+
+  const pid_t child = SpawnTraced(command, *lib, *run_dir, *env);
+  if (child < 0) return Error(absl::StrCat("fork: ", strerror(errno)));
   int status = 0;
-  if (int err = WaitForChild(child, run_dir, metrics_file, &status); err != 0) {
+  if (int err = WaitForChild(child, *run_dir, settings.metrics_file, &status); err != 0) {
     return Error(absl::StrCat("waitpid: ", strerror(err)));
   }
-  std::cerr << "memstep: run directory: " << run_dir << "\n"
-            << "memstep: see the report with: memstep report " << run_dir << "\n";
+  std::cerr << "memstep: run directory: " << *run_dir << "\n"
+            << "memstep: see the report with: memstep report " << *run_dir << "\n";
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kExitError;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "tools/memstep/cli.h"
 #include "tools/memstep/live_view.h"
+#include "tools/memstep/options.h"
 
 namespace memstep::cli {
 namespace {
@@ -227,46 +228,36 @@ int TopMain(const std::vector<std::string>& args) {
     std::cerr << "memstep: error: " << m << "\n" << TopUsage();
     return kExitError;
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= args.size()) return false;
-      value = args[++i];
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      std::cout << TopUsage();
-      return kExitOk;
-    } else if (a == "--once") {
-      once = true;
-    } else if (a == "--no-symbolize") {
-      options.symbolize = false;
-    } else if (a == "--interval") {
-      if (!take()) return usage_error("--interval needs a value");
-      if (!absl::SimpleAtod(value, &interval) || !(interval >= 0.1) || interval > 3600) {
-        return usage_error(
-            absl::StrCat("--interval: '", value, "' is not a number of seconds from 0.1 to 3600"));
+  FlagSet flags;
+  flags.switches = {"--once", "--no-symbolize"};
+  flags.valued = {"--interval", "--sites"};
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args, flags, [&](const Arg& arg) -> absl::Status {
+    if (arg.operand()) {
+      if (!dir.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unexpected argument '", arg.value, "' (one RUN_DIR)"));
       }
-    } else if (a == "--sites") {
-      if (!take()) return usage_error("--sites needs a value");
-      absl::StatusOr<uint64_t> n = ParseUint(value);
-      if (!n.ok() || *n > 100) return usage_error("--sites: a number from 0 to 100");
+      dir = arg.value;
+    } else if (arg.name == "--once") {
+      once = true;
+    } else if (arg.name == "--no-symbolize") {
+      options.symbolize = false;
+    } else if (arg.name == "--interval") {
+      if (!absl::SimpleAtod(arg.value, &interval) || !(interval >= 0.1) || interval > 3600) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--interval: '", arg.value, "' is not a number of seconds from 0.1 to 3600"));
+      }
+    } else {  // --sites
+      absl::StatusOr<uint64_t> n = ParseUint(arg.value);
+      if (!n.ok() || *n > 100) return absl::InvalidArgumentError("--sites: a number from 0 to 100");
       options.top_sites = static_cast<size_t>(*n);
-    } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
-      return usage_error(absl::StrCat("unknown option '", a, "'"));
-    } else if (dir.empty()) {
-      dir = a;
-    } else {
-      return usage_error(absl::StrCat("unexpected argument '", a, "' (one RUN_DIR)"));
     }
+    return absl::OkStatus();
+  });
+  if (!parsed.ok()) return usage_error(std::string(parsed.status().message()));
+  if (parsed->help) {
+    std::cout << TopUsage();
+    return kExitOk;
   }
   if (dir.empty()) return usage_error("no run directory given");
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -64,9 +66,8 @@ absl::StatusOr<double> ParsePercent(const std::string& text) {
 }
 
 bool IsAnalysisOption(const std::string& name) {
-  return name == "--steps" || name == "--stage" || name == "--pid" || name == "--rank" ||
-         name == "--warmup" || name == "--memory-limit" || name == "--leak-min-rate" ||
-         name == "--leak-min-growth";
+  return std::find(std::begin(kAnalysisOptions), std::end(kAnalysisOptions), name) !=
+         std::end(kAnalysisOptions);
 }
 
 absl::Status ApplyAnalysisOption(const std::string& name, const std::string& value,
