@@ -140,7 +140,6 @@ int Seeds() {
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 20;
 }
 
-//
 // Cost: each run is the example's own work, about 1.4 s of CPU with or
 // without memstep (page faults of its large buffers, mostly), so the
 // programs run side by side, one per core (at most 4): the seeds are
