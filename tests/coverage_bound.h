@@ -43,6 +43,21 @@ inline int MaxSuccesses(int n, double p, double false_failure) {
   return n - MinCovered(n, 1 - p, false_failure);
 }
 
+// The stated false-LEAK rate of the growth classifier (docs/testing.md
+// "False LEAK sites"): a call site whose series does not grow is classified
+// LEAK with probability at most kFalseLeakRate, per site the classifier
+// tested (enough steps after warm-up, a long-lived series that reached the
+// growth bound, and the 10 window samples a LEAK needs; the other sites are
+// NO_TREND or INSUFFICIENT whatever their samples and cannot be LEAK). Sites are counted as
+// independent draws: the sampler's exponential gaps are memoryless, so the samples of different
+// sites are independent. k tested sites show more than MaxFalseLeaks(k) false LEAK sites with
+// probability <= false_failure.
+inline constexpr double kFalseLeakRate = 1e-3;
+
+inline int MaxFalseLeaks(int tested, double false_failure = 1e-4) {
+  return MaxSuccesses(tested, kFalseLeakRate, false_failure);
+}
+
 inline double BernsteinHalfWidth(double variance, double max_dev, double rate) {
   const double l = std::log(2 / rate);
   const double b = 2 * l * max_dev / 3;

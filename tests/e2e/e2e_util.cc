@@ -291,4 +291,11 @@ std::string DescribeSites(const analysis::Report& report, int max_sites) {
   return out;
 }
 
+bool ClassifierTested(const analysis::Site& site) {
+  const analysis::Growth& g = site.growth;
+  return g.cls != analysis::GrowthClass::kInsufficient &&
+         g.reason != "never above the window growth threshold" &&
+         (g.window_samples < 0 || g.window_samples >= analysis::GrowthOptions{}.min_samples);
+}
+
 }  // namespace memstep::e2e

@@ -108,6 +108,12 @@ SiteTotals FindSites(const analysis::Report& report, std::string_view function,
 // A short description of the report's top sites, for failure messages.
 std::string DescribeSites(const analysis::Report& report, int max_sites = 12);
 
+// Whether the growth classifier could have called `site` LEAK: enough steps
+// after warm-up, long-lived bytes that reached the growth bound, and the
+// window samples a LEAK needs (docs/analysis.md "Classes"). Only such a site
+// can be a false LEAK (tests/coverage_bound.h, MaxFalseLeaks).
+bool ClassifierTested(const analysis::Site& site);
+
 }  // namespace memstep::e2e
 
 #endif  // MEMSTEP_TESTS_E2E_E2E_UTIL_H_

@@ -15,9 +15,13 @@
 // then 64: LEAK at 64 KiB/step (it slowed but never stops). At exit only the
 // leak is live: 200 x 64 KiB.
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,16 +38,24 @@ constexpr double kUsableOverhead = 32;   // per step, in the exact heap's count
 constexpr double kLeakAtExit = 200 * kLeakRate;
 constexpr double kZ95 = 1.959964, kZ999 = 3.290527;  // two-sided 95 % and 99.9 %
 
-analysis::Report RunExample(uint64_t seed) {
-  TempDir dir;
+// One run of the example at the defaults, seeded; its trace in `dir`.
+ChildResult RunExampleChild(const TempDir& dir, uint64_t seed) {
   std::vector<std::string> env = TracedEnv(dir.path(), 0);  // the default interval
   env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
-  ChildResult r = RunChild({ExampleProgram()}, env, 60);
+  return RunChild({ExampleProgram()}, env, 120);
+}
+
+analysis::Report Analyze(const TempDir& dir, uint64_t seed, const ChildResult& r) {
   EXPECT_FALSE(r.timed_out) << "seed " << seed;
   EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.output;
   absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(dir.path());
   EXPECT_TRUE(report.ok()) << "seed " << seed << ": " << report.status();
   return report.ok() ? *std::move(report) : analysis::Report{};
+}
+
+analysis::Report RunExample(uint64_t seed) {
+  TempDir dir;
+  return Analyze(dir, seed, RunExampleChild(dir, seed));
 }
 
 // Host sites whose innermost frame is in `function`.
@@ -102,10 +114,16 @@ TEST(ExampleTest, EachPlantedClassAtItsSite) {
       EXPECT_EQ(s->growth.cls, analysis::GrowthClass::kNoTrend) << f << ": " << s->growth.reason;
     }
   }
-  // Nothing else leaks.
-  int leaks = 0;
-  for (const analysis::Site& s : run.sites) leaks += s.growth.cls == analysis::GrowthClass::kLeak;
-  EXPECT_EQ(leaks, 1) << DescribeSites(run);
+  // Nothing else leaks: at the stated false-LEAK rate (1e-3 per site the
+  // classifier tests, tests/coverage_bound.h), more than MaxFalseLeaks of the
+  // other tested sites are LEAK with probability <= 1e-4.
+  int other_leaks = 0, other_tested = 0;
+  for (const analysis::Site& s : run.sites) {
+    if (&s == leak[0]) continue;
+    other_leaks += s.growth.cls == analysis::GrowthClass::kLeak;
+    other_tested += ClassifierTested(s);
+  }
+  EXPECT_LE(other_leaks, testing::MaxFalseLeaks(other_tested)) << DescribeSites(run);
   // No LEAK (and no RSS verdict) is printed with a 95 % interval that
   // reaches 0 (issue 9 item 4; the report prints these very fields).
   for (const analysis::Site& s : run.sites) {
@@ -135,11 +153,36 @@ int Seeds() {
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 20;
 }
 
+// Cost: each run is the example's own work, about 1.4 s of CPU with or
+// without memstep (page faults of its large buffers, mostly), so the
+// programs run side by side, one per core (at most 4): the seeds are
+// independent processes either way, and the hunt's budget is a share of
+// each process's own step time. The traces are analysed one by one in this
+// process. On a machine loaded 8x (2 cores shared by a dozen jobs) the test
+// took 130-278 s; its ctest timeout is 600 s (tests/e2e/CMakeLists.txt).
 TEST(ExampleTest, LeakIntervalsCoverTheTruthOverSeeds) {
   const int kSeeds = Seeds();
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<ChildResult> results(static_cast<size_t>(kSeeds));
+  for (int i = 0; i < kSeeds; ++i) dirs.push_back(std::make_unique<TempDir>());
+  {
+    const int parallel = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+    std::atomic<int> next{0};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < parallel; ++w) {
+      workers.emplace_back([&] {
+        for (int i = next++; i < kSeeds; i = next++) {
+          results[static_cast<size_t>(i)] =
+              RunExampleChild(*dirs[static_cast<size_t>(i)], 101 + static_cast<uint64_t>(i));
+        }
+      });
+    }
+    for (std::thread& t : workers) t.join();
+  }
   int rate_covered = 0, end_covered = 0, leak = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
-    analysis::Report run = RunExample(100 + seed);
+    const size_t i = seed - 1;
+    analysis::Report run = Analyze(*dirs[i], 100 + seed, results[i]);
     auto sites = SitesIn(run, "RecordMetricsHistory");
     ASSERT_EQ(sites.size(), 1u) << "seed " << 100 + seed << "\n" << DescribeSites(run);
     const analysis::Site& s = *sites[0];

@@ -33,6 +33,8 @@ struct HuntRun {
   bool ok = false;
   int leak_sites = 0;        // LEAK sites in PlantedHuntLeak
   int other_leak_sites = 0;  // LEAK sites anywhere else
+  int other_tested = 0;      // sites elsewhere that the classifier tested
+  int tested = 0;            // all sites the classifier tested
   int hunts = 0;             // HUNT begin records
   double rate = 0;           // the named site's rate, bytes/step
   double rate_low = 0, rate_high = 0;
@@ -64,6 +66,8 @@ HuntRun RunHunt(uint64_t seed, long leak, long size) {
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return out;
   for (const analysis::Site& s : report->sites) {
+    out.tested += ClassifierTested(s);
+    if (!InLeakFunction(s)) out.other_tested += ClassifierTested(s);
     if (s.growth.cls != analysis::GrowthClass::kLeak) continue;
     if (InLeakFunction(s)) {
       ++out.leak_sites;
@@ -118,7 +122,10 @@ TEST(HuntTest, ExactSeriesHasNothingOfTheProfiler) {
 // MinCovered(30, 0.99, 1e-4) = 26 (P(Binomial(30, 0.99) < 26) = 1.2e-5; the
 // earlier bound, 28 of 30, was the 95 % mean and failed a 95 % rate 19 % of
 // the time); its 95 % interval covers the truth (the binomial bound over the
-// named seeds, 23 of 30); never another LEAK site (0 of 200 measured).
+// named seeds, 23 of 30). Other LEAK sites: at most MaxFalseLeaks of the
+// sites the classifier tested elsewhere (the stated false-LEAK rate, 1e-3
+// per tested site, tests/coverage_bound.h: a false failure in <= 1e-4 of
+// runs; 0 measured in 200 seeds).
 int Seeds() {
   const char* e = getenv("MEMSTEP_HUNT_TEST_SEEDS");  // more, to measure the rates
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 30;
@@ -127,7 +134,7 @@ int Seeds() {
 TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
   const int kSeeds = Seeds();
   constexpr long kLeak = 10 * 1024;
-  int named = 0, hunted = 0, covered = 0, false_sites = 0;
+  int named = 0, hunted = 0, covered = 0, false_sites = 0, tested = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
     HuntRun r = RunHunt(seed, kLeak, 512);
     ASSERT_TRUE(r.ok) << "seed " << seed;
@@ -138,56 +145,64 @@ TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
     // calibrated; 2 % slack for the program's other few bytes per step.
     covered += r.leak_sites == 1 && r.rate_low <= 1.02 * 20 * 520 && 0.98 * kLeak <= r.rate_high;
     false_sites += r.other_leak_sites;
+    tested += r.other_tested;
     if (r.leak_sites != 1)
       printf("seed %d: not named (replay with MEMSTEP_SEED)\n", static_cast<int>(seed));
   }
   printf(
       "hunt: %d of %d seeds hunted, named %d, interval covers 10 KiB/step in %d, %d other LEAK "
-      "sites\n",
-      hunted, kSeeds, named, covered, false_sites);
+      "sites of %d tested (accept <= %d)\n",
+      hunted, kSeeds, named, covered, false_sites, tested, testing::MaxFalseLeaks(tested));
   EXPECT_EQ(hunted, kSeeds);
   EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99, 1e-4));
   // The named site's 95 % rate interval covers the truth in 95 % of the
   // seeds that name it: at least the binomial bound (tests/coverage_bound.h,
   // a false failure in <= 1e-4 of runs).
   EXPECT_GE(covered, testing::MinCovered(named, 0.95, 1e-4));
-  EXPECT_EQ(false_sites, 0);
+  EXPECT_LE(false_sites, testing::MaxFalseLeaks(tested));
 }
 
 // The smallest leak the issue names, 1 KiB/step of 64-byte objects, over the
 // same 60 steps: the exact heap grows only 60 KiB in all, and the site has
 // samples almost only from the hunt's steps. 10 seeds: named in at least
 // MinCovered(10) = 6 at a stated 95 % (a false failure in 6.4e-5 of runs;
-// 10 of 10 measured, and 10 of 10 with 16-byte and 256-byte objects).
+// 10 of 10 measured, and 10 of 10 with 16-byte and 256-byte objects); other
+// LEAK sites at most MaxFalseLeaks of those tested (1e-4).
 TEST(HuntTest, TinyLeakIsNamedAtItsSite) {
   constexpr int kSeeds = 10;
   constexpr long kLeak = 1024;
-  int named = 0, false_sites = 0;
+  int named = 0, false_sites = 0, tested = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
     HuntRun r = RunHunt(200 + seed, kLeak, 64);
     ASSERT_TRUE(r.ok) << "seed " << seed;
     named += r.leak_sites == 1;
     false_sites += r.other_leak_sites;
+    tested += r.other_tested;
     if (r.leak_sites != 1) printf("seed %d: not named\n", 200 + static_cast<int>(seed));
   }
-  printf("1 KiB/step: named in %d of %d seeds, %d other LEAK sites\n", named, kSeeds, false_sites);
+  printf("1 KiB/step: named in %d of %d seeds, %d other LEAK sites of %d tested (accept <= %d)\n",
+         named, kSeeds, false_sites, tested, testing::MaxFalseLeaks(tested));
   EXPECT_GE(named, testing::MinCovered(kSeeds));
-  EXPECT_EQ(false_sites, 0);
+  EXPECT_LE(false_sites, testing::MaxFalseLeaks(tested));
 }
 
-// No leak: no LEAK site in 30 seeds (each run has ~10 sites: < 1 % false
-// LEAK sites would allow 3; none is the measured rate).
+// No leak, 30 seeds: at the stated false-LEAK rate (1e-3 per site the
+// classifier tests, tests/coverage_bound.h) the LEAK sites number at most
+// MaxFalseLeaks(tested) but with probability <= 1e-4. Measured: none in 200
+// seeds.
 TEST(HuntTest, LeakFreeRunsNameNoSite) {
   const int kSeeds = Seeds();
-  int false_sites = 0, hunted = 0;
+  int false_sites = 0, hunted = 0, tested = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
     HuntRun r = RunHunt(1000 + seed, 0, 512);
     ASSERT_TRUE(r.ok) << "seed " << seed;
     false_sites += r.leak_sites + r.other_leak_sites;
+    tested += r.tested;
     hunted += r.hunts > 0;
   }
-  printf("no leak: %d of %d seeds hunted, %d LEAK sites\n", hunted, kSeeds, false_sites);
-  EXPECT_EQ(false_sites, 0);
+  printf("no leak: %d of %d seeds hunted, %d LEAK sites of %d tested (accept <= %d)\n", hunted,
+         kSeeds, false_sites, tested, testing::MaxFalseLeaks(tested));
+  EXPECT_LE(false_sites, testing::MaxFalseLeaks(tested));
 }
 
 }  // namespace

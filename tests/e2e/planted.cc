@@ -18,9 +18,10 @@
 //                    PlantedStrippedEntry, whose hidden callee allocates
 //   signal           allocating signal handlers (a 200 us ITIMER_REAL and raise)
 //   progress         steps forever, writing "step N" lines; the test kills it
-//   oom              limits its address space to what it has mapped + 1 GiB,
-//                    then steps keeping 4 MiB each (touched) until malloc
-//                    fails, then abort()s: an out-of-memory death
+//   oom [MIB]        limits its address space to what it has mapped + MIB
+//                    (default 1024), then steps keeping 4 MiB each (touched)
+//                    until malloc fails, prints the step and CLOCK_MONOTONIC
+//                    in ns, then abort()s: an out-of-memory death
 //   exit CODE        allocates the leak site, then exits with CODE
 //   progressive      kProgSteps steps, each keeping kProgLeakBlocks blocks and
 //                    churning; calls memstep_boost(kProgBoostSteps) inside
@@ -42,6 +43,7 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -679,19 +681,21 @@ NOINLINE void* PlantedOomBlock() {
   return p;
 }
 
-int ModeOom() {
+int ModeOom(unsigned long headroom_mib) {
   unsigned long pages = 0;
   FILE* f = fopen("/proc/self/statm", "r");
   if (f == nullptr || fscanf(f, "%lu", &pages) != 1) return 3;
   fclose(f);
   struct rlimit rl;
-  rl.rlim_cur = rl.rlim_max = pages * 4096ul + (1ul << 30);
+  rl.rlim_cur = rl.rlim_max = pages * 4096ul + (headroom_mib << 20);
   if (setrlimit(RLIMIT_AS, &rl) != 0) return 4;
   for (long step = 0;; ++step) {
     StepBegin(step);
     void* p = PlantedOomBlock();
     if (p == nullptr) {
-      Say("out of memory at step %ld\n", step);
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      Say("out of memory at step %ld mono %ld\n", step, ts.tv_sec * 1000000000L + ts.tv_nsec);
       abort();
     }
     Escape(p);
@@ -730,7 +734,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "stripped") == 0 && argc > 2) return ModeStripped(argv[2]);
   if (strcmp(mode, "signal") == 0) return ModeSignal();
   if (strcmp(mode, "progress") == 0) return ModeProgress();
-  if (strcmp(mode, "oom") == 0) return ModeOom();
+  if (strcmp(mode, "oom") == 0) return ModeOom(argc > 2 ? strtoul(argv[2], nullptr, 10) : 1024);
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));

@@ -357,6 +357,29 @@ case "$CASE" in
     for t in "$MEMSTEP_DIR"/memstep.*.trace; do
       [ "$(stat -c %a "$t")" = 600 ] || fail "trace mode of $t"
     done
+    # O_EXCL|O_NOFOLLOW: links planted at the exact trace name the process
+    # will use (memstep.HOST.RANK.PID.trace; `exec` keeps the shell's PID),
+    # one to an existing file and one dangling, are never followed: the
+    # file stays as it was, the dangling target is never created, and the
+    # trace goes to the next free name.
+    export MEMSTEP_DIR="$WORK/shared"
+    mkdir -p "$MEMSTEP_DIR"
+    echo victim >"$WORK/victim"
+    for target in "$WORK/victim" "$WORK/created-through-link"; do
+      rm -f "$MEMSTEP_DIR"/memstep.*
+      timeout -k 5 60 env -u RANK sh -c \
+        'ln -s "$1" "$MEMSTEP_DIR/memstep.$(hostname).na.$$.trace" &&
+         exec env LD_PRELOAD="$3" "$2" basic' \
+        sh "$target" "$BIN" "$LIB" >"$WORK/stdout" 2>"$WORK/stderr" || fail "run with a planted link"
+      links=$(find "$MEMSTEP_DIR" -type l | wc -l)
+      [ "$links" -eq 1 ] || fail "the planted link is gone or was never made ($links links)"
+      trace=$(find "$MEMSTEP_DIR" -type f -name 'memstep.*.1.trace')
+      [ -n "$trace" ] || fail "no trace at the next free name: $(ls "$MEMSTEP_DIR")"
+      [ "$(stat -c %a "$trace")" = 600 ] || fail "trace mode of $trace"
+      "$CHECK" "$trace" --expect-trailer --min-allocs 10 || fail "trace check ($trace)"
+    done
+    [ "$(cat "$WORK/victim")" = victim ] || fail "a trace was written through a planted link"
+    [ ! -e "$WORK/created-through-link" ] || fail "a dangling planted link was followed"
     ;;
   secure)  # a setgid program is never profiled, even with the library loaded
     [ "$(id -u)" -eq 0 ] || fail "needs root (to make a setgid program)"

@@ -132,3 +132,60 @@ def temp_dir(test):
     d = tempfile.TemporaryDirectory(prefix="memstep-pytest-")
     test.addCleanup(d.cleanup)
     return d.name
+
+
+# ---- Acceptance bounds from a stated error rate (tests/coverage_bound.h, docs/testing.md) ----
+
+def _binom_log_pmf(k, x, p):
+    import math
+    return (math.lgamma(k + 1.0) - math.lgamma(x + 1.0) - math.lgamma(k - x + 1.0)
+            + x * math.log(p) + (k - x) * math.log1p(-p))
+
+
+def min_covered(k, q=0.95, false_failure=1e-3):
+    """The largest c with P(Binomial(k, q) < c) <= false_failure (MinCovered)."""
+    import math
+    cdf, c = 0.0, 0
+    for x in range(k + 1):
+        pmf = math.exp(_binom_log_pmf(k, x, q)) if 0 < q < 1 else float(x == (k if q >= 1 else 0))
+        if cdf + pmf > false_failure:
+            break
+        cdf += pmf
+        c = x + 1
+    return c
+
+
+def max_successes(n, p, false_failure):
+    """The smallest c with P(Binomial(n, p) > c) <= false_failure (MaxSuccesses)."""
+    return n - min_covered(n, 1 - p, false_failure)
+
+
+# The stated false-LEAK rate of the growth classifier: a call site whose
+# series does not grow is classified LEAK with probability at most this, per
+# site the classifier tested (docs/testing.md "False LEAK sites").
+FALSE_LEAK_RATE = 1e-3
+
+
+def tested_sites(report):
+    """Sites the growth classifier could have called LEAK: enough steps after
+    warm-up, a long-lived series that reached the growth bound, and at least
+    the 10 sampled allocations from the window that a LEAK needs
+    (docs/analysis.md "Classes"). The others are NO_TREND or INSUFFICIENT
+    whatever their samples, so they cannot be a false LEAK."""
+    out = []
+    for s in report["sites"]:
+        g = s.get("growth", {})
+        samples = g.get("window_samples")
+        if s.get("class") in (None, "INSUFFICIENT") or \
+                g.get("reason") == "never above the window growth threshold":
+            continue
+        if samples is not None and samples == samples and samples < 10:  # NaN: not checked
+            continue
+        out.append(s)
+    return out
+
+
+def max_false_leaks(tested, false_failure=1e-4):
+    """How many false LEAK sites `tested` tested sites may show: more happens
+    with probability <= false_failure at the stated FALSE_LEAK_RATE."""
+    return max_successes(tested, FALSE_LEAK_RATE, false_failure)

@@ -7,6 +7,7 @@ ProfiledTrainingTest runs tests/python/train_mlp.py under libmemstep.so, as
 """
 
 import glob
+import math
 import os
 import subprocess
 import sys
@@ -395,12 +396,12 @@ def has_classes(report):
 class ProfiledTrainingTest(unittest.TestCase):
     EPOCHS, BATCHES, BATCH, HIDDEN = 3, 20, 128, 512
 
-    def run_train(self, *extra, hooks=True, sample_interval=None):
+    def run_train(self, *extra, hooks=True, sample_interval=None, extra_env=None):
         out = common.temp_dir(self)
         argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
                 str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN)]
         r = common.run_profiled(argv + list(extra), out, hooks=hooks,
-                                sample_interval=sample_interval)
+                                sample_interval=sample_interval, extra_env=extra_env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("RESULT steps=%d" % (self.EPOCHS * self.BATCHES), r.stdout)
         self.assertNotIn("memstep: warning", r.stderr)
@@ -442,11 +443,15 @@ class ProfiledTrainingTest(unittest.TestCase):
             # after warm-up (~0.2 KiB/step measured: the kept floats and the
             # DataLoader's Python state), so its verdict may be LEAK at that
             # scale; it must stay far below the planted leaks' (7 KiB/step and
-            # more) and no call site may be a LEAK.
+            # more). No call site is a LEAK, but for the stated false-LEAK rate
+            # (1e-3 per site the classifier tests; more than max_false_leaks
+            # with probability <= 1e-4, docs/testing.md).
             growth = report["processes"][0]["live_growth"]
             if growth["class"] == "LEAK":
                 self.assertLess(growth["bytes_per_step"], 2048, growth)
-            self.assertEqual(leak_sites(report), [])
+            tested = len(common.tested_sites(report))
+            self.assertLessEqual(len(leak_sites(report)), common.max_false_leaks(tested),
+                                 (tested, leak_sites(report)))
 
     def test_classic_leak_loss_tensors(self):
         # loss tensors kept after backward(): their graph nodes stay (~7 KiB/step).
@@ -468,8 +473,10 @@ class ProfiledTrainingTest(unittest.TestCase):
         # T = 64 KiB samples each 256 KiB leaked block with p = 0.98, so the
         # call-site assertions below do not depend on a lucky draw (at the
         # default 512 KiB, p = 0.39, and one of nine runs here failed).
+        # MEMSTEP_PROGRESSIVE=0 keeps T at 64 KiB all run (no warm-up or hunt
+        # rates), so the site's sampled rate has an exact distribution (below).
         report = self.run_train("--optimizer", "mysgd", "--leak", "features",
-                                sample_interval=65536)
+                                sample_interval=65536, extra_env={"MEMSTEP_PROGRESSIVE": "0"})
         steps = self.check_steps_and_stages(report)
         truth = self.BATCH * self.HIDDEN * 4
         growth = common.slope([s["live_bytes_end"] for s in steps[5:]])
@@ -478,11 +485,31 @@ class ProfiledTrainingTest(unittest.TestCase):
             live_growth = report["processes"][0]["live_growth"]
             self.assertEqual(live_growth["class"], "LEAK")
             self.assertLess(abs(live_growth["bytes_per_step"] - truth), 0.1 * truth, live_growth)
-            # The leaking call site (sampled) is found, its rate roughly right.
+            # The leaking call site (sampled) is found, its rate right.
             leaks = leak_sites(report)
             self.assertNotEqual(leaks, [])
-            best = max(s["growth_bytes_per_step"] for s in leaks)
-            self.assertLess(abs(best - truth), 0.5 * truth, best)
+            site = max(leaks, key=lambda s: s["growth_bytes_per_step"])
+            g = site["growth"]
+            # The sampled rate (before any calibration) is the Horvitz-Thompson
+            # rate of what the window's n = N - 1 cohorts kept: one block of s
+            # = 256 KiB per step, sampled with p = 1 - exp(-(s+1)/T), weighing
+            # s/p. With one T it is exactly k s / (p n), k ~ Binomial(n, p)
+            # the sampled blocks (docs/analysis.md "Intervals of the
+            # estimates"). Stated error rate 1e-6: k >= MinCovered(n, p, 1e-6)
+            # (n = 59: k >= 50, the rate >= -13.7 %; at most +1.9 % when all are
+            # sampled), and the rate is that multiple of s/p.
+            sampled = g["sampled_bytes_per_step"] if g["calibrated"] else g["bytes_per_step"]
+            n = g["window_steps"] - 1
+            p = 1 - math.exp(-(truth + 1) / 65536.0)
+            k = sampled * p * n / truth
+            self.assertAlmostEqual(k, round(k), delta=1e-6 * n, msg=(sampled, n, g))
+            self.assertGreaterEqual(round(k), common.min_covered(n, p, 1e-6), (sampled, n, g))
+            self.assertLessEqual(round(k), n, (sampled, n, g))
+            if g["calibrated"]:
+                # Rescaled to its share of the exact heap growth (calibrate.h):
+                # the exact counters' tolerance, as for the process above (the
+                # graph's other kept objects).
+                self.assertLess(abs(site["growth_bytes_per_step"] - truth), 0.1 * truth, g)
 
     def test_small_leak_named_at_its_line(self):
         # The issue's case: 14 KiB/step kept in a Python list (seven 2 KiB
@@ -517,8 +544,40 @@ class ProfiledTrainingTest(unittest.TestCase):
             (s["class"], s["growth_bytes_per_step"],
              [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
             for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
+        # The truth, from exact counters: the line keeps 7 x 2 KiB of storage
+        # plus each tensor's objects (TensorImpl, StorageImpl, its Python
+        # object: 427 B measured; allowed 512 B), and the loop itself grows
+        # less than 2 KiB/step (test_no_leak). The exact heap's rate G is in
+        # that range.
+        lo_truth, hi_truth = 14336, 14336 + 7 * 512 + 2048
+        exact = report["processes"][0]["live_growth"]["bytes_per_step"]
+        self.assertGreaterEqual(exact, lo_truth)
+        self.assertLessEqual(exact, hi_truth)
         rate = sum(s["growth_bytes_per_step"] for s in named)
-        self.assertLess(abs(rate - 14336), 0.5 * 14336, [s["growth"] for s in named])
+        detail = [s["growth"] for s in named]
+        if all(s["growth"]["calibrated"] for s in named):
+            # Calibrated (calibrate.h): the LEAK sites' rates were rescaled to
+            # sum to the exact growth G, each keeping its sampled share. The
+            # named line holds G but for what other LEAK sites took, and those
+            # are false LEAK sites, at most max_false_leaks (1e-4).
+            others = [s for s in leak_sites(report)
+                      if s not in named and s["growth"]["calibrated"]]
+            self.assertAlmostEqual(rate + sum(s["growth_bytes_per_step"] for s in others), exact,
+                                   delta=1e-6 * exact + 1, msg=detail)
+            tested = len(common.tested_sites(report))
+            self.assertLessEqual(len(others), common.max_false_leaks(tested), others)
+        else:
+            # Sampled rates: each named site's 95 % interval, widened to the
+            # normal 99.99 % quantile (half-widths x 3.891 / 1.960: a false
+            # failure in 1e-4 of runs, as the e2e example test does with
+            # 99.9 %), summed, reaches the truth's range.
+            z = 3.891 / 1.960
+            lo = sum(s["growth_bytes_per_step"] - z * (s["growth_bytes_per_step"] - s["growth_ci"][0])
+                     for s in named)
+            hi = sum(s["growth_bytes_per_step"] + z * (s["growth_ci"][1] - s["growth_bytes_per_step"])
+                     for s in named)
+            self.assertLessEqual(lo, hi_truth, detail)
+            self.assertGreaterEqual(hi, lo_truth, detail)
 
     def test_explicit_markers_win(self):
         report = self.run_train("--explicit")

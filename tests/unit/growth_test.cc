@@ -171,8 +171,12 @@ TEST(GrowthTest, LeakInHeavyLongLivedChurn) {
         ClassifyGrowth(LeakInChurn(seed, 220, 100 * kKiB, 50 * kMiB), 20).cls == GrowthClass::kLeak;
   }
   printf("heavy churn: LEAK in %d of 100 seeds at 100 steps, %d at 200 steps\n", at100, at200);
-  EXPECT_GE(at100, 85);
-  EXPECT_GE(at200, 95);
+  // Stated rates (docs/testing.md): LEAK at 100 steps in 92 % of seeds
+  // (measured 1,890 of 2,000, 94.5 %; its 99.9 % lower confidence bound is
+  // 92.8 %), at 200 steps in 99 % (measured 2,000 of 2,000). Each floor is
+  // the binomial bound: a false failure in <= 1e-3 over fresh seeds.
+  EXPECT_GE(at100, testing::MinCovered(100, 0.92));  // 83
+  EXPECT_GE(at200, testing::MinCovered(100, 0.99));  // 95
 }
 
 TEST(GrowthTest, CacheIsBoundedGrowthNotLeak) {
@@ -272,8 +276,12 @@ TEST(GrowthTest, HuntedLeakWithSparseHalvesIsLeak) {
   // A 95 % interval: the binomial bound over the LEAK seeds (a correct
   // interval fails it with probability <= 0.1 %, tests/coverage_bound.h).
   EXPECT_GE(covered, testing::MinCovered(leaks));
-  EXPECT_EQ(churn_leaks, 0);
-  EXPECT_LE(cache_leaks, 5);
+  // Churn that does not grow: the stated false-LEAK rate, 1e-3 per site
+  // (tests/coverage_bound.h; measured 0 of 2,000 seeds): at most
+  // MaxFalseLeaks(100) = 2 (P < 1e-3). A stopped cache: LEAK in at most 1 %
+  // of seeds (measured 0 of 2,000): at most MaxSuccesses(100, 0.01) = 5.
+  EXPECT_LE(churn_leaks, testing::MaxFalseLeaks(100, 1e-3));
+  EXPECT_LE(cache_leaks, testing::MaxSuccesses(100, 0.01, 1e-3));
 }
 
 // An exact series (no sampling) that slows but keeps growing: a cache of
@@ -332,7 +340,14 @@ TEST(GrowthTest, SiteLeakRateWithin10PercentOver200Steps) {
     EXPECT_LE(g.slope_low, g.slope_high);
   }
   printf("1 MiB/step leak over 200 steps: rate within 10%% in %d of 100 seeds\n", within);
-  EXPECT_GE(within, 90);
+  // The rate's relative SD: 1,024 objects of 1 KiB a step, each weighing s/p
+  // with variance s^2 (1-p)/p, over the window's 199 cohorts: sqrt((1-p) /
+  // (p x 1024 x 199)) = 5.0 %. Within 10 % is then |Z| <= 2.0: a stated rate
+  // q = 95.4 % (normal approximation, ~400 samples; measured 1,914 of 2,000,
+  // 95.7 %), and the floor is MinCovered(100, q) (P < 1e-3): 88.
+  const double p = P(kKiB);
+  const double rel_sd = std::sqrt((1 - p) / (p * 1024 * 199));
+  EXPECT_GE(within, testing::MinCovered(100, std::erf(0.10 / rel_sd / std::sqrt(2.0))));
 }
 
 TEST(GrowthTest, ExactProcessSeriesLeakRateWithin10Percent) {
