@@ -285,59 +285,37 @@ void* RealSampledBlock(size_t size, size_t align) {
   return g_real.memalign(align < 16 ? 16 : align, n);
 }
 
-}  // namespace
+// The real allocator's block, counted and not recorded.
+void* ForwardCounted(ThreadState& t, AllocReq* r) {
+  void* p = RealAlloc(*r);
+  if (p != nullptr) CountAlloc(t, RealUsable(p));
+  return p;
+}
 
-void* AllocSlow(AllocReq* r, bool countdown_hit) {
-  ThreadState& t = t_state;
-  if (t.guard) {
-    // Nested in memstep's own code, or in the resolution of the real
-    // functions (the fast path does not test the guard): forward and count;
-    // give back the countdown so the program's next allocation draws the
-    // sample instead.
-    if (countdown_hit) t.bytes_until_sample += static_cast<int64_t>(r->size + 1);
-    void* p = RealAlloc(*r);
-    if (p != nullptr) CountAlloc(t, RealUsable(p));
-    return p;
+// An always-recorded big block (size >= S_always) from the real allocator.
+void* RecordBigBlock(ThreadState& t, AllocReq* r) {
+  void* p = RealAlloc(*r);
+  if (p == nullptr) return p;
+  int saved_errno = errno;
+  size_t usable = RealUsable(p);
+  CountAlloc(t, usable);
+  uint32_t stack = CaptureStack(t);
+  if (g_big.Insert(reinterpret_cast<uintptr_t>(p), usable)) {
+    EmitAlloc(t, p, r->size, 0, KindOf(r->fn), stack);
   }
-  ResolveReal();
-  GuardScope guard(t);
-  EnsureThread(t);
-  uint64_t interval = 0;
-  bool sample;
-  if (countdown_hit) {
-    sample = DecideSample(t, &interval);
-  } else {
-    sample = Recording();  // size >= S_always: always recorded, p = 1
-  }
-  size_t align = sample ? SampleAlign(*r) : 0;
-  if (!sample || align == 0) {
-    void* p = RealAlloc(*r);
-    if (p != nullptr) CountAlloc(t, RealUsable(p));
-    return p;
-  }
-  if (!countdown_hit) {
-    // Always-recorded big block from the real allocator.
-    void* p = RealAlloc(*r);
-    if (p == nullptr) return p;
-    int saved_errno = errno;
-    size_t usable = RealUsable(p);
-    CountAlloc(t, usable);
-    uint32_t stack = CaptureStack(t);
-    if (g_big.Insert(reinterpret_cast<uintptr_t>(p), usable)) {
-      EmitAlloc(t, p, r->size, 0, KindOf(r->fn), stack);
-    }
-    errno = saved_errno;
-    return p;
-  }
-  // Sampled small block: from the region when it fits a class.
+  errno = saved_errno;
+  return p;
+}
+
+// A sampled block of `interval`: from the region when it fits a class, else
+// from the real allocator via the address table.
+void* SampleBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval) {
   int saved_errno = errno;
   size_t size = r->size;
   if (r->fn == kFnPvalloc) size = size == 0 ? 4096 : (size + 4095) & ~size_t{4095};
   if (size < r->size || align > Region::kMaxBlock) {
     errno = saved_errno;
-    void* p = RealAlloc(*r);  // alignment cannot be honoured: count only
-    if (p != nullptr) CountAlloc(t, RealUsable(p));
-    return p;
+    return ForwardCounted(t, r);  // alignment cannot be honoured: count only
   }
   // The whole sample is its cost (the hunt's budget), not just its stack.
   SampleCost cost(true);
@@ -351,14 +329,9 @@ void* AllocSlow(AllocReq* r, bool countdown_hit) {
     errno = saved_errno;
     return p;
   }
-  // Region exhausted, or a size above the largest class (S_always > 1 MiB):
-  // sample from the real allocator via the address table.
+  // Region exhausted, or a size above the largest class (S_always > 1 MiB).
   p = RealSampledBlock(size, align);
-  if (p == nullptr) {
-    void* q = RealAlloc(*r);
-    if (q != nullptr) CountAlloc(t, RealUsable(q));
-    return q;
-  }
+  if (p == nullptr) return ForwardCounted(t, r);
   if (r->fn == kFnCalloc) memset(p, 0, size);
   size_t usable = RealUsable(p);
   CountAlloc(t, usable);
@@ -368,6 +341,34 @@ void* AllocSlow(AllocReq* r, bool countdown_hit) {
   }
   errno = saved_errno;
   return p;
+}
+
+}  // namespace
+
+void* AllocSlow(AllocReq* r, bool countdown_hit) {
+  ThreadState& t = t_state;
+  if (t.guard) {
+    // Nested in memstep's own code, or in the resolution of the real
+    // functions (the fast path does not test the guard): forward and count;
+    // give back the countdown so the program's next allocation draws the
+    // sample instead.
+    if (countdown_hit) t.bytes_until_sample += static_cast<int64_t>(r->size + 1);
+    return ForwardCounted(t, r);
+  }
+  ResolveReal();
+  GuardScope guard(t);
+  EnsureThread(t);
+  uint64_t interval = 0;
+  bool sample;
+  if (countdown_hit) {
+    sample = DecideSample(t, &interval);
+  } else {
+    sample = Recording();  // size >= S_always: always recorded, p = 1
+  }
+  size_t align = sample ? SampleAlign(*r) : 0;
+  if (!sample || align == 0) return ForwardCounted(t, r);
+  if (!countdown_hit) return RecordBigBlock(t, r);
+  return SampleBlock(t, r, align, interval);
 }
 
 void* AllocSlowArgs(AllocFn fn, size_t size, size_t m, size_t n, size_t align, bool countdown_hit,
