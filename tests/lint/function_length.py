@@ -28,17 +28,15 @@ import sys
 
 LIMIT = 80
 
-# Files and functions that other work in progress owns while issue 13 is
-# being finished (each is shortened there); the lead empties this list when
-# those branches are merged. An entry is "path" (a glob: the whole file) or
-# "path:Function".
+# Functions still over the limit, each named: the streaming reader's and the
+# --stage work's versions of these were merged over their earlier splits, and
+# AnalyzeTrace has not been split yet (issue 13 item 5). An entry is "path"
+# (a glob: the whole file) or "path:Function". Empty this list, never grow it.
 ALLOW = [
-    "src/analysis/analysis.cc:AnalyzeTrace",  # analysis helper
-    "src/analysis/analysis.cc:AnalyzeRun",  # analysis helper
-    "src/reader/*",  # reader helper
-    "src/analysis/trend.cc",  # trend/growth helper
-    "src/analysis/growth.cc",  # trend/growth helper
-    "src/analysis/rss_explain.cc",  # rss helper
+    "src/analysis/analysis.cc:AnalyzeTrace",
+    "src/analysis/analysis.cc:BuildSteps",
+    "src/analysis/device_analysis.cc:Finish",
+    "src/analysis/select.cc:SelectTrace",
 ]
 
 ROOTS = ("src", "tools", "preload")
