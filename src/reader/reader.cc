@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/format/records.h"
 #include "src/reader/reader_internal.h"
+#include "src/reader/run_files.h"
 
 namespace memstep::reader {
 namespace {
@@ -768,24 +769,10 @@ absl::StatusOr<Trace> ParseTrace(const uint8_t* data, size_t size, const ReaderO
 }
 
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path, const ReaderOptions& options) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", strerror(errno)));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": empty file, not a memstep trace"));
-  }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED)
-    return absl::InternalError(absl::StrCat(path, ": mmap: ", strerror(errno)));
-  absl::StatusOr<Trace> trace = ParseTrace(static_cast<const uint8_t*>(map), size, options);
-  munmap(map, size);
+  TraceFile file;
+  if (absl::Status st = MapTraceFile(path, &file); !st.ok()) return st;
+  absl::StatusOr<Trace> trace = ParseTrace(file.data, file.size, options);
+  munmap(const_cast<uint8_t*>(file.data), file.size);
   if (!trace.ok()) {
     return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
   }

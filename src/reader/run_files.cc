@@ -40,8 +40,9 @@ absl::StatusOr<std::vector<std::string>> ListTraces(const std::string& path, boo
   return files;
 }
 
-// Maps `path` read-only; an empty file is an error.
-absl::Status Map(const std::string& path, TraceFile* out) {
+}  // namespace
+
+absl::Status MapTraceFile(const std::string& path, TraceFile* out) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", strerror(errno)));
   struct stat st;
@@ -67,8 +68,6 @@ absl::Status Map(const std::string& path, TraceFile* out) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::StatusOr<RunFiles> RunFiles::Open(const std::string& path) {
   bool is_dir = false;
   absl::StatusOr<std::vector<std::string>> files = ListTraces(path, &is_dir);
@@ -84,7 +83,7 @@ absl::StatusOr<RunFiles> RunFiles::Open(const std::string& path) {
       continue;
     }
     TraceFile tf;
-    if (absl::Status s = Map(file, &tf); !s.ok()) return s;
+    if (absl::Status s = MapTraceFile(file, &tf); !s.ok()) return s;
     run.traces_.push_back(tf);
   }
   return run;

@@ -29,6 +29,11 @@ struct TraceFile {
   bool mapped = false;
 };
 
+// Maps the trace file `path` read-only into `out` (`mapped` set); a missing,
+// empty or non-regular file is an error naming `path`. The caller unmaps
+// (munmap(out->data, out->size)); RunFiles does it for its own.
+absl::Status MapTraceFile(const std::string& path, TraceFile* out);
+
 class RunFiles {
  public:
   // `path`: a run directory (every *.trace file in it, sorted by name) or
