@@ -9,40 +9,7 @@ window.addEventListener('error', function (e) { errors.push(String(e.message)); 
 var D = JSON.parse(document.getElementById('memstep-data').textContent);
 var NS = 'http://www.w3.org/2000/svg';
 
-function el(tag, attrs, kids) {
-  var e = document.createElement(tag);
-  setAttrs(e, attrs);
-  append(e, kids);
-  return e;
-}
-function sv(tag, attrs, kids) {
-  var e = document.createElementNS(NS, tag);
-  setAttrs(e, attrs);
-  append(e, kids);
-  return e;
-}
-function setAttrs(e, attrs) {
-  for (var k in attrs || {}) {
-    if (attrs[k] !== undefined && attrs[k] !== null) e.setAttribute(k, attrs[k]);
-  }
-}
-function append(e, kids) {
-  if (kids === undefined || kids === null) return;
-  if (!Array.isArray(kids)) kids = [kids];
-  kids.forEach(function (k) {
-    if (k === null || k === undefined) return;
-    e.appendChild(typeof k === 'object' ? k : document.createTextNode(String(k)));
-  });
-}
-var UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-function bytes(v) {
-  if (v === null || !isFinite(v)) return '?';
-  var neg = v < 0, x = Math.abs(v), u = 0;
-  while (x >= 1024 && u < 5) { x /= 1024; u++; }
-  var s = u === 0 ? Math.round(x) + ' B'
-        : (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0)) + ' ' + UNITS[u];
-  return neg ? '-' + s : s;
-}
+/*@MEMSTEP_HTML_DOM_JS@*/
 function count(v) {
   if (v === null || !isFinite(v)) return '?';
   return Math.abs(v) >= 100 ? String(Math.round(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ',')
