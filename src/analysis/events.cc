@@ -15,9 +15,28 @@ uint64_t BulkTransform::StepAt(uint64_t raw, uint64_t seq) const {
   return it == v.begin() ? raw : std::prev(it)->second;
 }
 
-bool BulkTransform::Apply(reader::Event& e) const {
+bool BulkTransform::Apply(reader::Event& e, Dropped* dropped) const {
   if (e.seq >= cut_seq) return false;
-  if (stage_filter && e.tag == format::kTagAlloc && !stage_ids.contains(e.str)) return false;
+  if (stage_filter) {
+    switch (e.tag) {
+      case format::kTagAlloc:
+      case format::kTagMmap:
+        if (!stage_ids.contains(e.str)) return false;
+        break;
+      case format::kTagDevAlloc:
+        if (!stage_ids.contains(e.str)) {
+          dropped->insert(std::make_pair(e.kind, e.addr));
+          return false;
+        }
+        dropped->erase(std::make_pair(e.kind, e.addr));  // the address is reused
+        break;
+      case format::kTagDevFree:
+        if (dropped->erase(std::make_pair(e.kind, e.addr)) != 0) return false;
+        break;
+      default:
+        break;
+    }
+  }
   if (!steps.empty()) {
     switch (e.tag) {
       case format::kTagAlloc:
@@ -63,14 +82,14 @@ bool TraceEvents::Cursor::Next(reader::Event* e) {
   if (owner_.streaming_) {
     if (stream_ == nullptr) return false;
     while (stream_->Next(e)) {
-      if (owner_.transform_.Apply(*e)) return true;
+      if (owner_.transform_.Apply(*e, &dropped_)) return true;
     }
     if (!stream_->status().ok() && owner_.status_.ok()) owner_.status_ = stream_->status();
     return false;
   }
   while (next_ < owner_.bulk_.size()) {
     *e = owner_.bulk_[next_++];
-    if (owner_.transform_.Apply(*e)) return true;
+    if (owner_.transform_.Apply(*e, &dropped_)) return true;
   }
   return false;
 }

@@ -38,16 +38,22 @@ struct BulkTransform {
   // Renumbering: program step number -> (seq from which it meant, new
   // number), in seq order; empty: steps are not renumbered.
   absl::flat_hash_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> steps;
-  // Selection: events from this seq on are cut; with a stage filter, ALLOC
-  // records whose stage string is not one of `stage_ids` are dropped.
+  // Selection: events from this seq on are cut; with a stage filter, ALLOC,
+  // MMAP and DEV_ALLOC records whose stage string is not one of `stage_ids`
+  // are dropped, and so are the DEV_FREEs of the dropped DEV_ALLOCs (the
+  // replay would subtract an allocation it never saw; docs/analysis.md
+  // "Selection"). MUNMAP and MREMAP stay: an unknown range unmaps nothing.
   uint64_t cut_seq = UINT64_MAX;
   bool stage_filter = false;
   absl::flat_hash_set<uint64_t> stage_ids;
 
   // The renumbered step that `raw` named at `seq`.
   uint64_t StepAt(uint64_t raw, uint64_t seq) const;
+  // The device allocations (kind, address) a pass's stage filter dropped and
+  // whose free it has not seen yet: one per pass, fed in seq order.
+  using Dropped = absl::flat_hash_set<std::pair<uint8_t, uint64_t>>;
   // Applies the transform; false: the event is dropped.
-  bool Apply(reader::Event& e) const;
+  bool Apply(reader::Event& e, Dropped* dropped) const;
 };
 
 class TraceEvents {
@@ -107,6 +113,7 @@ class TraceEvents {
     const TraceEvents& owner_;
     std::unique_ptr<reader::EventStream> stream_;
     size_t next_ = 0;
+    BulkTransform::Dropped dropped_;
   };
 
   const reader::Trace& t_;
