@@ -72,75 +72,101 @@ struct ProcessResult {
   std::vector<MemorySnapshot> snapshots;  // {host,device}_sites[].site_id: local index + 1
 };
 
-// Builds the step rows and the process totals from the exact counters, and
-// finds, per stage name, the run that reached the stage's largest peak.
-void BuildSteps(const Trace& t, ProcessResult& r,
-                absl::flat_hash_map<uint64_t, size_t>& row_of_step,
-                std::map<std::string, StageRun>& max_run, bool timeline) {
+// Builds the step table of one process from its control records (STEP,
+// STAGE, EPOCH), in trace order.
+class StepTableBuilder {
+ public:
+  StepTableBuilder(const Trace& t, ProcessResult& r, std::map<std::string, StageRun>& max_run,
+                   bool timeline)
+      : t_(t), r_(r), max_run_(max_run), timeline_(timeline) {}
+
+  void OnEpoch(const Event& e) { epoch_ = static_cast<int64_t>(e.step); }
+
+  // A STEP or STAGE record with counters `c`.
+  void OnBoundary(const Event& e, const format::Counters& c) {
+    last_ = &c;
+    peak_ = std::max({peak_, c.peak_bytes, c.live_bytes});
+    r_.summary.rss_peak_bytes = std::max(r_.summary.rss_peak_bytes, c.rss_bytes);
+    if (timeline_) {
+      r_.timeline.push_back(TimelinePoint{t_.header.pid, Seconds(e.ts), c.live_bytes, c.rss_bytes,
+                                          c.mmap_live_bytes});
+    }
+    if (e.tag == format::kTagStage) {
+      OnStage(e, c);
+    } else if (e.phase == 0) {
+      begins_[e.step] = Begin{e.ts, c, epoch_};
+    } else {
+      OnStepEnd(e, c);
+    }
+  }
+
+  // The rows in step order, with their stage peaks; the process totals.
+  void Finish(absl::flat_hash_map<uint64_t, size_t>& row_of_step) {
+    if (!rows_.empty()) r_.summary.last_step = static_cast<int64_t>(rows_.rbegin()->first);
+    for (auto& [step, row] : rows_) {
+      auto sp = stage_peaks_.find(step);
+      if (sp != stage_peaks_.end()) row.stage_peaks = sp->second;
+      row_of_step[step] = r_.steps.size();
+      r_.steps.push_back(std::move(row));
+    }
+    ProcessSummary& s = r_.summary;
+    const format::Counters* totals = t_.has_trailer ? &t_.trailer.counters : last_;
+    if (t_.has_trailer) peak_ = std::max({peak_, totals->peak_bytes, totals->live_bytes});
+    if (totals != nullptr) {
+      s.alloc_bytes = totals->alloc_bytes;
+      s.alloc_count = totals->alloc_count;
+      s.free_bytes = totals->free_bytes;
+      s.free_count = totals->free_count;
+      s.live_bytes_end = totals->live_bytes;
+      s.mmap_live_bytes_end = totals->mmap_live_bytes;
+      s.rss_bytes_end = totals->rss_bytes;
+      s.rss_peak_bytes = std::max(s.rss_peak_bytes, totals->rss_bytes);
+    }
+    s.peak_bytes = peak_;
+  }
+
+ private:
   struct Begin {
     uint64_t ts;
     format::Counters c;
     int64_t epoch;
   };
-  absl::flat_hash_map<uint64_t, Begin> begins;
-  std::map<uint64_t, StepRow> rows;
-  std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks;
   struct StageBegin {
     uint64_t seq, ts;
   };
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageBegin> stage_begin;  // (tid, str)
-  format::Counters prev{};  // counters at the previous STEP end
-  const format::Counters* last = nullptr;
-  uint64_t peak = 0;
-  int64_t epoch = -1;
-  for (const Event& e : t.events) {  // the control events suffice
-    if (e.tag == format::kTagEpoch) {
-      epoch = static_cast<int64_t>(e.step);
-      continue;
-    }
-    if (e.tag != format::kTagStep && e.tag != format::kTagStage) continue;
-    const format::Counters& c = t.counters[e.counters];
-    last = &c;
-    peak = std::max({peak, c.peak_bytes, c.live_bytes});
-    r.summary.rss_peak_bytes = std::max(r.summary.rss_peak_bytes, c.rss_bytes);
-    const double now_s = static_cast<double>(e.ts) / 1e9;
-    if (timeline) {
-      r.timeline.push_back(
-          TimelinePoint{t.header.pid, now_s, c.live_bytes, c.rss_bytes, c.mmap_live_bytes});
-    }
-    if (e.tag == format::kTagStage) {
-      const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
-      if (e.phase == 0) {
-        stage_begin[key] = StageBegin{e.seq, e.ts};
-        continue;
-      }
-      if (timeline) {
-        auto b = stage_begin.find(key);
-        const double begin_s =
-            b != stage_begin.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
-        r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s, now_s,
-                                       c.peak_bytes});
-      }
-      const std::string& name = t.String(e.str);
-      uint64_t& p = stage_peaks[e.step][name];
-      p = std::max(p, c.peak_bytes);
-      auto [it, inserted] = max_run.try_emplace(name);
-      if (inserted || c.peak_bytes > it->second.peak) {
-        auto b = stage_begin.find(key);
-        it->second =
-            StageRun{c.peak_bytes, e.step, b != stage_begin.end() ? b->second.seq : e.seq, e.seq};
-      }
-      continue;
-    }
+
+  static double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }
+
+  // A stage begins or ends: its span, its peak in the step, its largest run.
+  void OnStage(const Event& e, const format::Counters& c) {
+    const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
     if (e.phase == 0) {
-      begins[e.step] = Begin{e.ts, c, epoch};
-      continue;
+      stage_begin_[key] = StageBegin{e.seq, e.ts};
+      return;
     }
-    auto b = begins.find(e.step);
-    const format::Counters& base = b != begins.end() ? b->second.c : prev;
+    auto b = stage_begin_.find(key);
+    if (timeline_) {
+      const double begin_s = b != stage_begin_.end() ? Seconds(b->second.ts) : Seconds(e.ts);
+      r_.spans.push_back(TimelineSpan{t_.header.pid, e.tid, e.step, t_.String(e.str), begin_s,
+                                      Seconds(e.ts), c.peak_bytes});
+    }
+    const std::string& name = t_.String(e.str);
+    uint64_t& p = stage_peaks_[e.step][name];
+    p = std::max(p, c.peak_bytes);
+    auto [it, inserted] = max_run_.try_emplace(name);
+    if (inserted || c.peak_bytes > it->second.peak) {
+      it->second =
+          StageRun{c.peak_bytes, e.step, b != stage_begin_.end() ? b->second.seq : e.seq, e.seq};
+    }
+  }
+
+  // A step ends: its row, from its begin's counters (or the previous end's).
+  void OnStepEnd(const Event& e, const format::Counters& c) {
+    auto b = begins_.find(e.step);
+    const format::Counters& base = b != begins_.end() ? b->second.c : prev_;
     StepRow row;
     row.step = e.step;
-    row.pid = t.header.pid;
+    row.pid = t_.header.pid;
     row.live_bytes_end = c.live_bytes;
     row.peak_bytes = c.peak_bytes;
     row.mmap_live_bytes_end = c.mmap_live_bytes;
@@ -149,38 +175,45 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     row.alloc_count = Sub(c.alloc_count, base.alloc_count);
     row.free_bytes = Sub(c.free_bytes, base.free_bytes);
     row.free_count = Sub(c.free_count, base.free_count);
-    row.epoch = b != begins.end() ? b->second.epoch : epoch;
-    if (b != begins.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
-    if (timeline) {
-      const double begin_s = b != begins.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
-      r.spans.push_back(
-          TimelineSpan{t.header.pid, e.tid, e.step, "", begin_s, now_s, c.peak_bytes});
+    row.epoch = b != begins_.end() ? b->second.epoch : epoch_;
+    if (b != begins_.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
+    if (timeline_) {
+      const double begin_s = b != begins_.end() ? Seconds(b->second.ts) : Seconds(e.ts);
+      r_.spans.push_back(
+          TimelineSpan{t_.header.pid, e.tid, e.step, "", begin_s, Seconds(e.ts), c.peak_bytes});
     }
-    rows[e.step] = row;
-    prev = c;
-  }
-  if (!rows.empty()) r.summary.last_step = static_cast<int64_t>(rows.rbegin()->first);
-  for (auto& [step, row] : rows) {
-    auto sp = stage_peaks.find(step);
-    if (sp != stage_peaks.end()) row.stage_peaks = sp->second;
-    row_of_step[step] = r.steps.size();
-    r.steps.push_back(std::move(row));
+    rows_[e.step] = row;
+    prev_ = c;
   }
 
-  ProcessSummary& s = r.summary;
-  const format::Counters* totals = t.has_trailer ? &t.trailer.counters : last;
-  if (t.has_trailer) peak = std::max({peak, totals->peak_bytes, totals->live_bytes});
-  if (totals != nullptr) {
-    s.alloc_bytes = totals->alloc_bytes;
-    s.alloc_count = totals->alloc_count;
-    s.free_bytes = totals->free_bytes;
-    s.free_count = totals->free_count;
-    s.live_bytes_end = totals->live_bytes;
-    s.mmap_live_bytes_end = totals->mmap_live_bytes;
-    s.rss_bytes_end = totals->rss_bytes;
-    s.rss_peak_bytes = std::max(s.rss_peak_bytes, totals->rss_bytes);
+  const Trace& t_;
+  ProcessResult& r_;
+  std::map<std::string, StageRun>& max_run_;
+  const bool timeline_;
+  absl::flat_hash_map<uint64_t, Begin> begins_;
+  std::map<uint64_t, StepRow> rows_;
+  std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks_;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageBegin> stage_begin_;  // (tid, str)
+  format::Counters prev_{};  // counters at the previous STEP end
+  const format::Counters* last_ = nullptr;
+  uint64_t peak_ = 0;
+  int64_t epoch_ = -1;
+};
+
+// Builds the step rows and the process totals from the exact counters, and
+// finds, per stage name, the run that reached the stage's largest peak.
+void BuildSteps(const Trace& t, ProcessResult& r,
+                absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                std::map<std::string, StageRun>& max_run, bool timeline) {
+  StepTableBuilder builder(t, r, max_run, timeline);
+  for (const Event& e : t.events) {  // the control events suffice
+    if (e.tag == format::kTagEpoch) {
+      builder.OnEpoch(e);
+    } else if (e.tag == format::kTagStep || e.tag == format::kTagStage) {
+      builder.OnBoundary(e, t.counters[e.counters]);
+    }
   }
-  s.peak_bytes = peak;
+  builder.Finish(row_of_step);
 }
 
 void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
