@@ -33,7 +33,6 @@ LIMIT = 80
 # those branches are merged. An entry is "path" (a glob: the whole file) or
 # "path:Function".
 ALLOW = [
-    "src/analysis/analysis.cc:AnalyzeTrace",  # analysis helper
     "src/analysis/analysis.cc:AnalyzeRun",  # analysis helper
     "src/reader/*",  # reader helper
     "src/analysis/trend.cc",  # trend/growth helper
