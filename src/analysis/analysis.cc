@@ -72,75 +72,101 @@ struct ProcessResult {
   std::vector<MemorySnapshot> snapshots;  // {host,device}_sites[].site_id: local index + 1
 };
 
-// Builds the step rows and the process totals from the exact counters, and
-// finds, per stage name, the run that reached the stage's largest peak.
-void BuildSteps(const Trace& t, ProcessResult& r,
-                absl::flat_hash_map<uint64_t, size_t>& row_of_step,
-                std::map<std::string, StageRun>& max_run, bool timeline) {
+// Builds the step table of one process from its control records (STEP,
+// STAGE, EPOCH), in trace order.
+class StepTableBuilder {
+ public:
+  StepTableBuilder(const Trace& t, ProcessResult& r, std::map<std::string, StageRun>& max_run,
+                   bool timeline)
+      : t_(t), r_(r), max_run_(max_run), timeline_(timeline) {}
+
+  void OnEpoch(const Event& e) { epoch_ = static_cast<int64_t>(e.step); }
+
+  // A STEP or STAGE record with counters `c`.
+  void OnBoundary(const Event& e, const format::Counters& c) {
+    last_ = &c;
+    peak_ = std::max({peak_, c.peak_bytes, c.live_bytes});
+    r_.summary.rss_peak_bytes = std::max(r_.summary.rss_peak_bytes, c.rss_bytes);
+    if (timeline_) {
+      r_.timeline.push_back(TimelinePoint{t_.header.pid, Seconds(e.ts), c.live_bytes, c.rss_bytes,
+                                          c.mmap_live_bytes});
+    }
+    if (e.tag == format::kTagStage) {
+      OnStage(e, c);
+    } else if (e.phase == 0) {
+      begins_[e.step] = Begin{e.ts, c, epoch_};
+    } else {
+      OnStepEnd(e, c);
+    }
+  }
+
+  // The rows in step order, with their stage peaks; the process totals.
+  void Finish(absl::flat_hash_map<uint64_t, size_t>& row_of_step) {
+    if (!rows_.empty()) r_.summary.last_step = static_cast<int64_t>(rows_.rbegin()->first);
+    for (auto& [step, row] : rows_) {
+      auto sp = stage_peaks_.find(step);
+      if (sp != stage_peaks_.end()) row.stage_peaks = sp->second;
+      row_of_step[step] = r_.steps.size();
+      r_.steps.push_back(std::move(row));
+    }
+    ProcessSummary& s = r_.summary;
+    const format::Counters* totals = t_.has_trailer ? &t_.trailer.counters : last_;
+    if (t_.has_trailer) peak_ = std::max({peak_, totals->peak_bytes, totals->live_bytes});
+    if (totals != nullptr) {
+      s.alloc_bytes = totals->alloc_bytes;
+      s.alloc_count = totals->alloc_count;
+      s.free_bytes = totals->free_bytes;
+      s.free_count = totals->free_count;
+      s.live_bytes_end = totals->live_bytes;
+      s.mmap_live_bytes_end = totals->mmap_live_bytes;
+      s.rss_bytes_end = totals->rss_bytes;
+      s.rss_peak_bytes = std::max(s.rss_peak_bytes, totals->rss_bytes);
+    }
+    s.peak_bytes = peak_;
+  }
+
+ private:
   struct Begin {
     uint64_t ts;
     format::Counters c;
     int64_t epoch;
   };
-  absl::flat_hash_map<uint64_t, Begin> begins;
-  std::map<uint64_t, StepRow> rows;
-  std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks;
   struct StageBegin {
     uint64_t seq, ts;
   };
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageBegin> stage_begin;  // (tid, str)
-  format::Counters prev{};  // counters at the previous STEP end
-  const format::Counters* last = nullptr;
-  uint64_t peak = 0;
-  int64_t epoch = -1;
-  for (const Event& e : t.events) {  // the control events suffice
-    if (e.tag == format::kTagEpoch) {
-      epoch = static_cast<int64_t>(e.step);
-      continue;
-    }
-    if (e.tag != format::kTagStep && e.tag != format::kTagStage) continue;
-    const format::Counters& c = t.counters[e.counters];
-    last = &c;
-    peak = std::max({peak, c.peak_bytes, c.live_bytes});
-    r.summary.rss_peak_bytes = std::max(r.summary.rss_peak_bytes, c.rss_bytes);
-    const double now_s = static_cast<double>(e.ts) / 1e9;
-    if (timeline) {
-      r.timeline.push_back(
-          TimelinePoint{t.header.pid, now_s, c.live_bytes, c.rss_bytes, c.mmap_live_bytes});
-    }
-    if (e.tag == format::kTagStage) {
-      const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
-      if (e.phase == 0) {
-        stage_begin[key] = StageBegin{e.seq, e.ts};
-        continue;
-      }
-      if (timeline) {
-        auto b = stage_begin.find(key);
-        const double begin_s =
-            b != stage_begin.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
-        r.spans.push_back(TimelineSpan{t.header.pid, e.tid, e.step, t.String(e.str), begin_s, now_s,
-                                       c.peak_bytes});
-      }
-      const std::string& name = t.String(e.str);
-      uint64_t& p = stage_peaks[e.step][name];
-      p = std::max(p, c.peak_bytes);
-      auto [it, inserted] = max_run.try_emplace(name);
-      if (inserted || c.peak_bytes > it->second.peak) {
-        auto b = stage_begin.find(key);
-        it->second =
-            StageRun{c.peak_bytes, e.step, b != stage_begin.end() ? b->second.seq : e.seq, e.seq};
-      }
-      continue;
-    }
+
+  static double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }
+
+  // A stage begins or ends: its span, its peak in the step, its largest run.
+  void OnStage(const Event& e, const format::Counters& c) {
+    const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
     if (e.phase == 0) {
-      begins[e.step] = Begin{e.ts, c, epoch};
-      continue;
+      stage_begin_[key] = StageBegin{e.seq, e.ts};
+      return;
     }
-    auto b = begins.find(e.step);
-    const format::Counters& base = b != begins.end() ? b->second.c : prev;
+    auto b = stage_begin_.find(key);
+    if (timeline_) {
+      const double begin_s = b != stage_begin_.end() ? Seconds(b->second.ts) : Seconds(e.ts);
+      r_.spans.push_back(TimelineSpan{t_.header.pid, e.tid, e.step, t_.String(e.str), begin_s,
+                                      Seconds(e.ts), c.peak_bytes});
+    }
+    const std::string& name = t_.String(e.str);
+    uint64_t& p = stage_peaks_[e.step][name];
+    p = std::max(p, c.peak_bytes);
+    auto [it, inserted] = max_run_.try_emplace(name);
+    if (inserted || c.peak_bytes > it->second.peak) {
+      it->second =
+          StageRun{c.peak_bytes, e.step, b != stage_begin_.end() ? b->second.seq : e.seq, e.seq};
+    }
+  }
+
+  // A step ends: its row, from its begin's counters (or the previous end's).
+  void OnStepEnd(const Event& e, const format::Counters& c) {
+    auto b = begins_.find(e.step);
+    const format::Counters& base = b != begins_.end() ? b->second.c : prev_;
     StepRow row;
     row.step = e.step;
-    row.pid = t.header.pid;
+    row.pid = t_.header.pid;
     row.live_bytes_end = c.live_bytes;
     row.peak_bytes = c.peak_bytes;
     row.mmap_live_bytes_end = c.mmap_live_bytes;
@@ -149,38 +175,45 @@ void BuildSteps(const Trace& t, ProcessResult& r,
     row.alloc_count = Sub(c.alloc_count, base.alloc_count);
     row.free_bytes = Sub(c.free_bytes, base.free_bytes);
     row.free_count = Sub(c.free_count, base.free_count);
-    row.epoch = b != begins.end() ? b->second.epoch : epoch;
-    if (b != begins.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
-    if (timeline) {
-      const double begin_s = b != begins.end() ? static_cast<double>(b->second.ts) / 1e9 : now_s;
-      r.spans.push_back(
-          TimelineSpan{t.header.pid, e.tid, e.step, "", begin_s, now_s, c.peak_bytes});
+    row.epoch = b != begins_.end() ? b->second.epoch : epoch_;
+    if (b != begins_.end()) row.duration_s = static_cast<double>(Sub(e.ts, b->second.ts)) / 1e9;
+    if (timeline_) {
+      const double begin_s = b != begins_.end() ? Seconds(b->second.ts) : Seconds(e.ts);
+      r_.spans.push_back(
+          TimelineSpan{t_.header.pid, e.tid, e.step, "", begin_s, Seconds(e.ts), c.peak_bytes});
     }
-    rows[e.step] = row;
-    prev = c;
-  }
-  if (!rows.empty()) r.summary.last_step = static_cast<int64_t>(rows.rbegin()->first);
-  for (auto& [step, row] : rows) {
-    auto sp = stage_peaks.find(step);
-    if (sp != stage_peaks.end()) row.stage_peaks = sp->second;
-    row_of_step[step] = r.steps.size();
-    r.steps.push_back(std::move(row));
+    rows_[e.step] = row;
+    prev_ = c;
   }
 
-  ProcessSummary& s = r.summary;
-  const format::Counters* totals = t.has_trailer ? &t.trailer.counters : last;
-  if (t.has_trailer) peak = std::max({peak, totals->peak_bytes, totals->live_bytes});
-  if (totals != nullptr) {
-    s.alloc_bytes = totals->alloc_bytes;
-    s.alloc_count = totals->alloc_count;
-    s.free_bytes = totals->free_bytes;
-    s.free_count = totals->free_count;
-    s.live_bytes_end = totals->live_bytes;
-    s.mmap_live_bytes_end = totals->mmap_live_bytes;
-    s.rss_bytes_end = totals->rss_bytes;
-    s.rss_peak_bytes = std::max(s.rss_peak_bytes, totals->rss_bytes);
+  const Trace& t_;
+  ProcessResult& r_;
+  std::map<std::string, StageRun>& max_run_;
+  const bool timeline_;
+  absl::flat_hash_map<uint64_t, Begin> begins_;
+  std::map<uint64_t, StepRow> rows_;
+  std::map<uint64_t, std::map<std::string, uint64_t>> stage_peaks_;
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageBegin> stage_begin_;  // (tid, str)
+  format::Counters prev_{};  // counters at the previous STEP end
+  const format::Counters* last_ = nullptr;
+  uint64_t peak_ = 0;
+  int64_t epoch_ = -1;
+};
+
+// Builds the step rows and the process totals from the exact counters, and
+// finds, per stage name, the run that reached the stage's largest peak.
+void BuildSteps(const Trace& t, ProcessResult& r,
+                absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                std::map<std::string, StageRun>& max_run, bool timeline) {
+  StepTableBuilder builder(t, r, max_run, timeline);
+  for (const Event& e : t.events) {  // the control events suffice
+    if (e.tag == format::kTagEpoch) {
+      builder.OnEpoch(e);
+    } else if (e.tag == format::kTagStep || e.tag == format::kTagStage) {
+      builder.OnBoundary(e, t.counters[e.counters]);
+    }
   }
-  s.peak_bytes = peak;
+  builder.Finish(row_of_step);
 }
 
 void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
@@ -535,33 +568,24 @@ Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
   return out;
 }
 
-ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
-                           const Options& options, uint64_t memory_limit) {
-  ProcessResult r;
-  FillSummary(t, path, r.summary);
-  absl::flat_hash_map<uint64_t, size_t> row_of_step;
-  std::map<std::string, StageRun> max_run;
-  BuildSteps(t, r, row_of_step, max_run, options.timeline);
-  const size_t rows = r.steps.size();
-  HostContext host;  // for the device analysis; filled in below
-  host.row_of_step = &row_of_step;
-  std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
-  HostPass h;
-  ReplayHost(t, events, row_of_step, max_run, options, rows, device.get(), r, h);
-  const HeapReplay& replay = h.replay;
-  const std::vector<StageTarget>& targets = h.targets;
-  const double interval_max = h.interval_max;
-  const size_t peak_index = h.peak_index;
-
-  // Pass 2: the run peak and the stage peaks without an in-process snapshot.
-  absl::flat_hash_map<uint64_t, uint32_t> host_site;  // stack -> site index
+// Host sites by stack: stack -> index in the replay's sites.
+absl::flat_hash_map<uint64_t, uint32_t> HostSiteIndex(const HeapReplay& replay) {
+  absl::flat_hash_map<uint64_t, uint32_t> host_site;
   for (size_t i = 0; i < replay.sites().size(); ++i) {
     if (replay.sites()[i].key.kind == HeapReplay::Kind::kHost) {
       host_site[replay.sites()[i].key.stack] = static_cast<uint32_t>(i);
     }
   }
-  std::vector<size_t> captures = {peak_index};
-  std::vector<const reader::SiteSnapshot*> snapshot_of(targets.size(), nullptr);
+  return host_site;
+}
+
+// The moments pass 2 captures: the run peak and the stage peaks without an
+// in-process snapshot (`snapshot_of[k]`: the snapshot of target k, or null).
+std::vector<size_t> PlanCaptures(const Trace& t, const HostPass& h,
+                                 std::vector<const reader::SiteSnapshot*>& snapshot_of) {
+  const std::vector<StageTarget>& targets = h.targets;
+  std::vector<size_t> captures = {h.peak_index};
+  snapshot_of.assign(targets.size(), nullptr);
   for (size_t k = 0; k < targets.size(); ++k) {
     for (const reader::SiteSnapshot& snap : t.snapshots) {
       if (snap.cause == format::kSnapshotStagePeak && snap.stage == *targets[k].name &&
@@ -571,127 +595,162 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
     }
     if (snapshot_of[k] == nullptr && targets[k].best >= 0) captures.push_back(targets[k].index);
   }
-  Captured both =
-      CapturePass(events, captures, device != nullptr ? device->Captures() : std::vector<size_t>{});
-  std::map<size_t, std::vector<HeapReplay::Accumulator>>& captured = both.host;
+  return captures;
+}
 
-  // Stage peaks.
-  for (size_t k = 0; k < targets.size(); ++k) {
-    const StageTarget& st = targets[k];
-    StagePeak sp;
-    sp.pid = t.header.pid;
-    sp.stage = *st.name;
-    sp.peak_bytes_max = st.run.peak;
-    sp.step_of_max = st.run.step;
-    std::vector<uint64_t> per_step;
-    for (const StepRow& row : r.steps) {
-      auto it = row.stage_peaks.find(sp.stage);
-      if (it != row.stage_peaks.end()) per_step.push_back(it->second);
-    }
-    sp.steps = per_step.size();
-    sp.peak_bytes_median = MedianOf(per_step);
-    if (snapshot_of[k] != nullptr) {
-      sp.top_source = "snapshot";
-      for (const auto& site : snapshot_of[k]->sites) {
-        PeakSite ps;
-        ps.stack_id = site.stack;
-        auto it = host_site.find(site.stack);
-        ps.site_id = it != host_site.end() ? it->second + 1 : 0;
-        ps.live_bytes = static_cast<double>(site.live_bytes);
-        ps.live_count = static_cast<double>(site.live_count);
-        // The snapshot keeps no variance; sum (s/p)^2 (1 - p) <= (s/p) T for
-        // every sample (s (1-p)/p = s / (e^((s+1)/T) - 1) < T), so bytes x T
-        // bounds it.
-        const HtInterval ci =
-            HtSumInterval(ps.live_bytes, ps.live_bytes * interval_max, interval_max);
-        ps.live_bytes_low = ci.low;
-        ps.live_bytes_high = ci.high;
-        sp.top_sites.push_back(ps);
-      }
-    } else if (auto it = captured.find(st.index); st.best >= 0 && it != captured.end()) {
-      sp.top_source = "replay";
-      for (size_t i = 0; i < it->second.size(); ++i) {
-        const HeapReplay::Accumulator& a = it->second[i];
-        if (a.key.kind != HeapReplay::Kind::kHost || a.live_bytes <= 0) continue;
-        PeakSite ps{i + 1, a.key.stack, a.live_bytes, a.live_count};
-        const HtInterval ci = HtSumInterval(a.live_bytes, a.live_var, interval_max);
-        ps.live_bytes_low = ci.low;
-        ps.live_bytes_high = ci.high;
-        sp.top_sites.push_back(ps);
-      }
-    }
-    std::stable_sort(
-        sp.top_sites.begin(), sp.top_sites.end(),
-        [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
-    if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
-    r.stage_peaks.push_back(std::move(sp));
+// The top sites of a stage peak from the process' in-process snapshot.
+void SnapshotTopSites(const reader::SiteSnapshot& snapshot,
+                      const absl::flat_hash_map<uint64_t, uint32_t>& host_site, double interval_max,
+                      StagePeak& sp) {
+  sp.top_source = "snapshot";
+  for (const auto& site : snapshot.sites) {
+    PeakSite ps;
+    ps.stack_id = site.stack;
+    auto it = host_site.find(site.stack);
+    ps.site_id = it != host_site.end() ? it->second + 1 : 0;
+    ps.live_bytes = static_cast<double>(site.live_bytes);
+    ps.live_count = static_cast<double>(site.live_count);
+    // The snapshot keeps no variance; sum (s/p)^2 (1 - p) <= (s/p) T for
+    // every sample (s (1-p)/p = s / (e^((s+1)/T) - 1) < T), so bytes x T
+    // bounds it.
+    const HtInterval ci = HtSumInterval(ps.live_bytes, ps.live_bytes * interval_max, interval_max);
+    ps.live_bytes_low = ci.low;
+    ps.live_bytes_high = ci.high;
+    sp.top_sites.push_back(ps);
   }
+}
 
-  // Alerts.
-  for (const reader::Alert& a : t.alerts) {
-    AlertRow row;
-    row.pid = t.header.pid;
-    row.step = a.step;
-    row.time_s = static_cast<double>(a.ts) / 1e9;
-    switch (a.rule) {
-      case format::kAlertGrowth:
-        row.rule = "growth";
-        break;
-      case format::kAlertPeak:
-        row.rule = "peak";
-        break;
-      case format::kAlertStagePeak:
-        row.rule = "stage_peak";
-        break;
-      case format::kAlertDevicePeak:
-        row.rule = "device_peak";
-        break;
-      default:
-        row.rule = absl::StrCat("rule ", a.rule);
-        break;
-    }
-    row.value = a.value;
-    row.threshold = a.threshold;
-    row.stage = a.stage;
-    auto it = host_site.find(a.site_stack);
-    row.site_id = a.site_stack != 0 && it != host_site.end() ? it->second + 1 : 0;
-    r.alerts.push_back(std::move(row));
+// The top sites of a stage peak from the capture pass' replay there.
+void ReplayTopSites(const std::vector<HeapReplay::Accumulator>& at, double interval_max,
+                    StagePeak& sp) {
+  sp.top_source = "replay";
+  for (size_t i = 0; i < at.size(); ++i) {
+    const HeapReplay::Accumulator& a = at[i];
+    if (a.key.kind != HeapReplay::Kind::kHost || a.live_bytes <= 0) continue;
+    PeakSite ps{i + 1, a.key.stack, a.live_bytes, a.live_count};
+    const HtInterval ci = HtSumInterval(a.live_bytes, a.live_var, interval_max);
+    ps.live_bytes_low = ci.low;
+    ps.live_bytes_high = ci.high;
+    sp.top_sites.push_back(ps);
   }
-  r.epochs = BuildEpochs(r.steps);
+}
 
-  // Growth: warm-up, process-level series, then each site.
+// The host peak of one stage: its largest run, its median over the steps,
+// the sites live at the largest (from a snapshot, or from the capture).
+StagePeak HostStagePeak(const Trace& t, const ProcessResult& r, const StageTarget& st,
+                        const reader::SiteSnapshot* snapshot,
+                        const std::map<size_t, std::vector<HeapReplay::Accumulator>>& captured,
+                        const absl::flat_hash_map<uint64_t, uint32_t>& host_site,
+                        double interval_max, const Options& options) {
+  StagePeak sp;
+  sp.pid = t.header.pid;
+  sp.stage = *st.name;
+  sp.peak_bytes_max = st.run.peak;
+  sp.step_of_max = st.run.step;
+  std::vector<uint64_t> per_step;
+  for (const StepRow& row : r.steps) {
+    auto it = row.stage_peaks.find(sp.stage);
+    if (it != row.stage_peaks.end()) per_step.push_back(it->second);
+  }
+  sp.steps = per_step.size();
+  sp.peak_bytes_median = MedianOf(per_step);
+  if (snapshot != nullptr) {
+    SnapshotTopSites(*snapshot, host_site, interval_max, sp);
+  } else if (auto it = captured.find(st.index); st.best >= 0 && it != captured.end()) {
+    ReplayTopSites(it->second, interval_max, sp);
+  }
+  std::stable_sort(
+      sp.top_sites.begin(), sp.top_sites.end(),
+      [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+  if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
+  return sp;
+}
+
+std::string AlertRuleName(uint8_t rule) {
+  switch (rule) {
+    case format::kAlertGrowth:
+      return "growth";
+    case format::kAlertPeak:
+      return "peak";
+    case format::kAlertStagePeak:
+      return "stage_peak";
+    case format::kAlertDevicePeak:
+      return "device_peak";
+    default:
+      return absl::StrCat("rule ", rule);
+  }
+}
+
+AlertRow MakeAlertRow(const Trace& t, const reader::Alert& a,
+                      const absl::flat_hash_map<uint64_t, uint32_t>& host_site) {
+  AlertRow row;
+  row.pid = t.header.pid;
+  row.step = a.step;
+  row.time_s = static_cast<double>(a.ts) / 1e9;
+  row.rule = AlertRuleName(a.rule);
+  row.value = a.value;
+  row.threshold = a.threshold;
+  row.stage = a.stage;
+  auto it = host_site.find(a.site_stack);
+  row.site_id = a.site_stack != 0 && it != host_site.end() ? it->second + 1 : 0;
+  return row;
+}
+
+// The process' exact series and what its growth is judged against.
+struct ProcessSeries {
+  std::vector<double> live, rss;  // per row: live heap, RSS at the step end
+  bool have_rss = false;
+  GrowthOptions exact;  // effect-size bounds of the exact series
+  double used = 0;      // max(RSS, live) at the end
+  double limit = 0;     // the memory limit
+};
+
+// The exact series' effect-size bounds: the exact live series has no
+// sampling noise, so its bounds are 32x smaller than a call site's (512
+// B/step, 32 KiB): a small leak that survives the trend, persistence and
+// window-growth tests is still a leak (PyTorch's "keep the loss with its
+// graph" leaks a few KiB per step). A bound the user set (--leak-min-rate,
+// --leak-min-growth) applies as given.
+GrowthOptions ExactSeriesOptions(const GrowthOptions& growth) {
+  GrowthOptions exact = growth;
+  const GrowthOptions defaults;
+  if (exact.min_rate == defaults.min_rate) exact.min_rate /= kExactSeriesBoundDivisor;
+  if (exact.min_window_growth == defaults.min_window_growth) {
+    exact.min_window_growth /= kExactSeriesBoundDivisor;
+  }
+  return exact;
+}
+
+// Growth of the process: median step time, warm-up, the exact live heap's
+// and RSS's classes, fragmentation, the projection to the memory limit.
+ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t memory_limit) {
+  const size_t rows = r.steps.size();
   ProcessSummary& ps = r.summary;
-  std::vector<double> live(rows), rss(rows), durations;
+  ProcessSeries out;
+  out.live.resize(rows);
+  out.rss.resize(rows);
+  std::vector<double> durations;
   for (size_t k = 0; k < rows; ++k) {
-    live[k] = static_cast<double>(r.steps[k].live_bytes_end);
-    rss[k] = static_cast<double>(r.steps[k].rss_bytes_end);
+    out.live[k] = static_cast<double>(r.steps[k].live_bytes_end);
+    out.rss[k] = static_cast<double>(r.steps[k].rss_bytes_end);
     if (r.steps[k].duration_s > 0) durations.push_back(r.steps[k].duration_s);
   }
   if (!durations.empty()) {
     std::sort(durations.begin(), durations.end());
     ps.median_step_s = durations[durations.size() / 2];
   }
-  const size_t detected = DetectWarmup(live, 0.25, options.growth.min_window);
+  const size_t detected = DetectWarmup(out.live, 0.25, options.growth.min_window);
   const size_t configured =
       options.warmup_steps > 0 ? static_cast<size_t>(options.warmup_steps) : 0;
   ps.warmup_steps = std::max(detected, configured);
   ps.warmup_detected = detected > configured;
-  // The exact live series has no sampling noise, so its effect-size bounds
-  // are 32x smaller than a call site's (512 B/step, 32 KiB): a small leak
-  // that survives the trend, persistence and window-growth tests is still a
-  // leak (PyTorch's "keep the loss with its graph" leaks a few KiB per step).
-  // A bound the user set (--leak-min-rate, --leak-min-growth) applies as given.
-  GrowthOptions exact = options.growth;
-  const GrowthOptions defaults;
-  if (exact.min_rate == defaults.min_rate) exact.min_rate /= kExactSeriesBoundDivisor;
-  if (exact.min_window_growth == defaults.min_window_growth) {
-    exact.min_window_growth /= kExactSeriesBoundDivisor;
-  }
-  ps.live_growth = ClassifyGrowth(GrowthInput{live, {}, {}, {}, {}}, ps.warmup_steps, exact);
-  const bool have_rss = std::any_of(rss.begin(), rss.end(), [](double v) { return v > 0; });
-  if (have_rss) {
+  out.exact = ExactSeriesOptions(options.growth);
+  ps.live_growth =
+      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
+  out.have_rss = std::any_of(out.rss.begin(), out.rss.end(), [](double v) { return v > 0; });
+  if (out.have_rss) {
     ps.rss_growth =
-        ClassifyGrowth(GrowthInput{rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
+        ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };
@@ -700,17 +759,21 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
                            options.growth.min_window_growth &&
                        !rises(ps.live_growth);
   }
-  const double used = static_cast<double>(std::max(ps.rss_bytes_end, ps.live_bytes_end));
-  const double limit = static_cast<double>(memory_limit);
+  out.used = static_cast<double>(std::max(ps.rss_bytes_end, ps.live_bytes_end));
+  out.limit = static_cast<double>(memory_limit);
   if (ps.live_growth.cls == GrowthClass::kLeak) {
-    Project(ps.live_growth.slope, used, limit, ps.median_step_s, &ps.steps_to_limit,
+    Project(ps.live_growth.slope, out.used, out.limit, ps.median_step_s, &ps.steps_to_limit,
             &ps.seconds_to_limit);
   }
+  return out;
+}
 
-  // Call sites: the site bounds, or the exact series' smaller ones when the
-  // exact heap itself grows (LEAK or BOUNDED_GROWTH): then a small leak that
-  // the leak hunt sampled densely can be named at its site, while on a run
-  // whose exact heap does not grow no site is held to less than the bounds.
+// Call sites: the site bounds, or the exact series' smaller ones when the
+// exact heap itself grows (LEAK or BOUNDED_GROWTH): then a small leak that
+// the leak hunt sampled densely can be named at its site, while on a run
+// whose exact heap does not grow no site is held to less than the bounds.
+GrowthOptions SiteGrowthOptions(const ProcessSummary& ps, const Options& options,
+                                const GrowthOptions& exact) {
   GrowthOptions site_options = options.growth;
   if (ps.live_growth.cls == GrowthClass::kLeak ||
       ps.live_growth.cls == GrowthClass::kBoundedGrowth) {
@@ -719,137 +782,231 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
         std::min(site_options.min_window_growth, exact.min_window_growth);
   }
   site_options.widen_sparse_halves = ps.live_growth.cls == GrowthClass::kLeak;
+  return site_options;
+}
 
-  FrameResolver resolver(t, options.symbolize);
+// What each host or mmap site of one process is built from.
+struct HostSiteContext {
+  const Trace& t;
+  const HostPass& h;
+  const Options& options;
+  const GrowthOptions& site_options;
+  const ProcessSummary& ps;
+  const ProcessSeries& series;
+  const std::vector<HeapReplay::Accumulator>& peak_sites;  // live at the run peak
+  size_t rows;
+  double interval_max;
   double step_alloc_bytes = 0, step_alloc_count = 0;  // exact, in the steps (churn shares)
-  for (const StepRow& row : r.steps) {
-    step_alloc_bytes += static_cast<double>(row.alloc_bytes);
-    step_alloc_count += static_cast<double>(row.alloc_count);
+};
+
+// Site i's live bytes at the end, at the run peak and at each step end.
+void FillHostSiteLive(const HostSiteContext& c, size_t i, const HeapReplay::Accumulator& a,
+                      Site& s) {
+  static const HeapReplay::Accumulator empty_acc{};
+  s.live_bytes_end = std::max(a.live_bytes, 0.0);
+  s.live_count_end = std::max(a.live_count, 0.0);
+  const HeapReplay::Accumulator& at_peak = i < c.peak_sites.size() ? c.peak_sites[i] : empty_acc;
+  s.live_bytes_at_peak = std::max(at_peak.live_bytes, 0.0);
+  if (s.kind == SiteKind::kHost) {  // mmap sites are exact
+    const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, c.interval_max);
+    s.live_bytes_end_low = end_ci.low;
+    s.live_bytes_end_high = end_ci.high;
+    const HtInterval peak_ci =
+        HtSumInterval(s.live_bytes_at_peak, at_peak.live_var, c.interval_max);
+    s.live_bytes_at_peak_low = peak_ci.low;
+    s.live_bytes_at_peak_high = peak_ci.high;
   }
-  const auto& acc = replay.sites();
-  const HeapReplay::Accumulator empty_acc{};
-  const auto& peak_sites = captured.count(peak_index) ? captured[peak_index] : acc;
-  for (size_t i = 0; i < acc.size(); ++i) {
-    const HeapReplay::Accumulator& a = acc[i];
-    Site s;
-    s.kind = a.key.kind == HeapReplay::Kind::kHost ? SiteKind::kHost : SiteKind::kMmap;
-    s.pid = t.header.pid;
-    s.stack_id = a.key.stack;
-    s.frames = resolver.Resolve(a.key.stack, a.first_ts);
-    s.samples = a.samples;
-    if (s.kind == SiteKind::kHost) {
-      s.allocator = a.pymalloc_samples == 0           ? "malloc"
-                    : a.pymalloc_samples == a.samples ? "pymalloc"
-                                                      : "mixed";
-    }
-    s.alloc_bytes = a.alloc_bytes;
-    s.alloc_count = a.alloc_count;
-    FillChurn(a, rows, step_alloc_bytes, step_alloc_count, interval_max, s);
-    if (options.site_slices && s.kind == SiteKind::kHost) s.slices = h.slices.SlicesOf(a.key.stack);
-    s.live_bytes_end = std::max(a.live_bytes, 0.0);
-    s.live_count_end = std::max(a.live_count, 0.0);
-    const HeapReplay::Accumulator& at_peak = i < peak_sites.size() ? peak_sites[i] : empty_acc;
-    s.live_bytes_at_peak = std::max(at_peak.live_bytes, 0.0);
-    if (s.kind == SiteKind::kHost) {  // mmap sites are exact
-      const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval_max);
-      s.live_bytes_end_low = end_ci.low;
-      s.live_bytes_end_high = end_ci.high;
-      const HtInterval peak_ci =
-          HtSumInterval(s.live_bytes_at_peak, at_peak.live_var, interval_max);
-      s.live_bytes_at_peak_low = peak_ci.low;
-      s.live_bytes_at_peak_high = peak_ci.high;
-    }
-    s.live_bytes_by_step.assign(rows, 0.0);
-    if (i < h.by_step.size()) {
-      for (size_t k = 0; k < h.by_step[i].size(); ++k) s.live_bytes_by_step[k] = h.by_step[i][k];
-    }
-    // The classified series is the long-lived part: live at the step end
-    // and allocated before the step began (docs/analysis.md).
-    GrowthInput in;
-    in.y.assign(rows, 0.0);
-    if (i < h.old_by_step.size()) {
-      for (size_t k = 0; k < h.old_by_step[i].size(); ++k)
-        in.y[k] = std::max(h.old_by_step[i][k], 0.0);
-    }
-    in.end_bytes_by_cohort =
-        i < h.cohort_bytes.size() ? h.cohort_bytes[i] : std::vector<double>(rows, 0.0);
-    in.end_samples_by_cohort =
-        i < h.cohort_samples.size() ? h.cohort_samples[i] : std::vector<double>(rows, 0.0);
-    in.end_var_by_cohort =
-        i < h.cohort_var.size() ? h.cohort_var[i] : std::vector<double>(rows, 0.0);
-    in.interval_by_row =
-        a.key.kind == HeapReplay::Kind::kHost ? h.interval_by_row : std::vector<double>(rows, 0.0);
-    // The largest the site's long-lived bytes got, or what its cohorts kept
-    // per step over the steps after warm-up when that is more (a leak sampled
-    // densely for a few steps by a hunt, sparsely after it).
-    const double top = std::max(
-        in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end()),
-        rows > ps.warmup_steps + 1
-            ? KeptRate(in, ps.warmup_steps, rows - 1) * static_cast<double>(rows - ps.warmup_steps)
-            : 0.0);
-    if (top < site_options.min_window_growth && rows >= ps.warmup_steps + site_options.min_window) {
-      s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
-      s.growth.warmup = ps.warmup_steps;
-      s.growth.capacity = top;
-      s.growth.reason = "never above the window growth threshold";
-    } else {
-      s.growth = ClassifyGrowth(in, ps.warmup_steps, site_options);
-    }
-    if (s.growth.cls == GrowthClass::kLeak) {
-      Project(s.growth.slope, used, limit, ps.median_step_s, &s.steps_to_limit,
-              &s.seconds_to_limit);
-    }
-    r.sites.push_back(std::move(s));
+  s.live_bytes_by_step.assign(c.rows, 0.0);
+  if (i < c.h.by_step.size()) {
+    for (size_t k = 0; k < c.h.by_step[i].size(); ++k) s.live_bytes_by_step[k] = c.h.by_step[i][k];
   }
-  // Sampled leak rates rescaled to the exact heap growth when they account
-  // for it (calibrate.h); projections follow the calibrated rate.
+}
+
+// The classified series of site i is the long-lived part: live at the step
+// end and allocated before the step began (docs/analysis.md), with the
+// cohorts still live at the end.
+GrowthInput HostSiteGrowthInput(const HostSiteContext& c, size_t i,
+                                const HeapReplay::Accumulator& a) {
+  const HostPass& h = c.h;
+  const size_t rows = c.rows;
+  GrowthInput in;
+  in.y.assign(rows, 0.0);
+  if (i < h.old_by_step.size()) {
+    for (size_t k = 0; k < h.old_by_step[i].size(); ++k)
+      in.y[k] = std::max(h.old_by_step[i][k], 0.0);
+  }
+  in.end_bytes_by_cohort =
+      i < h.cohort_bytes.size() ? h.cohort_bytes[i] : std::vector<double>(rows, 0.0);
+  in.end_samples_by_cohort =
+      i < h.cohort_samples.size() ? h.cohort_samples[i] : std::vector<double>(rows, 0.0);
+  in.end_var_by_cohort = i < h.cohort_var.size() ? h.cohort_var[i] : std::vector<double>(rows, 0.0);
+  in.interval_by_row =
+      a.key.kind == HeapReplay::Kind::kHost ? h.interval_by_row : std::vector<double>(rows, 0.0);
+  return in;
+}
+
+// The growth class of a site (and, for a leak, its projection).
+void ClassifyHostSite(const HostSiteContext& c, const GrowthInput& in, Site& s) {
+  const ProcessSummary& ps = c.ps;
+  const size_t rows = c.rows;
+  // The largest the site's long-lived bytes got, or what its cohorts kept
+  // per step over the steps after warm-up when that is more (a leak sampled
+  // densely for a few steps by a hunt, sparsely after it).
+  const double top = std::max(
+      in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end()),
+      rows > ps.warmup_steps + 1
+          ? KeptRate(in, ps.warmup_steps, rows - 1) * static_cast<double>(rows - ps.warmup_steps)
+          : 0.0);
+  if (top < c.site_options.min_window_growth &&
+      rows >= ps.warmup_steps + c.site_options.min_window) {
+    s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
+    s.growth.warmup = ps.warmup_steps;
+    s.growth.capacity = top;
+    s.growth.reason = "never above the window growth threshold";
+  } else {
+    s.growth = ClassifyGrowth(in, ps.warmup_steps, c.site_options);
+  }
+  if (s.growth.cls == GrowthClass::kLeak) {
+    Project(s.growth.slope, c.series.used, c.series.limit, ps.median_step_s, &s.steps_to_limit,
+            &s.seconds_to_limit);
+  }
+}
+
+// Host or mmap site i of the replay.
+Site MakeHostSite(const HostSiteContext& c, FrameResolver& resolver, size_t i) {
+  const HeapReplay::Accumulator& a = c.h.replay.sites()[i];
+  Site s;
+  s.kind = a.key.kind == HeapReplay::Kind::kHost ? SiteKind::kHost : SiteKind::kMmap;
+  s.pid = c.t.header.pid;
+  s.stack_id = a.key.stack;
+  s.frames = resolver.Resolve(a.key.stack, a.first_ts);
+  s.samples = a.samples;
+  if (s.kind == SiteKind::kHost) {
+    s.allocator = a.pymalloc_samples == 0           ? "malloc"
+                  : a.pymalloc_samples == a.samples ? "pymalloc"
+                                                    : "mixed";
+  }
+  s.alloc_bytes = a.alloc_bytes;
+  s.alloc_count = a.alloc_count;
+  FillChurn(a, c.rows, c.step_alloc_bytes, c.step_alloc_count, c.interval_max, s);
+  if (c.options.site_slices && s.kind == SiteKind::kHost)
+    s.slices = c.h.slices.SlicesOf(a.key.stack);
+  FillHostSiteLive(c, i, a, s);
+  ClassifyHostSite(c, HostSiteGrowthInput(c, i, a), s);
+  return s;
+}
+
+// Sampled leak rates rescaled to the exact heap growth when they account
+// for it (calibrate.h); projections follow the calibrated rate.
+void CalibrateSites(const ProcessSeries& series, ProcessResult& r) {
+  const ProcessSummary& ps = r.summary;
   std::vector<Growth*> heap_sites;
   for (Site& s : r.sites) {
     if (s.kind == SiteKind::kHost) heap_sites.push_back(&s.growth);
   }
-  if (CalibrateLeakRates(ps.live_growth, heap_sites).applied) {
-    for (Site& s : r.sites) {
-      if (!s.growth.calibrated) continue;
-      Project(s.growth.slope, used, limit, ps.median_step_s, &s.steps_to_limit,
-              &s.seconds_to_limit);
-    }
+  if (!CalibrateLeakRates(ps.live_growth, heap_sites).applied) return;
+  for (Site& s : r.sites) {
+    if (!s.growth.calibrated) continue;
+    Project(s.growth.slope, series.used, series.limit, ps.median_step_s, &s.steps_to_limit,
+            &s.seconds_to_limit);
   }
-  // RSS growth explained (rss_explain.h): after the sites, which may pin it.
-  if (have_rss) {
-    RssInput in;
-    in.rss = rss;
-    in.live = live;
-    in.mmap.resize(rows);
-    for (size_t k = 0; k < rows; ++k)
-      in.mmap[k] = static_cast<double>(r.steps[k].mmap_live_bytes_end);
-    in.stats = StepAllocStats(t, row_of_step, rows);
-    in.rss_growth = ps.rss_growth;
-    in.live_growth = ps.live_growth;
-    for (size_t i = 0; i < r.sites.size(); ++i) {
-      const Site& s = r.sites[i];
-      if (s.kind == SiteKind::kHost)
-        in.sites.push_back(RssSite{i + 1, s.growth.slope, s.growth.cls});
-    }
-    ps.rss_explain = ExplainRss(in, options.growth);
-    const std::string& v = ps.rss_explain.verdict;
-    if (!v.empty()) ps.fragmentation = v == "FRAGMENTATION" || v == "CACHING";
+}
+
+// RSS growth explained (rss_explain.h): after the sites, which may pin it.
+void ExplainRssGrowth(const Trace& t, const absl::flat_hash_map<uint64_t, size_t>& row_of_step,
+                      const ProcessSeries& series, const Options& options, ProcessResult& r) {
+  if (!series.have_rss) return;
+  const size_t rows = r.steps.size();
+  ProcessSummary& ps = r.summary;
+  RssInput in;
+  in.rss = series.rss;
+  in.live = series.live;
+  in.mmap.resize(rows);
+  for (size_t k = 0; k < rows; ++k)
+    in.mmap[k] = static_cast<double>(r.steps[k].mmap_live_bytes_end);
+  in.stats = StepAllocStats(t, row_of_step, rows);
+  in.rss_growth = ps.rss_growth;
+  in.live_growth = ps.live_growth;
+  for (size_t i = 0; i < r.sites.size(); ++i) {
+    const Site& s = r.sites[i];
+    if (s.kind == SiteKind::kHost) in.sites.push_back(RssSite{i + 1, s.growth.slope, s.growth.cls});
   }
+  ps.rss_explain = ExplainRss(in, options.growth);
+  const std::string& v = ps.rss_explain.verdict;
+  if (!v.empty()) ps.fragmentation = v == "FRAGMENTATION" || v == "CACHING";
+}
+
+// The host and mmap sites of the process, in replay order.
+void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
+                    const ProcessSeries& series, const Options& options, FrameResolver& resolver,
+                    ProcessResult& r) {
+  const auto& acc = h.replay.sites();
+  const auto peak = both.host.find(h.peak_index);
+  const GrowthOptions site_options = SiteGrowthOptions(r.summary, options, series.exact);
+  HostSiteContext c{t,
+                    h,
+                    options,
+                    site_options,
+                    r.summary,
+                    series,
+                    peak != both.host.end() ? peak->second : acc,
+                    r.steps.size(),
+                    h.interval_max};
+  for (const StepRow& row : r.steps) {
+    c.step_alloc_bytes += static_cast<double>(row.alloc_bytes);
+    c.step_alloc_count += static_cast<double>(row.alloc_count);
+  }
+  for (size_t i = 0; i < acc.size(); ++i) r.sites.push_back(MakeHostSite(c, resolver, i));
+}
+
+ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
+                           const Options& options, uint64_t memory_limit) {
+  ProcessResult r;
+  FillSummary(t, path, r.summary);
+  absl::flat_hash_map<uint64_t, size_t> row_of_step;
+  std::map<std::string, StageRun> max_run;
+  BuildSteps(t, r, row_of_step, max_run, options.timeline);
+  HostContext host;  // for the device analysis; filled in below
+  host.row_of_step = &row_of_step;
+  std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
+  // Pass 1: the whole replay (the device pass rides on it).
+  HostPass h;
+  ReplayHost(t, events, row_of_step, max_run, options, r.steps.size(), device.get(), r, h);
+  // Pass 2: the run peak and the stage peaks without an in-process snapshot.
+  const absl::flat_hash_map<uint64_t, uint32_t> host_site = HostSiteIndex(h.replay);
+  std::vector<const reader::SiteSnapshot*> snapshot_of;
+  std::vector<size_t> captures = PlanCaptures(t, h, snapshot_of);
+  const Captured both =
+      CapturePass(events, captures, device != nullptr ? device->Captures() : std::vector<size_t>{});
+  for (size_t k = 0; k < h.targets.size(); ++k) {
+    r.stage_peaks.push_back(HostStagePeak(t, r, h.targets[k], snapshot_of[k], both.host, host_site,
+                                          h.interval_max, options));
+  }
+  for (const reader::Alert& a : t.alerts) r.alerts.push_back(MakeAlertRow(t, a, host_site));
+  r.epochs = BuildEpochs(r.steps);
+  // Growth: warm-up, process-level series, then each site.
+  const ProcessSeries series = ClassifyProcess(r, options, memory_limit);
+  FrameResolver resolver(t, options.symbolize);
+  BuildHostSites(t, h, both, series, options, resolver, r);
+  CalibrateSites(series, r);
+  ExplainRssGrowth(t, row_of_step, series, options, r);
+  ProcessSummary& ps = r.summary;
   ps.hunts = SummarizeHunts(t, false);
-  for (const ProcessSummary::Hunt& h : SummarizeHunts(t, true)) ps.hunts.push_back(h);
-  Unattributed(r.sites, r.steps, exact, options, ps);
+  for (const ProcessSummary::Hunt& hunt : SummarizeHunts(t, true)) ps.hunts.push_back(hunt);
+  Unattributed(r.sites, r.steps, series.exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
   host.warmup_steps = ps.warmup_steps;
   host.median_step_s = ps.median_step_s;
-  host.host_used_bytes = used;
-  host.memory_limit = limit;
-  host.exact = exact;
+  host.host_used_bytes = series.used;
+  host.memory_limit = series.limit;
+  host.exact = series.exact;
   const size_t device_base = r.sites.size();
   if (device != nullptr) {
     device->Finish(host, options, resolver, r.steps, r.summary, r.sites, r.stage_peaks, r.failures,
                    both.device);
   }
   // Out-of-memory moments and snapshots on request (mem_snapshot.h).
-  AnalyzeMemSnapshots(t, events, device_base, interval_max, options, r.snapshots);
+  AnalyzeMemSnapshots(t, events, device_base, h.interval_max, options, r.snapshots);
   return r;
 }
 

@@ -595,6 +595,190 @@ std::vector<size_t> DeviceAnalysis::Captures() const {
   return indices;
 }
 
+namespace {
+
+// What the device sites, stage peaks and failures of one process are built
+// from, once its passes are over.
+struct SiteContext {
+  const Trace& t;
+  const HostContext& host;
+  const Options& options;
+  const DevicePass& pass;
+  const std::map<size_t, std::vector<DeviceReplay::SiteAcc>>& captured;
+  size_t base;      // index in `sites` of the first device site
+  size_t rows;      // step rows
+  double interval;  // the largest sampling interval
+  bool sampled;     // sites are Horvitz-Thompson estimates once any sample had p < 1
+  std::map<int32_t, const DeviceSummary*> summary_of;
+  // The churn view's shares: the process's exact resident device
+  // allocations in its steps (the step rows' device traffic).
+  double step_dev_bytes = 0, step_dev_count = 0;
+
+  // Site `site` of the replay right after event `index` (null when not captured).
+  const DeviceReplay::SiteAcc* LiveAt(size_t index, size_t site) const {
+    auto it = captured.find(index);
+    return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
+  }
+  const DeviceSummary* SummaryOf(int32_t device) const {
+    auto it = summary_of.find(device);
+    return it != summary_of.end() ? it->second : nullptr;
+  }
+};
+
+// The site's live bytes at the peak its kind counts toward (its device's
+// run peak, or the pinned host peak): `peak_index`, SIZE_MAX when none.
+void FillLiveAtPeak(const SiteContext& c, size_t j, size_t peak_index, Site& s) {
+  if (const DeviceReplay::SiteAcc* at = c.LiveAt(peak_index, j)) {
+    s.live_bytes_at_peak = std::max(at->live_bytes, 0.0);
+    if (c.sampled) {
+      const HtInterval ci = HtSumInterval(s.live_bytes_at_peak, at->live_var, c.interval);
+      s.live_bytes_at_peak_low = ci.low;
+      s.live_bytes_at_peak_high = ci.high;
+    }
+  } else if (c.sampled) {
+    s.live_bytes_at_peak_high = HtSumInterval(0, 0, c.interval).high;
+  }
+}
+
+// The site's live bytes at each step end, their growth class and, for a
+// leak, its projection against the device's (or the host's) memory.
+void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc& a,
+                    const DeviceSummary* dev, Site& s) {
+  s.live_bytes_by_step.assign(c.rows, 0.0);
+  if (j < c.pass.site_by_step().size()) {
+    const std::vector<double>& v = c.pass.site_by_step()[j];
+    for (size_t k = 0; k < v.size() && k < c.rows; ++k)
+      s.live_bytes_by_step[k] = std::max(v[k], 0.0);
+  }
+  const size_t warmup = dev != nullptr ? dev->warmup_steps : c.host.warmup_steps;
+  // Sampled sites are estimates: the call-site bounds, not the exact ones.
+  s.growth =
+      ClassifyExact(s.live_bytes_by_step, warmup, c.sampled ? c.options.growth : c.host.exact);
+  if (s.growth.cls != GrowthClass::kLeak) return;
+  if (dev != nullptr) {
+    const double used =
+        static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end : dev->live_bytes_end);
+    Project(s.growth.slope, used, static_cast<double>(dev->total_bytes), c.host.median_step_s,
+            &s.steps_to_limit, &s.seconds_to_limit);
+  } else if (a.key.kind == format::kDevPinnedHost) {
+    Project(s.growth.slope, c.host.host_used_bytes, c.host.memory_limit, c.host.median_step_s,
+            &s.steps_to_limit, &s.seconds_to_limit);
+  }
+}
+
+// Device site `j` of the replay.
+Site MakeDeviceSite(const SiteContext& c, FrameResolver& resolver, size_t j) {
+  const DeviceReplay::SiteAcc& a = c.pass.replay().sites()[j];
+  Site s;
+  s.kind = DeviceSiteKind(a.key.kind);
+  s.pid = c.t.header.pid;
+  s.stack_id = a.key.stack;
+  s.device = a.key.device;
+  s.api = format::DeviceApiName(a.api);
+  s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
+  s.samples = a.samples;
+  s.alloc_bytes = a.alloc_bytes;
+  s.alloc_count = a.alloc_count;
+  const bool resident = IsResidentKind(a.key.kind);
+  FillDeviceChurn(a, c.rows, resident ? c.step_dev_bytes : 0, resident ? c.step_dev_count : 0,
+                  c.sampled ? c.interval : 0, s);
+  s.live_bytes_end = std::max(a.live_bytes, 0.0);
+  s.live_count_end = std::max(a.live_count, 0.0);
+  if (c.sampled) {  // exact sites keep high < 0
+    const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, c.interval);
+    s.live_bytes_end_low = end_ci.low;
+    s.live_bytes_end_high = end_ci.high;
+  }
+  // Tensor blocks live on their device too: its warm-up and memory.
+  const bool on_device = resident || a.key.kind == format::kDevTensorBlock;
+  const DeviceSummary* dev = on_device ? c.SummaryOf(a.key.device) : nullptr;
+  size_t peak_index = SIZE_MAX;
+  if (resident) {
+    auto p = c.pass.run_peak().find(a.key.device);
+    if (p != c.pass.run_peak().end()) peak_index = p->second.index;
+  } else if (a.key.kind == format::kDevPinnedHost) {
+    peak_index = c.pass.pinned_peak().index;
+  }
+  FillLiveAtPeak(c, j, peak_index, s);
+  FillSiteGrowth(c, j, a, dev, s);
+  return s;
+}
+
+// The resident device sites live at `best` (a stage's largest peak on
+// `sp.device`), largest first, at most options.top_peak_sites.
+void FillStageTopSites(const SiteContext& c, const IndexedPeak& best, StagePeak& sp) {
+  const auto& accs = c.pass.replay().sites();
+  for (size_t j = 0; j < accs.size(); ++j) {
+    const DeviceReplay::SiteAcc* at = c.LiveAt(best.index, j);
+    if (at == nullptr || at->live_bytes <= 0 || !IsResidentKind(at->key.kind) ||
+        at->key.device != sp.device) {
+      continue;
+    }
+    PeakSite ps{c.base + j + 1, at->key.stack, at->live_bytes, at->live_count};
+    if (c.sampled) {
+      const HtInterval ci = HtSumInterval(at->live_bytes, at->live_var, c.interval);
+      ps.live_bytes_low = ci.low;
+      ps.live_bytes_high = ci.high;
+    }
+    sp.top_sites.push_back(ps);
+  }
+  std::stable_sort(
+      sp.top_sites.begin(), sp.top_sites.end(),
+      [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
+  if (sp.top_sites.size() > c.options.top_peak_sites) sp.top_sites.resize(c.options.top_peak_sites);
+}
+
+// The peak of stage `key.first` on device `key.second`: its largest, its
+// median over the steps, the sites live at the largest.
+StagePeak MakeDeviceStagePeak(const SiteContext& c, const std::pair<std::string, int32_t>& key,
+                              const IndexedPeak& best, const std::vector<StepRow>& steps) {
+  StagePeak sp;
+  sp.pid = c.t.header.pid;
+  sp.stage = key.first;
+  sp.kind = SiteKind::kDevice;
+  sp.device = key.second;
+  sp.peak_bytes_max = best.bytes;
+  sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
+  std::vector<uint64_t> per_step;
+  for (const StepRow& row : steps) {
+    for (const DeviceStep& ds : row.devices) {
+      if (ds.device != sp.device) continue;
+      auto it = ds.stage_peaks.find(sp.stage);
+      if (it != ds.stage_peaks.end()) per_step.push_back(it->second);
+    }
+  }
+  sp.steps = per_step.size();
+  sp.peak_bytes_median = MedianOf(per_step);
+  sp.top_source = c.sampled ? "replay" : "exact";
+  FillStageTopSites(c, best, sp);
+  return sp;
+}
+
+// A failed device allocation (DEV_FAIL), with its site when it has one.
+DeviceFailure MakeFailure(const Trace& t, const Event& e,
+                          const absl::flat_hash_map<DeviceReplay::SiteKey, size_t>& site_of,
+                          FrameResolver& resolver) {
+  DeviceFailure f;
+  f.pid = t.header.pid;
+  f.time_s = Seconds(e.ts);
+  f.step = e.step;
+  f.stage = t.String(e.str);
+  f.size = e.size;
+  f.kind = DeviceSiteKind(e.kind);
+  f.api = format::DeviceApiName(e.api);
+  f.error = static_cast<uint64_t>(e.value);
+  // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
+  if (f.error == 2) f.error_name = "out of memory";
+  f.device = e.device;
+  f.stack_id = e.stack;
+  auto site = site_of.find(DeviceReplay::SiteKey{e.kind, e.device, e.stack});
+  f.site_id = site != site_of.end() ? site->second + 1 : 0;
+  f.frames = resolver.Resolve(e.stack, e.ts, /*device=*/true);
+  return f;
+}
+
+}  // namespace
+
 void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
                             FrameResolver& resolver, std::vector<StepRow>& steps,
                             ProcessSummary& summary, std::vector<Site>& sites,
@@ -605,157 +789,35 @@ void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
   DevicePass& pass = impl_->pass;
   FillStepRows(t, pass, steps);
   FillDeviceSummaries(t, host, options, impl_->devices, pass, steps, summary);
-  auto live_at = [&](size_t index, size_t site) -> const DeviceReplay::SiteAcc* {
-    auto it = captured.find(index);
-    return it != captured.end() && site < it->second.size() ? &it->second[site] : nullptr;
-  };
-
-  const size_t base = sites.size();
-  const size_t rows = steps.size();
-  // Sites are Horvitz-Thompson estimates once any sample had p < 1.
-  const double interval = static_cast<double>(pass.replay().max_interval());
-  const bool sampled = pass.replay().max_interval() > 0;
-  absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
-  std::map<int32_t, size_t> warmup_of;
-  std::map<int32_t, const DeviceSummary*> summary_of;
-  for (const DeviceSummary& ds : summary.devices) summary_of[ds.device] = &ds;
-  const auto& accs = pass.replay().sites();
-  // The churn view's shares: the process's exact resident device
-  // allocations in its steps (the step rows' device traffic).
-  double step_dev_bytes = 0, step_dev_count = 0;
+  SiteContext c{t,
+                host,
+                options,
+                pass,
+                captured,
+                sites.size(),
+                steps.size(),
+                static_cast<double>(pass.replay().max_interval()),
+                pass.replay().max_interval() > 0,
+                {}};
+  for (const DeviceSummary& ds : summary.devices) c.summary_of[ds.device] = &ds;
   for (const StepRow& row : steps) {
     for (const DeviceStep& ds : row.devices) {
-      step_dev_bytes += static_cast<double>(ds.alloc_bytes);
-      step_dev_count += static_cast<double>(ds.alloc_count);
+      c.step_dev_bytes += static_cast<double>(ds.alloc_bytes);
+      c.step_dev_count += static_cast<double>(ds.alloc_count);
     }
   }
+  absl::flat_hash_map<DeviceReplay::SiteKey, size_t> site_of;
+  const auto& accs = pass.replay().sites();
   for (size_t j = 0; j < accs.size(); ++j) {
-    const DeviceReplay::SiteAcc& a = accs[j];
-    site_of[a.key] = base + j;
-    Site s;
-    s.kind = DeviceSiteKind(a.key.kind);
-    s.pid = t.header.pid;
-    s.stack_id = a.key.stack;
-    s.device = a.key.device;
-    s.api = format::DeviceApiName(a.api);
-    s.frames = resolver.Resolve(a.key.stack, a.first_ts, /*device=*/true);
-    s.samples = a.samples;
-    s.alloc_bytes = a.alloc_bytes;
-    s.alloc_count = a.alloc_count;
-    FillDeviceChurn(a, rows, IsResidentKind(a.key.kind) ? step_dev_bytes : 0,
-                    IsResidentKind(a.key.kind) ? step_dev_count : 0, sampled ? interval : 0, s);
-    s.live_bytes_end = std::max(a.live_bytes, 0.0);
-    s.live_count_end = std::max(a.live_count, 0.0);
-    if (sampled) {  // exact sites keep high < 0
-      const HtInterval end_ci = HtSumInterval(s.live_bytes_end, a.live_var, interval);
-      s.live_bytes_end_low = end_ci.low;
-      s.live_bytes_end_high = end_ci.high;
-    }
-    const bool resident = IsResidentKind(a.key.kind);
-    // Tensor blocks live on their device too: its warm-up and memory.
-    const bool on_device = resident || a.key.kind == format::kDevTensorBlock;
-    const DeviceSummary* dev = on_device ? summary_of[a.key.device] : nullptr;
-    size_t peak_index = SIZE_MAX;
-    if (resident) {
-      auto p = pass.run_peak().find(a.key.device);
-      if (p != pass.run_peak().end()) peak_index = p->second.index;
-    } else if (a.key.kind == format::kDevPinnedHost) {
-      peak_index = pass.pinned_peak().index;
-    }
-    if (const DeviceReplay::SiteAcc* at = live_at(peak_index, j)) {
-      s.live_bytes_at_peak = std::max(at->live_bytes, 0.0);
-      if (sampled) {
-        const HtInterval ci = HtSumInterval(s.live_bytes_at_peak, at->live_var, interval);
-        s.live_bytes_at_peak_low = ci.low;
-        s.live_bytes_at_peak_high = ci.high;
-      }
-    } else if (sampled) {
-      s.live_bytes_at_peak_high = HtSumInterval(0, 0, interval).high;
-    }
-    s.live_bytes_by_step.assign(rows, 0.0);
-    if (j < pass.site_by_step().size()) {
-      const std::vector<double>& v = pass.site_by_step()[j];
-      for (size_t k = 0; k < v.size() && k < rows; ++k)
-        s.live_bytes_by_step[k] = std::max(v[k], 0.0);
-    }
-    const size_t warmup = dev != nullptr ? dev->warmup_steps : host.warmup_steps;
-    // Sampled sites are estimates: the call-site bounds, not the exact ones.
-    s.growth = ClassifyExact(s.live_bytes_by_step, warmup, sampled ? options.growth : host.exact);
-    if (s.growth.cls == GrowthClass::kLeak) {
-      if (dev != nullptr) {
-        const double used = static_cast<double>(dev->used_bytes_end > 0 ? dev->used_bytes_end
-                                                                        : dev->live_bytes_end);
-        Project(s.growth.slope, used, static_cast<double>(dev->total_bytes), host.median_step_s,
-                &s.steps_to_limit, &s.seconds_to_limit);
-      } else if (a.key.kind == format::kDevPinnedHost) {
-        Project(s.growth.slope, host.host_used_bytes, host.memory_limit, host.median_step_s,
-                &s.steps_to_limit, &s.seconds_to_limit);
-      }
-    }
-    sites.push_back(std::move(s));
+    site_of[accs[j].key] = c.base + j;
+    sites.push_back(MakeDeviceSite(c, resolver, j));
   }
-
   // Stage peaks of each device, after the host ones, by (stage, device).
   for (const auto& [key, best] : pass.best_stage()) {
     if (pass.replay().devices().count(key.second) == 0) continue;  // no allocation on it
-    StagePeak sp;
-    sp.pid = t.header.pid;
-    sp.stage = key.first;
-    sp.kind = SiteKind::kDevice;
-    sp.device = key.second;
-    sp.peak_bytes_max = best.bytes;
-    sp.step_of_max = best.step < 0 ? 0 : static_cast<uint64_t>(best.step);
-    std::vector<uint64_t> per_step;
-    for (const StepRow& row : steps) {
-      for (const DeviceStep& ds : row.devices) {
-        if (ds.device != sp.device) continue;
-        auto it = ds.stage_peaks.find(sp.stage);
-        if (it != ds.stage_peaks.end()) per_step.push_back(it->second);
-      }
-    }
-    sp.steps = per_step.size();
-    sp.peak_bytes_median = MedianOf(per_step);
-    sp.top_source = sampled ? "replay" : "exact";
-    for (size_t j = 0; j < accs.size(); ++j) {
-      const DeviceReplay::SiteAcc* at = live_at(best.index, j);
-      if (at == nullptr || at->live_bytes <= 0 || !IsResidentKind(at->key.kind) ||
-          at->key.device != sp.device) {
-        continue;
-      }
-      PeakSite ps{base + j + 1, at->key.stack, at->live_bytes, at->live_count};
-      if (sampled) {
-        const HtInterval ci = HtSumInterval(at->live_bytes, at->live_var, interval);
-        ps.live_bytes_low = ci.low;
-        ps.live_bytes_high = ci.high;
-      }
-      sp.top_sites.push_back(ps);
-    }
-    std::stable_sort(
-        sp.top_sites.begin(), sp.top_sites.end(),
-        [](const PeakSite& a, const PeakSite& b) { return a.live_bytes > b.live_bytes; });
-    if (sp.top_sites.size() > options.top_peak_sites) sp.top_sites.resize(options.top_peak_sites);
-    stage_peaks.push_back(std::move(sp));
+    stage_peaks.push_back(MakeDeviceStagePeak(c, key, best, steps));
   }
-
-  for (const Event& e : pass.fails()) {
-    DeviceFailure f;
-    f.pid = t.header.pid;
-    f.time_s = Seconds(e.ts);
-    f.step = e.step;
-    f.stage = t.String(e.str);
-    f.size = e.size;
-    f.kind = DeviceSiteKind(e.kind);
-    f.api = format::DeviceApiName(e.api);
-    f.error = static_cast<uint64_t>(e.value);
-    // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
-    if (f.error == 2) f.error_name = "out of memory";
-    f.device = e.device;
-    f.stack_id = e.stack;
-    auto site = site_of.find(DeviceReplay::SiteKey{e.kind, e.device, e.stack});
-    f.site_id = site != site_of.end() ? site->second + 1 : 0;
-    f.frames = resolver.Resolve(e.stack, e.ts, /*device=*/true);
-    failures.push_back(std::move(f));
-  }
+  for (const Event& e : pass.fails()) failures.push_back(MakeFailure(t, e, site_of, resolver));
 }
 
 }  // namespace memstep::analysis

@@ -76,46 +76,70 @@ std::string DescribeSelection(const Options& o) {
   return absl::StrJoin(parts, ", ");
 }
 
-SelectOutcome SelectTrace(const Options& o, reader::Trace* t, BulkTransform* bulk) {
-  SelectOutcome out;
-  if ((o.pid >= 0 && t->header.pid != static_cast<uint64_t>(o.pid)) ||
-      (!o.rank.empty() && t->RankValue("RANK") != o.rank)) {
-    out.process_selected = false;
-    return out;
-  }
-  const bool by_step = o.first_step >= 0 || o.last_step >= 0;
-  const uint64_t first = o.first_step >= 0 ? static_cast<uint64_t>(o.first_step) : 0;
-  const uint64_t last = o.last_step >= 0 ? static_cast<uint64_t>(o.last_step) : UINT64_MAX;
-  absl::flat_hash_set<uint64_t> stage_ids;
-  for (const auto& [id, s] : t->strings) {
-    if (!o.stage.empty() && s == o.stage) stage_ids.insert(id);
-  }
-  std::vector<Event>& ev = t->events;
-  // The cut: nothing after step `last`'s STEP end (or, when it has none,
-  // from the first STEP record of a later step on).
-  size_t cut = ev.size();
-  const format::Counters* end_counters = nullptr;
-  if (o.last_step >= 0) {
-    for (size_t i = 0; i < ev.size(); ++i) {
-      const Event& e = ev[i];
-      if (e.tag != format::kTagStep) continue;
-      if (e.step > last) {
-        cut = i;
-        break;
-      }
-      if (e.phase == 1 && e.step == last) {
-        cut = i + 1;
-        if (e.counters < t->counters.size()) end_counters = &t->counters[e.counters];
-        break;
-      }
+namespace {
+
+// The cut: nothing after step `last`'s STEP end (or, when it has none,
+// from the first STEP record of a later step on). Returns the index of the
+// first event cut (events.size(): none) and sets `end_counters` to the
+// counters of step `last`'s end, when it has one.
+size_t FindCut(const reader::Trace& t, uint64_t last, const format::Counters** end_counters) {
+  const std::vector<Event>& ev = t.events;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    if (e.tag != format::kTagStep) continue;
+    if (e.step > last) return i;
+    if (e.phase == 1 && e.step == last) {
+      if (e.counters < t.counters.size()) *end_counters = &t.counters[e.counters];
+      return i + 1;
     }
   }
-  const uint64_t cut_seq = cut < ev.size() ? ev[cut].seq : UINT64_MAX;
-  const uint64_t cut_ts = cut < ev.size() ? ev[cut].ts : UINT64_MAX;
+  return ev.size();
+}
+
+// The ids of the string `stage` names (none when `stage` is empty).
+absl::flat_hash_set<uint64_t> StageIds(const std::string& stage, const reader::Trace& t) {
+  absl::flat_hash_set<uint64_t> stage_ids;
+  for (const auto& [id, s] : t.strings) {
+    if (!stage.empty() && s == stage) stage_ids.insert(id);
+  }
+  return stage_ids;
+}
+
+// --stage, for a record that is neither a STEP nor a STAGE: whether it
+// belongs to the stage. Device allocations of other stages are dropped with
+// their frees (a DEV_FREE of an allocation the replay never saw would
+// subtract it); `dropped_dev` holds those still live.
+bool KeepInStage(const Event& e, const absl::flat_hash_set<uint64_t>& stage_ids,
+                 absl::flat_hash_set<std::pair<uint8_t, uint64_t>>& dropped_dev) {
+  switch (e.tag) {
+    case format::kTagAlloc:
+    case format::kTagMmap:  // its munmaps stay: an unknown range unmaps nothing
+    case format::kTagDevFail:
+      return stage_ids.contains(e.str);
+    case format::kTagDevAlloc:
+      if (stage_ids.contains(e.str)) {
+        dropped_dev.erase(std::make_pair(e.kind, e.addr));  // the address is reused
+        return true;
+      }
+      dropped_dev.insert(std::make_pair(e.kind, e.addr));
+      return false;
+    case format::kTagDevFree:
+      return dropped_dev.erase(std::make_pair(e.kind, e.addr)) == 0;
+    default:  // FREE, MUNMAP, MREMAP (of a kept mapping: followed), the rest
+      return true;
+  }
+}
+
+// Keeps the events before `cut` that the selection keeps: steps and stages
+// from step `first` on (stages: only stage `o.stage`), the records made in
+// that stage. Counts the selected steps into `out`; returns the counters at
+// the first selected step's begin (nullptr when `first` is 0 or none).
+const format::Counters* FilterEvents(const Options& o, uint64_t first, size_t cut,
+                                     const absl::flat_hash_set<uint64_t>& stage_ids,
+                                     reader::Trace* t, SelectOutcome* out) {
+  std::vector<Event>& ev = t->events;
   size_t kept = 0;
-  const format::Counters* begin_counters = nullptr;  // at the first selected step's begin
-  // --stage: device allocations of other stages, dropped with their frees
-  // (a DEV_FREE of an allocation the replay never saw would subtract it).
+  const format::Counters* begin_counters = nullptr;
   absl::flat_hash_set<std::pair<uint8_t, uint64_t>> dropped_dev;
   for (size_t i = 0; i < cut; ++i) {
     const Event& e = ev[i];
@@ -127,40 +151,20 @@ SelectOutcome SelectTrace(const Options& o, reader::Trace* t, BulkTransform* bul
     if (e.tag == format::kTagStep || e.tag == format::kTagStage) {
       keep = e.step >= first;
       if (e.tag == format::kTagStage && !o.stage.empty()) keep = keep && stage_ids.contains(e.str);
-      if (keep && e.tag == format::kTagStep && e.phase == 1) ++out.steps;
-      if (keep && e.tag == format::kTagStage) out.stage_ran = true;
+      if (keep && e.tag == format::kTagStep && e.phase == 1) ++out->steps;
+      if (keep && e.tag == format::kTagStage) out->stage_ran = true;
     } else if (!o.stage.empty()) {
-      switch (e.tag) {
-        case format::kTagAlloc:
-        case format::kTagMmap:  // its munmaps stay: an unknown range unmaps nothing
-        case format::kTagDevFail:
-          keep = stage_ids.contains(e.str);
-          break;
-        case format::kTagDevAlloc:
-          keep = stage_ids.contains(e.str);
-          if (keep) {
-            dropped_dev.erase(std::make_pair(e.kind, e.addr));  // the address is reused
-          } else {
-            dropped_dev.insert(std::make_pair(e.kind, e.addr));
-          }
-          break;
-        case format::kTagDevFree:
-          keep = dropped_dev.erase(std::make_pair(e.kind, e.addr)) == 0;
-          break;
-        default:  // FREE, MUNMAP, MREMAP (of a kept mapping: followed), the rest
-          break;
-      }
+      keep = KeepInStage(e, stage_ids, dropped_dev);
     }
     if (keep) ev[kept++] = e;
   }
   ev.resize(kept);
-  if (bulk != nullptr) {
-    bulk->cut_seq = cut_seq;
-    bulk->stage_filter = !o.stage.empty();
-    bulk->stage_ids = stage_ids;
-  }
-  if (!by_step && o.stage.empty()) return out;
+  return begin_counters;
+}
 
+// The records beside the events, from step `first` to the cut.
+void KeepSelectedRecords(const Options& o, uint64_t first, uint64_t cut_seq, uint64_t cut_ts,
+                         reader::Trace* t) {
   KeepIf(t->alerts, [&](const reader::Alert& a) { return a.seq < cut_seq && a.step >= first; });
   KeepIf(t->snapshots, [&](const reader::SiteSnapshot& s) {
     return s.seq < cut_seq && s.step >= first && (o.stage.empty() || s.stage == o.stage);
@@ -170,30 +174,62 @@ SelectOutcome SelectTrace(const Options& o, reader::Trace* t, BulkTransform* bul
   KeepIf(t->hunts, [&](const reader::Hunt& h) { return h.seq < cut_seq && h.step >= first; });
   KeepIf(t->arena_stats, [&](const reader::ArenaStats& a) { return a.seq < cut_seq; });
   KeepIf(t->rates, [&](const reader::Rate& r) { return r.ts < cut_ts; });
-  if (cut_ts != UINT64_MAX) {
-    // The run, as far as the report sees it, ends at step `last`'s end: its
-    // counters stand in for the trailer's totals.
-    t->max_ts = ev.empty() ? 0 : ev.back().ts;
-    if (t->has_trailer && end_counters != nullptr) {
-      t->trailer.counters = *end_counters;
-      t->trailer.ts = t->max_ts;
-    } else {
-      t->has_trailer = false;
-    }
+}
+
+// The run, as far as the report sees it, ends at step `last`'s end: its
+// counters stand in for the trailer's totals.
+void EndAtCut(const format::Counters* end_counters, reader::Trace* t) {
+  t->max_ts = t->events.empty() ? 0 : t->events.back().ts;
+  if (t->has_trailer && end_counters != nullptr) {
+    t->trailer.counters = *end_counters;
+    t->trailer.ts = t->max_ts;
+  } else {
+    t->has_trailer = false;
   }
-  // The trailer's totals count from the process start and its peak is the
-  // run's: from step `first`'s begin on, they are the selection's.
-  if (t->has_trailer && first > 0) {
-    format::Counters& c = t->trailer.counters;
-    c.peak_bytes = c.live_bytes;
-    if (begin_counters != nullptr) {
-      const auto sub = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
-      c.alloc_bytes = sub(c.alloc_bytes, begin_counters->alloc_bytes);
-      c.alloc_count = sub(c.alloc_count, begin_counters->alloc_count);
-      c.free_bytes = sub(c.free_bytes, begin_counters->free_bytes);
-      c.free_count = sub(c.free_count, begin_counters->free_count);
-    }
+}
+
+// The trailer's totals count from the process start and its peak is the
+// run's: from step `first`'s begin on, they are the selection's.
+void SubtractBefore(uint64_t first, const format::Counters* begin_counters, reader::Trace* t) {
+  if (!t->has_trailer || first == 0) return;
+  format::Counters& c = t->trailer.counters;
+  c.peak_bytes = c.live_bytes;
+  if (begin_counters == nullptr) return;
+  const auto sub = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+  c.alloc_bytes = sub(c.alloc_bytes, begin_counters->alloc_bytes);
+  c.alloc_count = sub(c.alloc_count, begin_counters->alloc_count);
+  c.free_bytes = sub(c.free_bytes, begin_counters->free_bytes);
+  c.free_count = sub(c.free_count, begin_counters->free_count);
+}
+
+}  // namespace
+
+SelectOutcome SelectTrace(const Options& o, reader::Trace* t, BulkTransform* bulk) {
+  SelectOutcome out;
+  if ((o.pid >= 0 && t->header.pid != static_cast<uint64_t>(o.pid)) ||
+      (!o.rank.empty() && t->RankValue("RANK") != o.rank)) {
+    out.process_selected = false;
+    return out;
   }
+  const bool by_step = o.first_step >= 0 || o.last_step >= 0;
+  const uint64_t first = o.first_step >= 0 ? static_cast<uint64_t>(o.first_step) : 0;
+  const uint64_t last = o.last_step >= 0 ? static_cast<uint64_t>(o.last_step) : UINT64_MAX;
+  const absl::flat_hash_set<uint64_t> stage_ids = StageIds(o.stage, *t);
+  const format::Counters* end_counters = nullptr;
+  const size_t cut = o.last_step >= 0 ? FindCut(*t, last, &end_counters) : t->events.size();
+  const std::vector<Event>& ev = t->events;
+  const uint64_t cut_seq = cut < ev.size() ? ev[cut].seq : UINT64_MAX;
+  const uint64_t cut_ts = cut < ev.size() ? ev[cut].ts : UINT64_MAX;
+  const format::Counters* begin_counters = FilterEvents(o, first, cut, stage_ids, t, &out);
+  if (bulk != nullptr) {
+    bulk->cut_seq = cut_seq;
+    bulk->stage_filter = !o.stage.empty();
+    bulk->stage_ids = stage_ids;
+  }
+  if (!by_step && o.stage.empty()) return out;
+  KeepSelectedRecords(o, first, cut_seq, cut_ts, t);
+  if (cut_ts != UINT64_MAX) EndAtCut(end_counters, t);
+  SubtractBefore(first, begin_counters, t);
   return out;
 }
 
