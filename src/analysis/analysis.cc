@@ -30,6 +30,7 @@
 #include "src/analysis/device_replay.h"
 #include "src/analysis/events.h"
 #include "src/analysis/frame_resolver.h"
+#include "src/analysis/live_model.h"
 #include "src/analysis/mem_snapshot.h"
 #include "src/analysis/renumber.h"
 #include "src/analysis/replay.h"
@@ -666,19 +667,11 @@ StagePeak HostStagePeak(const Trace& t, const ProcessResult& r, const StageTarge
   return sp;
 }
 
-std::string AlertRuleName(uint8_t rule) {
-  switch (rule) {
-    case format::kAlertGrowth:
-      return "growth";
-    case format::kAlertPeak:
-      return "peak";
-    case format::kAlertStagePeak:
-      return "stage_peak";
-    case format::kAlertDevicePeak:
-      return "device_peak";
-    default:
-      return absl::StrCat("rule ", rule);
-  }
+// The alert's rule as live_model.h names it; "rule N" for a rule this
+// version does not know.
+std::string AlertRowRule(uint8_t rule) {
+  const char* name = AlertRuleName(rule);
+  return strcmp(name, "unknown") == 0 ? absl::StrCat("rule ", rule) : std::string(name);
 }
 
 AlertRow MakeAlertRow(const Trace& t, const reader::Alert& a,
@@ -687,7 +680,7 @@ AlertRow MakeAlertRow(const Trace& t, const reader::Alert& a,
   row.pid = t.header.pid;
   row.step = a.step;
   row.time_s = static_cast<double>(a.ts) / 1e9;
-  row.rule = AlertRuleName(a.rule);
+  row.rule = AlertRowRule(a.rule);
   row.value = a.value;
   row.threshold = a.threshold;
   row.stage = a.stage;
