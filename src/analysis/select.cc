@@ -105,29 +105,13 @@ absl::flat_hash_set<uint64_t> StageIds(const std::string& stage, const reader::T
   return stage_ids;
 }
 
-// --stage, for a record that is neither a STEP nor a STAGE: whether it
-// belongs to the stage. Device allocations of other stages are dropped with
-// their frees (a DEV_FREE of an allocation the replay never saw would
-// subtract it); `dropped_dev` holds those still live.
-bool KeepInStage(const Event& e, const absl::flat_hash_set<uint64_t>& stage_ids,
-                 absl::flat_hash_set<std::pair<uint8_t, uint64_t>>& dropped_dev) {
-  switch (e.tag) {
-    case format::kTagAlloc:
-    case format::kTagMmap:  // its munmaps stay: an unknown range unmaps nothing
-    case format::kTagDevFail:
-      return stage_ids.contains(e.str);
-    case format::kTagDevAlloc:
-      if (stage_ids.contains(e.str)) {
-        dropped_dev.erase(std::make_pair(e.kind, e.addr));  // the address is reused
-        return true;
-      }
-      dropped_dev.insert(std::make_pair(e.kind, e.addr));
-      return false;
-    case format::kTagDevFree:
-      return dropped_dev.erase(std::make_pair(e.kind, e.addr)) == 0;
-    default:  // FREE, MUNMAP, MREMAP (of a kept mapping: followed), the rest
-      return true;
-  }
+// Whether a control event other than a STEP or STAGE stays under --stage:
+// a device allocation failure only in that stage. The bulk records (ALLOC,
+// MMAP, DEV_ALLOC and the frees of dropped device allocations) get the
+// stage filter as they are read, in BulkTransform::Apply (events.cc): the
+// trace's in-memory events are control events only.
+bool KeepInStage(const Event& e, const absl::flat_hash_set<uint64_t>& stage_ids) {
+  return e.tag != format::kTagDevFail || stage_ids.contains(e.str);
 }
 
 // Keeps the events before `cut` that the selection keeps: steps and stages
@@ -140,7 +124,6 @@ const format::Counters* FilterEvents(const Options& o, uint64_t first, size_t cu
   std::vector<Event>& ev = t->events;
   size_t kept = 0;
   const format::Counters* begin_counters = nullptr;
-  absl::flat_hash_set<std::pair<uint8_t, uint64_t>> dropped_dev;
   for (size_t i = 0; i < cut; ++i) {
     const Event& e = ev[i];
     if (first > 0 && begin_counters == nullptr && e.tag == format::kTagStep && e.step >= first &&
@@ -154,7 +137,7 @@ const format::Counters* FilterEvents(const Options& o, uint64_t first, size_t cu
       if (keep && e.tag == format::kTagStep && e.phase == 1) ++out->steps;
       if (keep && e.tag == format::kTagStage) out->stage_ran = true;
     } else if (!o.stage.empty()) {
-      keep = KeepInStage(e, stage_ids, dropped_dev);
+      keep = KeepInStage(e, stage_ids);
     }
     if (keep) ev[kept++] = e;
   }
