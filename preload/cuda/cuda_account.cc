@@ -184,7 +184,7 @@ __thread int t_rt_major __attribute__((tls_model("initial-exec")));  // runtime 
 void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint64_t addr,
                   uint64_t size, uint8_t api, uint64_t aux, bool sampled, uint64_t interval) {
   if (!Recording()) return;
-  uint8_t buf[160];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::DevAllocRecord>];
   fmt::DevAllocRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -207,7 +207,7 @@ void EmitDevAlloc(ThreadState& t, uint32_t stack, uint8_t kind, int device, uint
 void EmitDevFree(ThreadState& t, uint64_t seq, uint8_t kind, int device, uint64_t addr,
                  uint64_t size, uint8_t api) {
   if (!Recording()) return;
-  uint8_t buf[96];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::DevFreeRecord>];
   fmt::DevFreeRecord rec;
   rec.ts = NowRel();
   rec.seq = seq;
@@ -330,7 +330,7 @@ void RecordFail(uint8_t kind, int device, uint64_t size, uint8_t api, int error)
   ++t_fails;
   if (!Recording()) return;
   uint32_t stack = CaptureStack(t);
-  uint8_t buf[160];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::DevFailRecord>];
   fmt::DevFailRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -502,7 +502,37 @@ void VmmCreated(uint64_t handle, uint64_t size, int device) {
                interval);
 }
 
-void VmmImported(uint64_t handle, int device) {
+namespace {
+
+// Writes the DEV_ALLOC of an imported handle (at its import or its first
+// mapping), sampled like any allocation; the entry was marked counted.
+void CountImported(uint64_t handle, VmmHandle imported) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint64_t interval = 0;
+  const bool sampled = DevSample(imported.size, &interval);
+  const uint32_t stack = sampled ? CaptureStack(t) : 0;
+  if (sampled) {
+    HuntBorn(imported.size, interval, &imported.hunt_est, &imported.hunt_gen);
+    SpinLockHolder h(&g_vmm_lock);
+    VmmHandle* still = g_handles.Find(handle);
+    if (still != nullptr && still->imported) {
+      still->hunt_est = imported.hunt_est;
+      still->hunt_gen = imported.hunt_gen;
+      imported.hunt_est = 0;
+    }
+  }
+  HuntGone(imported.hunt_est, imported.hunt_gen);  // freed meanwhile: not a hunt sample
+  CountAlloc(fmt::kDevVmm, imported.device, imported.size);
+  EmitDevAlloc(t, stack, fmt::kDevVmm, imported.device, handle, imported.size,
+               fmt::kApiCuMemImportFromShareableHandle, 0, sampled, interval);
+}
+
+}  // namespace
+
+void VmmImported(uint64_t handle, int device, uint64_t exported_size, bool own) {
   ThreadState& t = t_state;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
@@ -510,6 +540,7 @@ void VmmImported(uint64_t handle, int device) {
   g_seen.store(true, std::memory_order_relaxed);
   if (!EnsureTables()) return;
   PutResult put;
+  VmmHandle entry{exported_size, device, 0, false, 0, 0, true, exported_size > 0, 1};
   {
     SpinLockHolder h(&g_vmm_lock);
     VmmHandle* known = g_handles.Find(handle);
@@ -517,13 +548,29 @@ void VmmImported(uint64_t handle, int device) {
       ++known->refs;
       return;
     }
+    // Its own export imported again as a new handle: the memory is counted
+    // by its cuMemCreate already.
+    if (own) return;
     // (A released handle still mapped that comes back from an import: the
     // driver reused it for new memory; the old entry is replaced unfreed,
     // as cuMemCreate's replace does.)
-    VmmHandle entry{0, device, 0, false, 0, 0, true, false, 1};
     put = g_handles.Put(handle, entry, nullptr);
   }
-  if (put == PutResult::kRefused) TableFull();
+  if (put == PutResult::kRefused) {
+    TableFull();
+    return;
+  }
+  if (entry.counted) CountImported(handle, entry);  // the size from the export registry
+}
+
+bool VmmHandleSize(uint64_t handle, uint64_t* size, int* device) {
+  if (g_tables.load(std::memory_order_acquire) != 2) return false;
+  SpinLockHolder h(&g_vmm_lock);
+  const VmmHandle* known = g_handles.Find(handle);
+  if (known == nullptr || (known->imported && !known->counted)) return false;
+  *size = known->size;
+  *device = known->device;
+  return true;
 }
 
 void VmmMapped(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle) {
@@ -552,28 +599,7 @@ void VmmMapped(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle) {
   }
   if (!stored) TableFull();
   if (stale.n > 0) CommitLog(&stale, fmt::kApiCuMemUnmap);
-  if (!first_import_map) return;
-  ThreadState& t = t_state;
-  GuardScope guard(t);
-  ErrnoSaver errno_saver;
-  EnsureThread(t);
-  uint64_t interval = 0;
-  const bool sampled = DevSample(imported.size, &interval);
-  const uint32_t stack = sampled ? CaptureStack(t) : 0;
-  if (sampled) {
-    HuntBorn(imported.size, interval, &imported.hunt_est, &imported.hunt_gen);
-    SpinLockHolder h(&g_vmm_lock);
-    VmmHandle* still = g_handles.Find(handle);
-    if (still != nullptr && still->imported) {
-      still->hunt_est = imported.hunt_est;
-      still->hunt_gen = imported.hunt_gen;
-      imported.hunt_est = 0;
-    }
-  }
-  HuntGone(imported.hunt_est, imported.hunt_gen);  // freed meanwhile: not a hunt sample
-  CountAlloc(fmt::kDevVmm, imported.device, imported.size);
-  EmitDevAlloc(t, stack, fmt::kDevVmm, imported.device, handle, imported.size,
-               fmt::kApiCuMemImportFromShareableHandle, 0, sampled, interval);
+  if (first_import_map) CountImported(handle, imported);
 }
 
 void VmmBeginRelease(uint64_t handle, VmmUndo* u) {

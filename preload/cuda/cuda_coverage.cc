@@ -14,6 +14,9 @@
 //  - multicast objects (cuMulticastCreate): their size and the device memory
 //    bound to them, as COUNTER records (the bound memory itself is counted
 //    where it was allocated, by cuMemCreate).
+//  - the export registry: VMM handles exported as POSIX file descriptors,
+//    listed in MEMSTEP_DIR/cuda-exports so that an importer of the same run
+//    learns their size at the import (the driver does not tell it).
 // Allocations themselves are recorded by cuda_account.cc (RecordAlloc, the
 // two-phase frees); this file only decides when.
 //
@@ -23,6 +26,10 @@
 // while one is held; driver queries only from a thread with a current
 // context (the step end checks it) or right after the program's own
 // successful call on that thread.
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "preload/core/addr_map.h"
 #include "preload/cuda/cuda_internal.h"
@@ -236,7 +243,7 @@ void EmitCounter(const char* name, size_t len, uint64_t value) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  uint8_t buf[64];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::CounterRecord>];
   fmt::CounterRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -430,6 +437,79 @@ int64_t McBind(uint64_t mc, int device, uint64_t bytes, int sign) {
 }
 
 }  // namespace
+
+// ---- the export registry ----
+namespace {
+
+// One export, as appended to MEMSTEP_DIR/cuda-exports (O_APPEND: each write
+// of an entry lands whole, even from several processes at once).
+struct ExportEntry {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  int32_t device;
+  uint64_t size;
+};
+constexpr uint32_t kExportMagic = 0x4d455831;  // "MEX1"
+constexpr int kKcmpFile = 0;                   // KCMP_FILE (linux/kcmp.h)
+
+// MEMSTEP_DIR/cuda-exports into `out`; false without a directory.
+bool ExportPath(char* out, size_t n) {
+  const char* dir = g_config.dir;
+  static const char kName[] = "/cuda-exports";
+  size_t len = 0;
+  while (dir[len] != '\0') ++len;
+  if (len == 0 || len + sizeof kName > n) return false;
+  memcpy(out, dir, len);
+  memcpy(out + len, kName, sizeof kName);
+  return true;
+}
+
+}  // namespace
+
+void VmmExported(uint64_t handle, int fd) {
+  ErrnoSaver errno_saver;
+  ExportEntry e{kExportMagic, static_cast<int32_t>(getpid()), fd, -1, 0};
+  if (fd < 0 || !VmmHandleSize(handle, &e.size, &e.device) || e.size == 0) return;
+  char path[sizeof g_config.dir + 16];
+  if (!ExportPath(path, sizeof path)) return;
+  const int f = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (f < 0) return;
+  if (write(f, &e, sizeof e) != static_cast<ssize_t>(sizeof e)) {
+    // A short write leaves a partial entry, which readers skip by its size.
+  }
+  close(f);
+}
+
+bool ExportLookup(int fd, uint64_t* size, int* device, bool* own) {
+  ErrnoSaver errno_saver;
+  if (fd < 0) return false;
+  char path[sizeof g_config.dir + 16];
+  if (!ExportPath(path, sizeof path)) return false;
+  const int f = open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return false;
+  const pid_t self = getpid();
+  bool found = false;
+  ExportEntry batch[64];
+  for (;;) {
+    const ssize_t got = read(f, batch, sizeof batch);
+    if (got <= 0) break;
+    for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(ExportEntry); ++i) {
+      const ExportEntry& e = batch[i];
+      if (e.magic != kExportMagic || e.size == 0) continue;
+      // The same open file (the descriptor passed over a socket or taken
+      // with pidfd_getfd) while the exporter still holds its descriptor; a
+      // kcmp the system refuses (seccomp, another user) matches nothing.
+      if (syscall(SYS_kcmp, self, e.pid, kKcmpFile, fd, e.fd) != 0) continue;
+      *size = e.size;  // the last entry wins: a descriptor number reused
+      *device = e.device;
+      *own = e.pid == self;
+      found = true;
+    }
+  }
+  close(f);
+  return found;
+}
 
 void MulticastCreated(uint64_t mc, uint64_t size) {
   if (mc == 0) return;

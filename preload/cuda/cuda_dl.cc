@@ -31,6 +31,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include "preload/core/loaded_range.h"
 #include "preload/cuda/cuda_internal.h"
 #include "preload/host/runtime.h"
 
@@ -326,15 +327,8 @@ std::atomic<uintptr_t> g_self_lo{0}, g_self_hi{0};
 
 int SelfCb(dl_phdr_info* info, size_t, void* data) {
   uintptr_t me = reinterpret_cast<uintptr_t>(data);
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    uintptr_t s = info->dlpi_addr + ph.p_vaddr;
-    if (s < lo) lo = s;
-    if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
-  }
-  if (me < lo || me >= hi) return 0;
+  uintptr_t lo, hi;
+  if (!LoadedRange(info, &lo, &hi) || me < lo || me >= hi) return 0;
   g_self_lo.store(lo, std::memory_order_relaxed);
   g_self_hi.store(hi, std::memory_order_release);
   return 1;

@@ -20,6 +20,8 @@
 // cuMemRelease AND its last cuMemUnmap. cuMemMap only counts mappings;
 // cuMemAddressReserve/Free reserve address space and are not wrapped.
 
+#include <string.h>
+
 #include "preload/cuda/cuda_internal.h"
 #include "preload/host/runtime.h"
 #include "src/format/format.h"
@@ -145,14 +147,44 @@ int HandleDevice(CUmemHandle handle) {
   return props != nullptr && props(&prop, handle) == 0 ? PropDevice(&prop) : -1;
 }
 
+constexpr int kHandleTypePosixFd = 1;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+
 // Another process's VMM memory (NCCL's peer buffers with cuMem): counted for
-// this process once per handle, at its first mapping (cuda_account.cc).
+// this process once per handle (cuda_account.cc): at the import when the
+// export registry knows its size (its exporter ran under memstep in the same
+// run), else at its first mapping.
 CUresult MemImportFromShareableHandle(const Target& tg, CUmemHandle* handle, void* os_handle,
                                       int type) {
   auto real = Real<CUresult (*)(CUmemHandle*, void*, int)>(tg);
   if (!Active()) return real(handle, os_handle, type);
   CUresult r = real(handle, os_handle, type);
-  if (r == 0 && handle != nullptr) VmmImported(*handle, HandleDevice(*handle));
+  if (r == 0 && handle != nullptr) {
+    uint64_t size = 0;
+    int exported_device = -1;
+    bool own = false;
+    if (type == kHandleTypePosixFd &&
+        !ExportLookup(static_cast<int>(reinterpret_cast<intptr_t>(os_handle)), &size,
+                      &exported_device, &own)) {
+      size = 0;
+    }
+    int device = HandleDevice(*handle);
+    if (device < 0) device = exported_device;
+    VmmImported(*handle, device, size, own);
+  }
+  return r;
+}
+
+// The exporting side: lists a POSIX descriptor export in the run's registry
+// (cuda_coverage.cc), so that an importer in the run learns the size.
+CUresult MemExportToShareableHandle(const Target& tg, void* os_handle, CUmemHandle handle, int type,
+                                    unsigned long long flags) {
+  CUresult r = Real<CUresult (*)(void*, CUmemHandle, int, unsigned long long)>(tg)(
+      os_handle, handle, type, flags);
+  if (r == 0 && os_handle != nullptr && type == kHandleTypePosixFd && Active()) {
+    int fd;
+    memcpy(&fd, os_handle, sizeof fd);
+    VmmExported(handle, fd);
+  }
   return r;
 }
 
@@ -441,6 +473,7 @@ constexpr ProcAbi kProcAbis[] = {
     {"cuMulticastBindAddr", 12010, kDrMulticastBindAddr},
     {"cuMulticastUnbind", 12010, kDrMulticastUnbind},
     {"cuMemPoolSetAttribute", 11020, kDrMemPoolSetAttribute},
+    {"cuMemExportToShareableHandle", 10020, kDrMemExportToShareableHandle},
     {"cuGetProcAddress", 12000, kDrGetProcAddressV2},
     {"cuGetProcAddress", 11030, kDrGetProcAddress},
 };
@@ -486,7 +519,9 @@ bool SameName(const char* a, const char* b) {
   X(kDrMulticastUnbind, MulticastUnbind, (CUmemHandle mc, int dev, size_t mco, size_t n),     \
     (mc, dev, mco, n))                                                                        \
   X(kDrMemPoolSetAttribute, MemPoolSetAttribute, (void* pool, int attr, void* value),         \
-    (pool, attr, value))
+    (pool, attr, value))                                                                      \
+  X(kDrMemExportToShareableHandle, MemExportToShareableHandle,                                \
+    (void* os, CUmemHandle h, int type, unsigned long long f), (os, h, type, f))
 #define MEMSTEP_DR_ABIS(X)                                                                       \
   X(kDrMemAlloc, MemAlloc, (CUdeviceptr * d, size_t n), (d, n))                                  \
   X(kDrMemFree, MemFree, (CUdeviceptr d), (d))                                                   \
@@ -638,3 +673,5 @@ MEMSTEP_DR_EXPORT(cuMulticastUnbind, MulticastUnbind,
                   (CUmemHandle mc, int dev, size_t mco, size_t n), (mc, dev, mco, n))
 MEMSTEP_DR_EXPORT(cuMemPoolSetAttribute, MemPoolSetAttribute, (void* pool, int attr, void* value),
                   (pool, attr, value))
+MEMSTEP_DR_EXPORT(cuMemExportToShareableHandle, MemExportToShareableHandle,
+                  (void* os, CUmemHandle h, int type, unsigned long long f), (os, h, type, f))

@@ -78,7 +78,7 @@ bool RuntimeInfo(DevInfo* d) {
 }
 
 void EmitDevInfo(ThreadState& t, uint64_t step, const DevInfo& d) {
-  uint8_t buf[96];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::DevInfoRecord>];
   fmt::DevInfoRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -199,6 +199,7 @@ enum Abi : uint8_t {
   kDrMulticastBindAddr,
   kDrMulticastUnbind,
   kDrMemPoolSetAttribute,
+  kDrMemExportToShareableHandle,
   kAbiCount,
   kAbiNone = 0xFF,
 };
@@ -289,7 +290,8 @@ inline bool IsRuntimeAbi(int abi) { return abi < kDrMemAlloc; }
   X(cuMulticastBindMem, kDrMulticastBindMem)                         \
   X(cuMulticastBindAddr, kDrMulticastBindAddr)                       \
   X(cuMulticastUnbind, kDrMulticastUnbind)                           \
-  X(cuMemPoolSetAttribute, kDrMemPoolSetAttribute)
+  X(cuMemPoolSetAttribute, kDrMemPoolSetAttribute)                   \
+  X(cuMemExportToShareableHandle, kDrMemExportToShareableHandle)
 #define MEMSTEP_CUDA_DRIVER_HELPERS(X)      \
   X(cuCtxGetCurrent, kAbiNone)              \
   X(cuCtxGetDevice, kAbiNone)               \
@@ -463,8 +465,15 @@ void EndDriverFree(PendingFree* f, bool ok, uint8_t api);
 // VMM (cuMemCreate/Map/Unmap/Release): physical memory per handle.
 void VmmCreated(uint64_t handle, uint64_t size, int device);
 // An imported handle (cuMemImportFromShareableHandle) on `device`: counted
-// once per handle, at its first mapping (docs/gpu.md "Imported VMM handles").
-void VmmImported(uint64_t handle, int device);
+// once per handle; at the import when its exporter's size is known
+// (`exported_size` > 0: the export registry), else at its first mapping with
+// that mapping's extent. `own`: this process exported it (its cuMemCreate
+// already counts the memory): not counted again. docs/gpu.md "Imported VMM
+// memory".
+void VmmImported(uint64_t handle, int device, uint64_t exported_size, bool own);
+// Size and device of a cuMemCreate (or imported and counted) handle memstep
+// tracks; false for an unknown one.
+bool VmmHandleSize(uint64_t handle, uint64_t* size, int* device);
 void VmmMapped(uint64_t va, uint64_t size, uint64_t offset, uint64_t handle);
 // Release and unmap free physical memory: the table is updated before the
 // real call (a handle the driver frees can be reused at once by another
@@ -512,6 +521,15 @@ void Notice(const char* message);
 void NoteRuntimeThread(int major);
 
 // ---- issue 10 coverage (cuda_coverage.cc) ----
+// The export registry of a run (docs/gpu.md "Imported VMM memory"): a VMM
+// handle this process exported as a POSIX file descriptor is listed in
+// MEMSTEP_DIR/cuda-exports (pid, descriptor, size, device); an importer
+// profiled in the same run finds the entry whose descriptor is the same open
+// file as its own (kcmp) and so learns the size the driver does not tell.
+void VmmExported(uint64_t handle, int fd);
+// The entry for `fd` (the last one listed): size, device, and whether this
+// process made it; false when none matches or the registry cannot be read.
+bool ExportLookup(int fd, uint64_t* size, int* device, bool* own);
 // Estimated bytes of a CUDA array (the exact size is driver-internal):
 // element bytes x width x max(height, 1) x max(depth, 1), summed over
 // `levels` mipmap levels (each halving every non-zero extent, down to 1).

@@ -41,7 +41,8 @@ Config g_config = {uint64_t{512} << 10,
                    false,
                    false,
                    false,
-                   "./memstep-out"};
+                   "./memstep-out",
+                   0};
 std::atomic<uint64_t> g_interval{uint64_t{512} << 10};
 GlobalCounters g_counters;
 ShardedAddrMap<uint64_t, 6> g_big;
@@ -84,22 +85,29 @@ namespace {
 // (InLoader): the writer may need the loader lock that this thread holds.
 constexpr uint64_t kMaxWaitNs = 2000000000u;
 
-MEMSTEP_NOINLINE void PushWaiting(ThreadState& t, const uint8_t* rec, size_t n) {
+// `kept`: a record that may also go to the kept lane (and is counted there
+// when it is lost).
+MEMSTEP_NOINLINE void PushWaiting(ThreadState& t, const uint8_t* rec, size_t n, bool kept) {
   if (!InLoader(t)) {
     uint64_t deadline = MonoNs() + kMaxWaitNs;
     do {
       WakeWriter();
       struct timespec pause = {0, 50000};
       syscall(SYS_nanosleep, &pause, nullptr);
-      if (t.ring->TryPush(rec, n)) return;
+      if (t.ring != nullptr && t.ring->TryPush(rec, n)) return;
+      if (kept && g_kept.TryPush(rec, n)) return;
     } while (Recording() && MonoNs() < deadline);
   }
-  t.ring->CountLost(n);
+  if (kept) {
+    g_kept.CountLost(n);
+  } else {
+    t.ring->CountLost(n);
+  }
 }
 
 }  // namespace
 
-void Push(ThreadState& t, const uint8_t* rec, size_t n) {
+void PushSample(ThreadState& t, const uint8_t* rec, size_t n) {
   if (t.ring == nullptr) {
     t.ring = AcquireRing(t.tid);
     if (t.ring == nullptr) return;
@@ -109,9 +117,40 @@ void Push(ThreadState& t, const uint8_t* rec, size_t n) {
     return;
   }
   if (g_config.lossless) {
-    PushWaiting(t, rec, n);
+    PushWaiting(t, rec, n, false);
   } else {
     t.ring->CountLost(n);
+  }
+}
+
+namespace {
+
+// The ring, else the kept lane; false when neither has room.
+bool PushRingOrLane(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (t.ring == nullptr) t.ring = AcquireRing(t.tid);
+  if (MEMSTEP_LIKELY(t.ring != nullptr && t.ring->TryPush(rec, n))) {
+    if (MEMSTEP_UNLIKELY(t.ring->Used() > Ring::kCap / 2)) WakeWriter();
+    return true;
+  }
+  const bool ok = g_kept.TryPush(rec, n);
+  WakeWriter();
+  return ok;
+}
+
+}  // namespace
+
+// Never waits: the caller may hold g_api_lock, which the writer's time
+// windows take, or the loader lock.
+void Push(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (!PushRingOrLane(t, rec, n)) g_kept.CountLost(n);
+}
+
+void PushFromHook(ThreadState& t, const uint8_t* rec, size_t n) {
+  if (PushRingOrLane(t, rec, n)) return;
+  if (g_config.lossless) {
+    PushWaiting(t, rec, n, true);
+  } else {
+    g_kept.CountLost(n);
   }
 }
 
@@ -228,7 +267,7 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
                uint32_t stack) {
   if (!Recording()) return;
   uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed);
-  uint8_t buf[128];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::AllocRecord>];
   fmt::AllocRecord rec;
   rec.ts = NowRel();
   rec.seq = seq;
@@ -241,20 +280,28 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
   rec.step = g_cur_step.load(std::memory_order_relaxed);
   rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) {
+    // A sample may be dropped when the ring is full (counted: the report says
+    // how many); a block recorded with p = 1 never is.
+    if (interval != 0) {
+      PushSample(t, buf, e.size());
+    } else {
+      PushFromHook(t, buf, e.size());
+    }
+  }
   SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, stack);
 }
 
 void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
   if (!Recording()) return;
-  uint8_t buf[64];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::FreeRecord>];
   fmt::FreeRecord rec;
   rec.ts = NowRel();
   rec.seq = seq;
   rec.tid = t.tid;
   rec.addr = reinterpret_cast<uintptr_t>(p);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec)) PushFromHook(t, buf, e.size());
 }
 
 namespace {
@@ -586,7 +633,7 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   int64_t delta = g_mmaps.Add(a, a + ((len + 4095) & ~size_t{4095}));
   g_counters.mmap_live.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
-  uint8_t buf[128];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::MmapRecord>];
   fmt::MmapRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -599,7 +646,7 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   rec.step = g_cur_step.load(std::memory_order_relaxed);
   rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
   fmt::RecordEncoder e(buf, sizeof(buf));
-  if (fmt::Encode(e, rec) && Recording()) Push(t, buf, e.size());
+  if (fmt::Encode(e, rec) && Recording()) PushFromHook(t, buf, e.size());
 }
 
 int MunmapSlow(void* p, size_t len) {
@@ -613,7 +660,7 @@ int MunmapSlow(void* p, size_t len) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     uint64_t removed = g_mmaps.Remove(a, a + ((len + 4095) & ~size_t{4095}));
     g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
-    uint8_t buf[64];
+    uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
     fmt::MunmapRecord rec;
     rec.ts = NowRel();
     rec.seq = seq;
@@ -621,7 +668,7 @@ int MunmapSlow(void* p, size_t len) {
     rec.addr = a;
     rec.len = len;
     fmt::RecordEncoder enc(buf, sizeof(buf));
-    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
+    if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
   }
   errno = e;
   return rc;
@@ -643,7 +690,7 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
       int64_t d = g_mmaps.Add(n, n + ((new_len + 4095) & ~size_t{4095}));
       g_counters.mmap_live.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
     }
-    uint8_t buf[128];
+    uint8_t buf[fmt::kMaxEncodedSize<fmt::MremapRecord>];
     fmt::MremapRecord rec;
     rec.ts = NowRel();
     rec.seq = NextSeq();
@@ -656,7 +703,7 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
     rec.step = g_cur_step.load(std::memory_order_relaxed);
     rec.stage_str = g_cur_stage.load(std::memory_order_relaxed);
     fmt::RecordEncoder enc(buf, sizeof(buf));
-    if (fmt::Encode(enc, rec) && Recording()) Push(t, buf, enc.size());
+    if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
   }
   errno = e;
   return q;

@@ -50,8 +50,19 @@ uint64_t LiveBytes();  // exact global live heap bytes (flushed part)
 uint64_t NextSeq();
 // Thread id, thread-exit key armed.
 void EnsureThread(ThreadState& t);
-// Pushes a complete record to the thread's ring (acquired on first use).
+// Pushes a complete record that must reach the trace: to the thread's ring
+// (acquired on first use), or when it is full to the kept lane (ring.h); never
+// waits. Every record but a sampled ALLOC goes this way.
 void Push(ThreadState& t, const uint8_t* rec, size_t n);
+// Pushes a sampled ALLOC record: to the thread's ring; when it is full the
+// record is dropped and counted (LOST cause 1), or in lossless mode the thread
+// waits for the writer (bounded, never inside the loader).
+void PushSample(ThreadState& t, const uint8_t* rec, size_t n);
+// Push, for the records an allocation hook writes with no memstep lock held
+// (FREE, MMAP, MUNMAP, MREMAP, an ALLOC recorded with p = 1): in lossless
+// mode, when the ring and the lane are both full, waits for the writer
+// (bounded, never inside the loader) rather than drop the record.
+void PushFromHook(ThreadState& t, const uint8_t* rec, size_t n);
 // Interned stack of the caller (0 when unwinding is not possible), timed
 // into g_capture_ns / g_capture_count.
 uint32_t CaptureStack(ThreadState& t);

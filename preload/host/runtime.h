@@ -163,6 +163,7 @@ struct Config {
   bool disabled;
   bool quiet;
   char dir[1024];
+  uint64_t test_writer_stall_ms;  // MEMSTEP_TEST_WRITER_STALL_MS: tests only (writer.cc)
 };
 extern Config g_config;
 
@@ -320,6 +321,9 @@ extern std::atomic<int> g_trace_pid;
 // One flush cycle; `final` also writes the trailer and stops recording.
 void WriterCycle(bool final);
 Ring* AcquireRing(uint32_t tid);
+// The kept lane (ring.h): records that must not be dropped, when their
+// thread's ring is full. Its lock is the innermost: held for a copy only.
+extern KeptLane g_kept;
 void RetireRing(Ring* r);
 // Fork protocol: prepare takes every lock, parent releases them, child resets
 // them and starts a fresh trace. Lock order (outermost first), which every

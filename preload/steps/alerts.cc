@@ -140,7 +140,7 @@ void Report(ThreadState& t, const Fired& f, uint32_t site) {
                    RuleName(f.rule), f.stage_rule >= 0 ? " " : "", stage, value, per, threshold,
                    per, static_cast<unsigned long long>(f.step), site_text);
   if (n > 0) (void)!write(2, line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
-  uint8_t buf[96];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::AlertRecord>];
   fmt::AlertRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -446,7 +446,7 @@ void Clear(AllocStats* s) {
 }
 
 void EmitCounter(ThreadState& t, uint32_t name, int64_t value) {
-  uint8_t buf[64];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::CounterRecord>];
   fmt::CounterRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -61,7 +61,7 @@ fmt::Counters Snapshot(uint64_t peak, uint64_t rss) {
 
 // g_api_lock held.
 void EmitStep(ThreadState& t, uint64_t step, int phase, const fmt::Counters& c) {
-  uint8_t buf[160];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::StepRecord>];
   fmt::StepRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -74,7 +74,7 @@ void EmitStep(ThreadState& t, uint64_t step, int phase, const fmt::Counters& c) 
 }
 
 void EmitStage(ThreadState& t, uint32_t name, int phase, const fmt::Counters& c) {
-  uint8_t buf[160];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::StageRecord>];
   fmt::StageRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();
@@ -260,7 +260,7 @@ MEMSTEP_EXPORT void memstep_epoch_begin(uint64_t epoch) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
-  uint8_t buf[48];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::EpochRecord>];
   SpinLockHolder lock(&g_api_lock);  // orders it with the step records
   fmt::EpochRecord rec;
   rec.ts = NowRel();
@@ -287,7 +287,7 @@ MEMSTEP_EXPORT void memstep_counter(const char* name, int64_t value) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   uint32_t id = g_dict.InternString(name, StrLen(name));
-  uint8_t buf[64];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::CounterRecord>];
   fmt::CounterRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -199,7 +199,7 @@ void InitFeatures() {
 
 void EmitNoticeRecord(ThreadState& t, const char* message) {
   uint32_t id = g_dict.InternString(message, StrLen(message));
-  uint8_t buf[64];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::NoticeRecord>];
   fmt::NoticeRecord rec;
   rec.ts = NowRel();
   rec.code = 0;

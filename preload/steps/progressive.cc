@@ -226,7 +226,7 @@ uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent, uint64_t 
 }
 
 void EmitRate(ThreadState& t, uint64_t interval) {
-  uint8_t buf[32];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::RateRecord>];
   fmt::RateRecord rec;
   rec.ts = NowRel();
   rec.interval = interval;
@@ -235,7 +235,7 @@ void EmitRate(ThreadState& t, uint64_t interval) {
 }
 
 void EmitHunt(ThreadState& t, const fmt::HuntRecord& h) {
-  uint8_t buf[128];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::HuntRecord>];
   fmt::HuntRecord rec = h;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -55,7 +55,7 @@ void WriteMemSnapshot(ThreadState& t, uint8_t cause, int device, uint64_t reques
   ErrnoSaver errno_saver;
   EnsureThread(t);
   if (!Recording()) return;
-  uint8_t buf[128];
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::MemSnapshotRecord>];
   fmt::MemSnapshotRecord rec;
   rec.ts = NowRel();
   rec.seq = NextSeq();

@@ -11,6 +11,7 @@
 #include <sys/auxv.h>
 
 #include "preload/core/fds.h"
+#include "preload/core/loaded_range.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/host/unwinder.h"
@@ -44,6 +45,9 @@ void ReadConfig() {
   }
   if (EnvSize("MEMSTEP_SAMPLE_WARM", &v)) g_config.warm_interval = v;
   if (EnvCount("MEMSTEP_SEED", &v)) g_config.seed = v;
+  // Tests only: the writer thread flushes nothing for this long after it starts
+  // (a writer starved on a loaded machine, made deterministic).
+  if (EnvCount("MEMSTEP_TEST_WRITER_STALL_MS", &v)) g_config.test_writer_stall_ms = v;
   if (const char* h = getenv("MEMSTEP_HUNT_BUDGET"); h != nullptr && h[0] != '\0') {
     namespace fmt = ::memstep::format;
     fmt::Quantity q;
@@ -158,15 +162,8 @@ void ForkChild() {
 
 int FindSelf(struct dl_phdr_info* info, size_t, void* data) {
   uintptr_t me = reinterpret_cast<uintptr_t>(data);
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    uintptr_t s = info->dlpi_addr + ph.p_vaddr;
-    if (s < lo) lo = s;
-    if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
-  }
-  if (me >= lo && me < hi) {
+  uintptr_t lo, hi;
+  if (LoadedRange(info, &lo, &hi) && me >= lo && me < hi) {
     g_self_lo = lo;
     g_self_hi = hi;
     g_self_build_id_len = ReadGnuBuildId(info, g_self_build_id, sizeof(g_self_build_id));

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "preload/core/loaded_range.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "src/format/format.h"
@@ -114,15 +115,8 @@ int CollectMap(struct dl_phdr_info* info, size_t size, void* data) {
   if (my_index == 0) g_seen_generation = GenerationOf(info, size);
   if (g_nseen >= kMaxMappings) return 1;
   SeenMap& m = g_seen[g_nseen];
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    uintptr_t s = info->dlpi_addr + ph.p_vaddr;
-    if (s < lo) lo = s;
-    if (s + ph.p_memsz > hi) hi = s + ph.p_memsz;
-  }
-  if (hi == 0) return 0;
+  uintptr_t lo, hi;
+  if (!LoadedRange(info, &lo, &hi)) return 0;
   char path[4096];
   size_t n = 0;
   const char* name = info->dlpi_name;

@@ -3,10 +3,10 @@
 //
 // One flush cycle (under flush_mu, by the writer thread every
 // MEMSTEP_FLUSH_MS, or by the final flush at exit):
-//   1. snapshot every ring's head (acquire);
+//   1. snapshot every ring's head and the kept lane's (acquire);
 //   2. drain the dictionary log into dict chunks;
-//   3. drain each ring up to its snapshot into data chunks (raw <= 1 MiB),
-//      adding the writer's own COUNTER and LOST records;
+//   3. drain each ring, then the kept lane, up to its snapshot into data
+//      chunks (raw <= 1 MiB), adding the writer's own COUNTER and LOST records;
 //   4. compress each chunk (zstd level 1 when libzstd.so.1 loads, else raw),
 //      CRC it and write(2) it to the O_APPEND file.
 // Every id is appended to the dictionary log before a record using it is
@@ -91,6 +91,7 @@ struct Writer {
   bool names_ready = false;
 };
 Writer g_w;
+uint64_t g_kept_head = 0;  // flush_mu: the kept lane's head at the cycle's snapshot
 // Futex word, a set of wake reasons: kWakeFlush (a producer asked for an early
 // cycle), kWakeStats (a step end asked for the allocator's statistics).
 constexpr int kWakeFlush = 1, kWakeStats = 2;
@@ -402,6 +403,31 @@ void DrainRing(int i, uint64_t head) {
   }
 }
 
+// The kept lane up to its snapshot head, one record at a time (a record is
+// never split across chunks), and a LOST record (cause 3) for what did not
+// fit in it since the last cycle.
+void DrainKept(uint64_t head) {
+  static uint8_t tmp[KeptLane::kMaxRecord];
+  uint64_t tail = g_kept.tail.load(std::memory_order_relaxed);
+  while (tail < head) {
+    uint32_t len;
+    g_kept.Get(tail, reinterpret_cast<uint8_t*>(&len), 4);
+    if (len <= sizeof(tmp)) {
+      g_kept.Get(tail + 4, tmp, len);
+      Append(fmt::kChunkData, tmp, len);
+    }
+    tail += 4 + uint64_t{len};
+  }
+  g_kept.tail.store(head, std::memory_order_release);
+  uint64_t lr = g_kept.lost_records.load(std::memory_order_relaxed);
+  uint64_t lb = g_kept.lost_bytes.load(std::memory_order_relaxed);
+  if (lr != g_kept.reported_records) {
+    AppendLost(lr - g_kept.reported_records, lb - g_kept.reported_bytes, 3);
+    g_kept.reported_records = lr;
+    g_kept.reported_bytes = lb;
+  }
+}
+
 // The periodic counters read before the cycle took flush_mu (-1: not read).
 void AppendCounters(const int64_t values[kNumCounterNames], uint32_t tid) {
   for (int i = 0; i < kNumCounterNames; ++i) {
@@ -461,11 +487,13 @@ void RunCycle(bool final) {
   // 1. Snapshot the rings.
   int nrings = g_nrings.load(std::memory_order_acquire);
   for (int i = 0; i < nrings; ++i) g_heads[i] = g_rings[i]->head.load(std::memory_order_acquire);
+  g_kept_head = g_kept.head.load(std::memory_order_acquire);
   // 2. Dictionary.
   AppendDictionary();
   EmitChunk(fmt::kChunkDict);
   // 3. Rings, then the writer's own records.
   for (int i = 0; i < nrings; ++i) DrainRing(i, g_heads[i]);
+  DrainKept(g_kept_head);
   uint64_t dropped = g_dict.dropped();
   if (dropped != g_w.dict_dropped_reported) {
     AppendLost(dropped - g_w.dict_dropped_reported, 0, 2);
@@ -495,6 +523,10 @@ void* WriterMain(void*) {
   constexpr uint64_t kLivenessNs = 100000000;
   uint64_t next_flush = MonoNs() + period_ns;
   uint64_t next_liveness = MonoNs() + kLivenessNs;
+  // MEMSTEP_TEST_WRITER_STALL_MS (tests only): no cycle before this time, as
+  // if the thread were starved; the final flush at exit still runs.
+  const uint64_t stalled_until =
+      g_config.test_writer_stall_ms > 0 ? MonoNs() + g_config.test_writer_stall_ms * 1000000 : 0;
   for (;;) {
     uint64_t now = MonoNs();
     uint64_t wait = next_flush > now ? next_flush - now : 0;
@@ -510,6 +542,7 @@ void* WriterMain(void*) {
       if (ApplicationThreadsGone())
         exit(0);  // as glibc's last thread would; our destructor flushes
     }
+    if (stalled_until != 0 && MonoNs() < stalled_until) continue;
     // Before the cycle, so that its records are flushed in this one when it is due.
     if (why & kWakeStats) AllocStatsWriterPoll(t);
     if (!(why & kWakeFlush) && MonoNs() < next_flush) continue;
@@ -533,6 +566,7 @@ bool LoadZstd() {
 
 }  // namespace
 
+KeptLane g_kept;
 std::atomic<int> g_trace_pid{0};
 
 bool WriterOpen(bool fork_child, const char* parent_path) {
@@ -544,6 +578,8 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
       Degrade("cannot reserve memory", nullptr, ENOMEM);
       return false;
     }
+    // Without it, kept records that find their ring full are lost (counted).
+    g_kept.data = static_cast<uint8_t*>(RawMmap(KeptLane::kCap));
     const char* nz = getenv("MEMSTEP_NO_ZSTD");
     if (nz == nullptr || nz[0] == '\0' || nz[0] == '0') LoadZstd();
   }
@@ -667,6 +703,7 @@ void WriterForkParent() { pthread_mutex_unlock(&g_w.flush_mu); }
 
 void WriterForkChild() {
   g_registry_lock.Reset();
+  g_kept.DropAll();  // the parent's records, written to the parent's trace
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_w.flush_mu, &fresh, sizeof(fresh));
   Ring* mine = t_state.ring;

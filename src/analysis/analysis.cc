@@ -32,11 +32,13 @@
 #include "src/analysis/frame_resolver.h"
 #include "src/analysis/live_model.h"
 #include "src/analysis/mem_snapshot.h"
+#include "src/analysis/parallel.h"
 #include "src/analysis/renumber.h"
 #include "src/analysis/replay.h"
 #include "src/analysis/select.h"
 #include "src/analysis/series_util.h"
 #include "src/analysis/slices.h"
+#include "src/analysis/step_series.h"
 #include "src/analysis/trend.h"
 #include "src/reader/reader.h"
 #include "src/reader/run_files.h"
@@ -230,6 +232,9 @@ void FillSummary(const Trace& t, const std::string& path, ProcessSummary& s) {
   for (const reader::Lost& l : t.lost) {
     s.lost_records += l.records;
     s.lost_bytes += l.bytes;
+    if (l.cause == 1) s.lost_samples += l.records;
+    if (l.cause == 2) s.lost_dictionary += l.records;
+    if (l.cause == 3) s.lost_kept_records += l.records;
   }
   const uint64_t end_ts = t.has_trailer ? std::max(t.trailer.ts, t.max_ts) : t.max_ts;
   s.duration_s = static_cast<double>(end_ts) / 1e9;
@@ -417,11 +422,14 @@ struct StageTarget {
 // What pass 1 (the whole host replay) leaves for the rest of the analysis.
 struct HostPass {
   HeapReplay replay;
-  SliceTracker slices;                           // with options.site_slices
-  std::vector<std::vector<double>> by_step;      // [site][row]: live at step end
-  std::vector<std::vector<double>> old_by_step;  // [site][row]: of it, allocated before the step
-  std::vector<std::vector<double>> cohort_bytes, cohort_samples;  // [site][row]
-  std::vector<std::vector<double>> cohort_var;  // [site][row]: Horvitz-Thompson variance
+  SliceTracker slices;  // with options.site_slices
+  // Per site, by row (step_series.h: change points only, so memory follows
+  // what the sites did, not steps x sites): live at the step end, and of it
+  // what was allocated before the step.
+  std::vector<StepSeries> by_step, old_by_step;
+  // Per site: its allocations live at the last step end by cohort (the row
+  // they were allocated in), rows increasing; only cohorts with one.
+  std::vector<std::vector<CohortCell>> cohorts;
   // The largest sampling interval T in force during each row (RATE records).
   std::vector<double> interval_by_row;
   // The largest T that applied anywhere in the trace: the one-sample term of
@@ -431,7 +439,24 @@ struct HostPass {
   size_t peak_index = 0;
   uint64_t peak_ts = 0;
   std::vector<StageTarget> targets;
+  // The host sites right after event index k, for the run peak and the
+  // stage peaks without an in-process snapshot, kept by the replay's marks
+  // (what a second replay up to k would give): the capture pass then
+  // replays the device only.
+  std::map<size_t, std::vector<HeapReplay::Accumulator>> captured;
 };
+
+// The in-process snapshot of a stage target's peak, or null.
+const reader::SiteSnapshot* StageSnapshot(const Trace& t, const StageTarget& target) {
+  const reader::SiteSnapshot* found = nullptr;
+  for (const reader::SiteSnapshot& snap : t.snapshots) {
+    if (snap.cause == format::kSnapshotStagePeak && snap.stage == *target.name &&
+        snap.step == target.run.step) {
+      found = &snap;
+    }
+  }
+  return found;
+}
 
 // The seq of the last STEP end that has a row (UINT64_MAX: none).
 uint64_t LastStepEndSeq(const Trace& t, const absl::flat_hash_map<uint64_t, size_t>& row_of_step) {
@@ -442,30 +467,123 @@ uint64_t LastStepEndSeq(const Trace& t, const absl::flat_hash_map<uint64_t, size
   return seq;
 }
 
+// The allocations live at the last step end, summed per site and cohort.
+// The replay lists them in its hash table's order, which changes from run to
+// run (the table's hash is seeded per process): summed in that order, the
+// sums' last bits changed too (JSON `retained_bytes` differed between two
+// reports of one trace). Sorted first, every run adds them in one order.
+std::vector<std::vector<CohortCell>> LiveCohorts(const HeapReplay& replay, size_t sites,
+                                                 size_t rows) {
+  struct Live {
+    uint32_t site, cohort;
+    uint64_t bytes, count;  // the doubles' bits: a total order, NaN included
+  };
+  std::vector<Live> live;
+  live.reserve(replay.live_allocations());
+  replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
+    if (cohort >= rows || site >= sites) return;
+    Live l{site, cohort, 0, 0};
+    std::memcpy(&l.bytes, &bytes, sizeof bytes);
+    std::memcpy(&l.count, &count, sizeof count);
+    live.push_back(l);
+  });
+  std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) {
+    if (a.site != b.site) return a.site < b.site;
+    if (a.cohort != b.cohort) return a.cohort < b.cohort;
+    if (a.bytes != b.bytes) return a.bytes < b.bytes;
+    return a.count < b.count;
+  });
+  std::vector<std::vector<CohortCell>> out(sites);
+  for (const Live& l : live) {
+    double bytes, count;
+    std::memcpy(&bytes, &l.bytes, sizeof bytes);
+    std::memcpy(&count, &l.count, sizeof count);
+    std::vector<CohortCell>& cells = out[l.site];
+    if (cells.empty() || cells.back().row != l.cohort) cells.push_back(CohortCell{l.cohort});
+    CohortCell& c = cells.back();
+    c.bytes += bytes;
+    c.samples += 1;
+    // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
+    if (count > 1) c.var += bytes * bytes * (1 - 1 / count);
+  }
+  for (std::vector<CohortCell>& cells : out) cells.shrink_to_fit();
+  return out;
+}
+
 // Per-site live bytes at a step end, and (at the last one) the cohorts
 // still live.
 void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
   const auto& sites = h.replay.sites();
-  h.by_step.resize(sites.size());
-  h.old_by_step.resize(sites.size());
+  h.by_step.resize(sites.size(), StepSeries(rows));
+  h.old_by_step.resize(sites.size(), StepSeries(rows));
   for (size_t s = 0; s < sites.size(); ++s) {
-    h.by_step[s].resize(rows);
-    h.old_by_step[s].resize(rows);
-    h.by_step[s][row] = sites[s].live_bytes;
-    h.old_by_step[s][row] = sites[s].live_bytes - sites[s].young_bytes;
+    h.by_step[s].Set(row, sites[s].live_bytes);
+    h.old_by_step[s].Set(row, sites[s].live_bytes - sites[s].young_bytes);
   }
-  if (!last) return;
-  h.cohort_bytes.assign(sites.size(), std::vector<double>(rows, 0.0));
-  h.cohort_samples.assign(sites.size(), std::vector<double>(rows, 0.0));
-  h.cohort_var.assign(sites.size(), std::vector<double>(rows, 0.0));
-  h.replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
-    if (cohort >= rows) return;
-    h.cohort_bytes[site][cohort] += bytes;
-    h.cohort_samples[site][cohort] += 1;
-    // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
-    if (count > 1) h.cohort_var[site][cohort] += bytes * bytes * (1 - 1 / count);
-  });
+  if (last) h.cohorts = LiveCohorts(h.replay, sites.size(), rows);
 }
+
+// The run's peak and each stage target's peak, found as pass 1 goes, with
+// the host sites there kept by marks (HeapReplay::Mark) for the moments a
+// capture pass would replay up to: the run peak (event 0 until a peak is
+// found, as PlanCaptures has it), and each stage target without a snapshot,
+// kept in HostPass::captured once its run is over.
+class HostPeaks {
+ public:
+  HostPeaks(const Trace& t, HostPass& h) : h_(h), replay_(h.replay) {
+    peak_mark_ = replay_.NewMark();
+    target_mark_.assign(h.targets.size(), kNoMark);
+    for (size_t k = 0; k < h.targets.size(); ++k) {
+      if (StageSnapshot(t, h.targets[k]) == nullptr) target_mark_[k] = replay_.NewMark();
+    }
+  }
+
+  // After event i (the replay has applied it); `live`: the heap after it.
+  void Note(size_t i, const Event& e, double live, bool in_selection) {
+    if (in_selection && live > h_.peak) {
+      h_.peak = live;
+      h_.peak_index = i;
+      h_.peak_ts = e.ts;
+      replay_.Mark(peak_mark_);
+    } else if (i == 0) {
+      replay_.Mark(peak_mark_);
+    }
+    for (size_t k = 0; k < h_.targets.size(); ++k) {
+      StageTarget& st = h_.targets[k];
+      if (e.seq >= st.run.begin && e.seq <= st.run.end && live > st.best) {
+        st.best = live;
+        st.index = i;
+        if (target_mark_[k] != kNoMark) replay_.Mark(target_mark_[k]);
+      } else if (e.seq > st.run.end && target_mark_[k] != kNoMark) {
+        Keep(k);  // the run is over
+      }
+    }
+  }
+
+  // At the end of the pass.
+  void Finish() {
+    if (replay_.marked(peak_mark_)) h_.captured.emplace(h_.peak_index, replay_.SitesAt(peak_mark_));
+    replay_.DropMark(peak_mark_);
+    for (size_t k = 0; k < h_.targets.size(); ++k) {
+      if (target_mark_[k] != kNoMark) Keep(k);
+    }
+  }
+
+ private:
+  static constexpr size_t kNoMark = SIZE_MAX;
+  void Keep(size_t k) {
+    if (replay_.marked(target_mark_[k])) {
+      h_.captured.emplace(h_.targets[k].index, replay_.SitesAt(target_mark_[k]));
+    }
+    replay_.DropMark(target_mark_[k]);
+    target_mark_[k] = kNoMark;
+  }
+
+  HostPass& h_;
+  HeapReplay& replay_;
+  size_t peak_mark_;
+  std::vector<size_t> target_mark_;
+};
 
 // Pass 1: the whole replay, per-step snapshots, cohorts live at the last
 // step end, the run's peak and each stage's peak within its largest run.
@@ -486,10 +604,11 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
   }
   size_t row_now = 0;
   for (const auto& [name, run] : max_run) h.targets.push_back(StageTarget{&name, run});
+  HeapReplay& replay = h.replay;
+  HostPeaks peaks(t, h);
   // --steps A:B: what was allocated before step A belongs to no step's
   // cohort, and the estimated peak is looked for from step A's begin on.
   bool in_selection = options.first_step <= 0;
-  HeapReplay& replay = h.replay;
   if (!in_selection) replay.set_cohort(UINT32_MAX);
   events.ForEach([&](size_t i, const Event& e) {
     if (device != nullptr) device->Apply(i, e);  // the device pass rides on this one
@@ -510,18 +629,7 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
     replay.Apply(e);
     if (options.site_slices && in_selection) h.slices.Apply(e, t);
     if (e.tag == format::kTagAlloc || e.tag == format::kTagMmap) ++r.summary.samples;
-    const double live = replay.host_live_bytes();
-    if (in_selection && live > h.peak) {
-      h.peak = live;
-      h.peak_index = i;
-      h.peak_ts = e.ts;
-    }
-    for (StageTarget& st : h.targets) {
-      if (e.seq >= st.run.begin && e.seq <= st.run.end && live > st.best) {
-        st.best = live;
-        st.index = i;
-      }
-    }
+    peaks.Note(i, e, replay.host_live_bytes(), in_selection);
     if (e.tag == format::kTagStep && e.phase == 1) {
       auto row = row_of_step.find(e.step);
       if (row == row_of_step.end()) return;
@@ -531,6 +639,7 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
       replay.set_cohort(static_cast<uint32_t>(std::min(row->second + 1, rows - 1)));
     }
   });
+  peaks.Finish();
   r.summary.est_live_bytes_end = replay.host_live_bytes();
   r.summary.est_peak_bytes = std::max(h.peak, 0.0);
   r.summary.est_peak_time_s = static_cast<double>(h.peak_ts) / 1e9;
@@ -543,8 +652,10 @@ struct Captured {
   std::map<size_t, std::vector<DeviceReplay::SiteAcc>> device;
 };
 
-// Pass 2: replays up to each capture point (event indices, host and device)
-// and keeps what each site had live there. Stops after the last one.
+// The capture pass: replays up to each capture point (event indices, host
+// and device) and keeps what each site had live there. Stops after the last
+// one. Only for moments the replay pass's marks did not keep (ReplayHost,
+// DeviceAnalysis::Kept): normally it does not run.
 Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
                      std::vector<size_t> device) {
   for (std::vector<size_t>* v : {&host, &device}) {
@@ -557,8 +668,9 @@ Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
   HeapReplay heap;
   DeviceReplay dev;
   size_t next_host = 0, next_device = 0;
+  const bool with_host = !host.empty();
   events.ForEachUntil([&](size_t i, const Event& e) {
-    heap.Apply(e);
+    if (with_host) heap.Apply(e);
     dev.Apply(e);
     if (next_host < host.size() && i == host[next_host]) out.host[host[next_host++]] = heap.sites();
     if (next_device < device.size() && i == device[next_device]) {
@@ -588,12 +700,7 @@ std::vector<size_t> PlanCaptures(const Trace& t, const HostPass& h,
   std::vector<size_t> captures = {h.peak_index};
   snapshot_of.assign(targets.size(), nullptr);
   for (size_t k = 0; k < targets.size(); ++k) {
-    for (const reader::SiteSnapshot& snap : t.snapshots) {
-      if (snap.cause == format::kSnapshotStagePeak && snap.stage == *targets[k].name &&
-          snap.step == targets[k].run.step) {
-        snapshot_of[k] = &snap;
-      }
-    }
+    snapshot_of[k] = StageSnapshot(t, targets[k]);
     if (snapshot_of[k] == nullptr && targets[k].best >= 0) captures.push_back(targets[k].index);
   }
   return captures;
@@ -809,33 +916,41 @@ void FillHostSiteLive(const HostSiteContext& c, size_t i, const HeapReplay::Accu
     s.live_bytes_at_peak_low = peak_ci.low;
     s.live_bytes_at_peak_high = peak_ci.high;
   }
-  s.live_bytes_by_step.assign(c.rows, 0.0);
-  if (i < c.h.by_step.size()) {
-    for (size_t k = 0; k < c.h.by_step[i].size(); ++k) s.live_bytes_by_step[k] = c.h.by_step[i][k];
-  }
+  s.live_bytes_by_step = i < c.h.by_step.size() ? c.h.by_step[i] : StepSeries(c.rows);
+  s.live_bytes_by_step.resize(c.rows);
 }
 
 // The classified series of site i is the long-lived part: live at the step
 // end and allocated before the step began (docs/analysis.md), with the
-// cohorts still live at the end.
-GrowthInput HostSiteGrowthInput(const HostSiteContext& c, size_t i,
-                                const HeapReplay::Accumulator& a) {
+// cohorts still live at the end. Written densely into `in`, whose buffers
+// every site reuses (one site's rows at a time, never steps x sites).
+void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::Accumulator& a,
+                         GrowthInput& in) {
   const HostPass& h = c.h;
   const size_t rows = c.rows;
-  GrowthInput in;
   in.y.assign(rows, 0.0);
   if (i < h.old_by_step.size()) {
-    for (size_t k = 0; k < h.old_by_step[i].size(); ++k)
-      in.y[k] = std::max(h.old_by_step[i][k], 0.0);
+    size_t k = 0;
+    for (double v : h.old_by_step[i]) {
+      if (k >= rows) break;
+      in.y[k++] = std::max(v, 0.0);
+    }
   }
-  in.end_bytes_by_cohort =
-      i < h.cohort_bytes.size() ? h.cohort_bytes[i] : std::vector<double>(rows, 0.0);
-  in.end_samples_by_cohort =
-      i < h.cohort_samples.size() ? h.cohort_samples[i] : std::vector<double>(rows, 0.0);
-  in.end_var_by_cohort = i < h.cohort_var.size() ? h.cohort_var[i] : std::vector<double>(rows, 0.0);
-  in.interval_by_row =
-      a.key.kind == HeapReplay::Kind::kHost ? h.interval_by_row : std::vector<double>(rows, 0.0);
-  return in;
+  in.end_bytes_by_cohort.assign(rows, 0.0);
+  in.end_samples_by_cohort.assign(rows, 0.0);
+  in.end_var_by_cohort.assign(rows, 0.0);
+  if (i < h.cohorts.size()) {
+    for (const CohortCell& cell : h.cohorts[i]) {
+      in.end_bytes_by_cohort[cell.row] = cell.bytes;
+      in.end_samples_by_cohort[cell.row] = cell.samples;
+      in.end_var_by_cohort[cell.row] = cell.var;
+    }
+  }
+  if (a.key.kind == HeapReplay::Kind::kHost) {
+    in.interval_by_row = h.interval_by_row;
+  } else {
+    in.interval_by_row.assign(rows, 0.0);
+  }
 }
 
 // The growth class of a site (and, for a leak, its projection).
@@ -865,7 +980,7 @@ void ClassifyHostSite(const HostSiteContext& c, const GrowthInput& in, Site& s) 
   }
 }
 
-// Host or mmap site i of the replay.
+// Host or mmap site i of the replay, but for its growth class.
 Site MakeHostSite(const HostSiteContext& c, FrameResolver& resolver, size_t i) {
   const HeapReplay::Accumulator& a = c.h.replay.sites()[i];
   Site s;
@@ -885,7 +1000,6 @@ Site MakeHostSite(const HostSiteContext& c, FrameResolver& resolver, size_t i) {
   if (c.options.site_slices && s.kind == SiteKind::kHost)
     s.slices = c.h.slices.SlicesOf(a.key.stack);
   FillHostSiteLive(c, i, a, s);
-  ClassifyHostSite(c, HostSiteGrowthInput(c, i, a), s);
   return s;
 }
 
@@ -949,7 +1063,17 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
     c.step_alloc_bytes += static_cast<double>(row.alloc_bytes);
     c.step_alloc_count += static_cast<double>(row.alloc_count);
   }
+  const size_t first = r.sites.size();
   for (size_t i = 0; i < acc.size(); ++i) r.sites.push_back(MakeHostSite(c, resolver, i));
+  // The growth classes, the report's costliest statistics (O(steps log steps)
+  // a site), on every core: each site reads the pass and writes only itself.
+  ParallelChunks(acc.size(), 64, [&](size_t lo, size_t hi) {
+    GrowthInput in;  // one chunk's buffers, reused site to site
+    for (size_t i = lo; i < hi; ++i) {
+      HostSiteGrowthInput(c, i, acc[i], in);
+      ClassifyHostSite(c, in, r.sites[first + i]);
+    }
+  });
 }
 
 ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
@@ -962,15 +1086,32 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   HostContext host;  // for the device analysis; filled in below
   host.row_of_step = &row_of_step;
   std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
-  // Pass 1: the whole replay (the device pass rides on it).
+  // Pass 1 after the scan: the whole replay (the device pass rides on it).
   HostPass h;
   ReplayHost(t, events, row_of_step, max_run, options, r.steps.size(), device.get(), r, h);
-  // Pass 2: the run peak and the stage peaks without an in-process snapshot.
+  // The run peak and the stage peaks without an in-process snapshot: pass 1
+  // kept the host and device sites there (marks), so the capture pass
+  // (pass 2) runs only for a moment the marks did not keep.
   const absl::flat_hash_map<uint64_t, uint32_t> host_site = HostSiteIndex(h.replay);
   std::vector<const reader::SiteSnapshot*> snapshot_of;
   std::vector<size_t> captures = PlanCaptures(t, h, snapshot_of);
-  const Captured both =
-      CapturePass(events, captures, device != nullptr ? device->Captures() : std::vector<size_t>{});
+  // Pass 1's marks kept every host moment (the replay's events are the
+  // capture's); should one be missing, the capture pass replays the host too.
+  bool host_kept = true;
+  for (size_t index : captures) host_kept = host_kept && h.captured.count(index) > 0;
+  // The same for the device's moments (DeviceAnalysis::Kept).
+  std::vector<size_t> device_captures =
+      device != nullptr ? device->Captures() : std::vector<size_t>{};
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> device_kept;
+  if (device != nullptr) device_kept = device->Kept();
+  bool device_all_kept = true;
+  for (size_t index : device_captures) {
+    device_all_kept = device_all_kept && device_kept.count(index) > 0;
+  }
+  Captured both = CapturePass(events, host_kept ? std::vector<size_t>{} : captures,
+                              device_all_kept ? std::vector<size_t>{} : device_captures);
+  if (host_kept) both.host = std::move(h.captured);
+  if (device_all_kept) both.device = std::move(device_kept);
   for (size_t k = 0; k < h.targets.size(); ++k) {
     r.stage_peaks.push_back(HostStagePeak(t, r, h.targets[k], snapshot_of[k], both.host, host_site,
                                           h.interval_max, options));
@@ -1079,8 +1220,33 @@ bool PrepareTrace(const std::string& path, const Options& options, LoadedTrace& 
 // Warnings about what a process's figures may miss.
 void ProcessWarnings(const std::string& path, const ProcessSummary& p,
                      std::vector<std::string>& warnings) {
-  if (p.lost_records > 0) {
-    warnings.push_back(absl::StrCat(path, ": ", p.lost_records,
+  if (p.lost_samples > 0) {
+    // Only sampled allocations are dropped for a full buffer (docs/format.md
+    // "LOST"): the estimates lack that share of the samples.
+    const double share = 100.0 * static_cast<double>(p.lost_samples) /
+                         static_cast<double>(p.lost_samples + p.samples);
+    warnings.push_back(absl::StrCat(path, ": ", p.lost_samples,
+                                    " sampled allocations lost by the profiler (its buffers "
+                                    "were full while the writer fell behind): ",
+                                    absl::StrFormat("%.1f", share),
+                                    "% of the samples; sampled "
+                                    "estimates are low by about that share (exact counters, "
+                                    "steps and stages are complete)"));
+  }
+  if (p.lost_dictionary > 0) {
+    warnings.push_back(absl::StrCat(path, ": ", p.lost_dictionary,
+                                    " stacks or strings lost by the profiler (its dictionary "
+                                    "was full): some sites or names read as unknown"));
+  }
+  if (p.lost_kept_records > 0) {
+    warnings.push_back(absl::StrCat(path, ": ", p.lost_kept_records,
+                                    " records lost that memstep keeps (its reserve for them "
+                                    "was full too): step, stage or free records may be "
+                                    "missing"));
+  }
+  const uint64_t other = p.lost_records - p.lost_samples - p.lost_dictionary - p.lost_kept_records;
+  if (other > 0) {
+    warnings.push_back(absl::StrCat(path, ": ", other,
                                     " records lost by the profiler (buffers full); "
                                     "sampled estimates are low"));
   }
@@ -1124,10 +1290,7 @@ void MergeResults(std::vector<ProcessResult>& results, Report& report) {
     report.timeline.insert(report.timeline.end(), r.timeline.begin(), r.timeline.end());
     const size_t offset = report.steps.size();
     for (Site& s : r.sites) {
-      std::vector<double> global(total_steps, 0.0);
-      for (size_t k = 0; k < s.live_bytes_by_step.size(); ++k)
-        global[offset + k] = s.live_bytes_by_step[k];
-      s.live_bytes_by_step = std::move(global);
+      s.live_bytes_by_step = s.live_bytes_by_step.Shifted(offset, total_steps);
       report.sites.push_back(std::move(s));
     }
     report.steps.insert(report.steps.end(), r.steps.begin(), r.steps.end());

@@ -18,6 +18,7 @@
 #include "src/analysis/growth.h"
 #include "src/analysis/rss_explain.h"
 #include "src/analysis/site_kind.h"
+#include "src/analysis/step_series.h"
 #include "src/reader/run_files.h"
 
 namespace memstep::analysis {
@@ -41,6 +42,8 @@ struct Frame {
 // (slices.h; Options::site_slices): the same estimates as Site, split.
 struct SiteSlice {
   int64_t step = -1;       // the step open when allocated; -1 outside every step
+  int64_t step_last = -1;  // the last step of the slice: step, but for a run long enough
+                           // that its slices were merged into buckets of steps (slices.h)
   std::string stage;       // the stage open when allocated; "" none
   double alloc_bytes = 0;  // estimated, as Site::alloc_bytes
   double alloc_count = 0;
@@ -80,8 +83,9 @@ struct Site {
   // device) and sites built without them: high < 0, read as [value, value].
   double live_bytes_end_low = 0, live_bytes_end_high = -1;
   double live_bytes_at_peak_low = 0, live_bytes_at_peak_high = -1;
-  std::vector<double>
-      live_bytes_by_step;        // estimated live at each step end (index as Report::steps)
+  // Estimated live at each step end (index as Report::steps), stored by its
+  // change points (step_series.h).
+  StepSeries live_bytes_by_step;
   Growth growth;                 // classification of its own process's steps (growth.h)
   double steps_to_limit = -1;    // LEAK: steps until the memory limit at this rate; -1 n/a
   double seconds_to_limit = -1;  // the same in seconds (median step duration); -1 n/a
@@ -376,6 +380,12 @@ struct ProcessSummary {
   uint64_t mmap_live_bytes_end = 0;
   uint64_t samples = 0;
   uint64_t lost_records = 0;
+  // Of lost_records, by cause (LOST records): sampled allocations dropped for
+  // a full ring (1), dictionary entries (2), records memstep keeps that found
+  // its kept lane full too (3: steps, stages or frees may be missing).
+  uint64_t lost_samples = 0;
+  uint64_t lost_dictionary = 0;
+  uint64_t lost_kept_records = 0;
   double duration_s = 0;
   uint64_t start_real_ns = 0;        // wall clock at the trace start (ns since the epoch)
   bool clean_exit = false;           // a trailer was found
@@ -432,6 +442,36 @@ struct ProcessSummary {
   uint64_t device_failures = 0;         // DEV_FAIL records
   uint64_t device_unmatched_frees = 0;  // DEV_FREE of an unseen allocation, applied with its size
   uint64_t device_ignored_frees = 0;    // DEV_FREE of an unseen allocation without a size: ignored
+  // Memory pools' release-threshold changes and trims, in trace order (the
+  // library's `cuda.pool:*` COUNTERs, docs/gpu.md): a threshold is listed
+  // when it is first read or changes; a trim with the pool's reserved bytes
+  // read right after it. At most kMaxPoolEvents; the rest are only counted.
+  struct PoolEvent {
+    int64_t step = -1;  // the step in progress (-1: outside any step)
+    int32_t device = -1;
+    std::string pool;             // "0x<pool>"
+    bool trim = false;            // a trim (cudaMemPoolTrimTo), else a release threshold
+    int64_t bytes = 0;            // trim: minBytesToKeep; threshold: bytes, INT64_MAX no limit
+    int64_t reserved_after = -1;  // trim: the pool's reserved bytes right after, -1 unknown
+  };
+  static constexpr size_t kMaxPoolEvents = 1000;
+  std::vector<PoolEvent> pool_events;
+  uint64_t pool_events_dropped = 0;
+  // Multicast objects (the `cuda.multicast:*` COUNTERs): they own no memory,
+  // the bound memory is cuMemCreate memory counted on its device. At most
+  // kMaxMulticast objects, in order of creation; the rest are only counted.
+  struct Multicast {
+    std::string object;                    // "0x<handle>"
+    int64_t size_bytes = -1;               // per device, at its creation; -1 unknown
+    int64_t created_step = -1;             // step in progress at its first record (-1: outside any)
+    bool released = false;                 // its size went back to 0 (cuMemRelease)
+    int64_t released_step = -1;            // step in progress then (-1: outside any)
+    std::map<int32_t, int64_t> bound_max;  // device -> most bytes bound at once
+    std::map<int32_t, int64_t> bound_end;  // device -> bytes bound at the end of the trace
+  };
+  static constexpr size_t kMaxMulticast = 256;
+  std::vector<Multicast> multicast;
+  uint64_t multicast_dropped = 0;
   bool has_device_data() const {
     return !devices.empty() || pinned_host_peak_bytes > 0 || device_failures > 0;
   }

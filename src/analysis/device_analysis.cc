@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -44,9 +45,11 @@ struct StepTrack {
   std::map<int32_t, DeviceReplay::Traffic> base;  // traffic at the last STEP record
 };
 
-// One open run of a stage: its peak per device.
+// One open run of a stage: its peak per device, and the replay's mark
+// (DeviceReplay::Mark) at each.
 struct StageRun {
   std::map<int32_t, IndexedPeak> peak;
+  std::map<int32_t, size_t> mark;
 };
 
 using internal::MedianOf;
@@ -153,6 +156,7 @@ class DevicePass {
       track_.pinned = std::max(track_.pinned, replay_.pinned());
       if (replay_.pinned() > pinned_peak_.bytes) {
         pinned_peak_ = {replay_.pinned(), i, in_step_, e.ts};
+        MarkNow(pinned_mark_);
       }
       return;
     }
@@ -165,12 +169,18 @@ class DevicePass {
     tk = std::max(tk, k);
     track_.total = std::max(track_.total, replay_.resident_total());
     IndexedPeak& p = run_peak_[e.device];
-    if (r > p.bytes) p = {r, i, in_step_, e.ts};
+    if (r > p.bytes) {
+      p = {r, i, in_step_, e.ts};
+      MarkNow(run_mark_.try_emplace(e.device, SIZE_MAX).first->second);
+    }
     uint64_t& kp = kind_peak_[{e.kind, e.device}];
     kp = std::max(kp, k);
     for (auto& [key, run] : open_) {
       IndexedPeak& rp = run.peak[e.device];
-      if (r > rp.bytes) rp = {r, i, in_step_, e.ts};
+      if (r > rp.bytes) {
+        rp = {r, i, in_step_, e.ts};
+        MarkNow(run.mark.try_emplace(e.device, SIZE_MAX).first->second);
+      }
     }
   }
 
@@ -191,11 +201,13 @@ class DevicePass {
   void OnStage(size_t i, const Event& e) {
     const std::pair<uint32_t, uint64_t> key(e.tid, e.str);
     if (e.phase == 0) {
-      open_[key] = Begin(i);
+      StageRun& open = open_[key];
+      DropMarks(open);  // a run begun again before it ended
+      open = Begin(i);
       return;
     }
     auto it = open_.find(key);
-    StageRun run = it != open_.end() ? it->second : Begin(i);
+    StageRun run = it != open_.end() ? std::move(it->second) : Begin(i);
     if (it != open_.end()) open_.erase(it);
     const std::string& name = t_.String(e.str);
     auto row = host_.row_of_step->find(e.step);
@@ -208,24 +220,81 @@ class DevicePass {
       if (inserted || peak.bytes > b->second.bytes) {
         b->second = peak;
         b->second.step = static_cast<int64_t>(e.step);
+        auto m = run.mark.find(device);
+        if (m != run.mark.end() && replay_.marked(m->second)) {
+          best_sites_[{name, device}] = replay_.SitesAt(m->second);
+        } else {
+          best_sites_.erase({name, device});  // not kept: the capture pass replays it
+        }
       }
     }
+    DropMarks(run);
   }
 
-  StageRun Begin(size_t i) const {
+  StageRun Begin(size_t i) {
     StageRun run;
-    for (int32_t d : devices_) run.peak[d] = IndexedPeak{replay_.resident(d), i, in_step_};
+    for (int32_t d : devices_) {
+      run.peak[d] = IndexedPeak{replay_.resident(d), i, in_step_};
+      MarkNow(run.mark.try_emplace(d, SIZE_MAX).first->second);
+    }
     return run;
   }
 
+  // Marks the replay's sites now in `mark` (a new mark when it is SIZE_MAX).
+  void MarkNow(size_t& mark) {
+    if (mark == SIZE_MAX) mark = replay_.NewMark();
+    replay_.Mark(mark);
+  }
+  void DropMarks(StageRun& run) {
+    for (auto& [device, mark] : run.mark) replay_.DropMark(mark);
+    run.mark.clear();
+  }
+
+ public:
+  // The pool events and multicast objects (with their dropped counts) into
+  // the process summary.
+  void PoolsAndMulticastInto(ProcessSummary& summary) const {
+    summary.pool_events = pool_events_;
+    summary.pool_events_dropped = pool_events_dropped_;
+    summary.multicast = multicast_;
+    summary.multicast_dropped = multicast_dropped_;
+  }
+
+  // The device sites right after each index of Captures() that the marks
+  // kept (all of them, unless a stage's best peak came from a run without
+  // a mark): what a second replay up to them would give.
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> Kept() const {
+    std::map<size_t, std::vector<DeviceReplay::SiteAcc>> out;
+    for (const auto& [device, p] : run_peak_) {
+      auto m = run_mark_.find(device);
+      if (p.index != SIZE_MAX && m != run_mark_.end() && replay_.marked(m->second)) {
+        out.emplace(p.index, replay_.SitesAt(m->second));
+      }
+    }
+    if (pinned_peak_.index != SIZE_MAX && replay_.marked(pinned_mark_)) {
+      out.emplace(pinned_peak_.index, replay_.SitesAt(pinned_mark_));
+    }
+    for (const auto& [key, p] : best_) {
+      auto it = best_sites_.find(key);
+      if (p.index != SIZE_MAX && it != best_sites_.end()) out.emplace(p.index, it->second);
+    }
+    return out;
+  }
+
+ private:
   void OnCounter(const Event& e) {
     int32_t device;
     std::string stat;
     std::string pool;
     if (ParseTorchCounter(t_.String(e.str), &device, &stat)) {
       SetTorchStat(stat, e.value, torch_[device]);
+    } else if (ParsePoolTrimCounter(t_.String(e.str), &device, &pool)) {
+      OnTrim(device, pool, e.value);
+    } else if (ParseMulticastCounter(t_.String(e.str), &device, &pool, &stat)) {
+      OnMulticast(device, pool, stat, e.value);
     } else if (ParsePoolCounter(t_.String(e.str), &device, &pool, &stat)) {
       DeviceStep::PoolBytes& b = pool.empty() ? graph_[device] : pools_[device][pool];
+      if (!pool.empty()) OnPoolStat(device, pool, stat, e.value, b);
       b.Set(stat, e.value);
       // The library reads the pools right after a step's DEV_INFO (which
       // follows that step's END record): such a read is that step's value.
@@ -238,6 +307,80 @@ class DevicePass {
         }
       }
     }
+  }
+
+  // A trim: listed now, its reserved bytes filled in by the pool's next read.
+  void OnTrim(int32_t device, const std::string& pool, int64_t value) {
+    pending_trim_.erase({device, pool});
+    ProcessSummary::PoolEvent* ev = AddPoolEvent(device, pool, value);
+    if (ev == nullptr) return;
+    ev->trim = true;
+    pending_trim_[{device, pool}] = pool_events_.size() - 1;
+  }
+
+  // A new pool event at this step, or nullptr (counted) past the cap.
+  ProcessSummary::PoolEvent* AddPoolEvent(int32_t device, const std::string& pool, int64_t bytes) {
+    if (pool_events_.size() >= ProcessSummary::kMaxPoolEvents) {
+      ++pool_events_dropped_;
+      return nullptr;
+    }
+    ProcessSummary::PoolEvent& ev = pool_events_.emplace_back();
+    ev.step = in_step_;
+    ev.device = device;
+    ev.pool = pool;
+    ev.bytes = bytes;
+    return &ev;
+  }
+
+  // A pool's read: completes a pending trim, lists a new release threshold.
+  void OnPoolStat(int32_t device, const std::string& pool, const std::string& stat, int64_t value,
+                  const DeviceStep::PoolBytes& before) {
+    if (stat == "reserved_bytes") {
+      auto it = pending_trim_.find({device, pool});
+      if (it != pending_trim_.end()) {
+        pool_events_[it->second].reserved_after = value;
+        pending_trim_.erase(it);
+      }
+      return;
+    }
+    if (stat != "release_threshold_bytes") return;
+    const int64_t threshold = value < 0 ? INT64_MAX : value;
+    if (before.release_threshold == threshold) return;  // read again, unchanged
+    AddPoolEvent(device, pool, threshold);
+  }
+
+  void OnMulticast(int32_t device, const std::string& object, const std::string& stat,
+                   int64_t value) {
+    auto it = multicast_of_.find(object);
+    if (it != multicast_of_.end() && multicast_[it->second].released && stat == "size_bytes" &&
+        value > 0) {
+      multicast_of_.erase(it);  // the handle reused for a new object
+      it = multicast_of_.end();
+    }
+    if (it == multicast_of_.end()) {
+      if (multicast_.size() >= ProcessSummary::kMaxMulticast) {
+        ++multicast_dropped_;
+        return;
+      }
+      it = multicast_of_.emplace(object, multicast_.size()).first;
+      ProcessSummary::Multicast m;
+      m.object = object;
+      m.created_step = in_step_;
+      multicast_.push_back(std::move(m));
+    }
+    ProcessSummary::Multicast& m = multicast_[it->second];
+    if (stat == "size_bytes") {
+      if (value == 0 && m.size_bytes > 0) {
+        m.released = true;
+        m.released_step = in_step_;
+      } else {
+        m.size_bytes = value;
+      }
+      return;
+    }
+    m.bound_end[device] = value;
+    int64_t& most = m.bound_max[device];
+    most = std::max(most, value);
   }
 
   void Record(size_t row) {
@@ -309,11 +452,22 @@ class DevicePass {
   std::map<int32_t, IndexedPeak> run_peak_;
   std::map<std::pair<uint8_t, int32_t>, uint64_t> kind_peak_;
   IndexedPeak pinned_peak_;
+  // Marks on replay_ at the run peaks and the pinned peak, and the sites at
+  // each (stage, device)'s best peak (Kept).
+  std::map<int32_t, size_t> run_mark_;
+  size_t pinned_mark_ = SIZE_MAX;
+  std::map<std::pair<std::string, int32_t>, std::vector<DeviceReplay::SiteAcc>> best_sites_;
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, StageRun> open_;  // (tid, stage str)
   std::map<std::pair<std::string, int32_t>, IndexedPeak> best_;        // (stage, device)
   std::map<int32_t, TorchCudaStats> torch_;
   std::map<int32_t, std::map<std::string, DeviceStep::PoolBytes>> pools_;  // latest values
   std::map<int32_t, DeviceStep::PoolBytes> graph_;
+  std::map<std::pair<int32_t, std::string>, size_t> pending_trim_;  // -> pool_events_ index
+  std::map<std::string, size_t> multicast_of_;                      // -> multicast_ index
+  std::vector<ProcessSummary::PoolEvent> pool_events_;
+  uint64_t pool_events_dropped_ = 0;
+  std::vector<ProcessSummary::Multicast> multicast_;
+  uint64_t multicast_dropped_ = 0;
   // The DEV_INFO whose step-end pool read is under way: set when a DEV_INFO
   // came right before the current event, kept while pool counters follow it.
   const reader::DeviceInfo* read_info_ = nullptr;
@@ -457,6 +611,7 @@ void FillDeviceSummaries(const Trace& t, const HostContext& host, const Options&
   summary.device_unmatched_frees = pass.replay().unmatched_frees();
   summary.device_ignored_frees = pass.replay().ignored_frees();
   summary.device_failures = pass.fails().size();
+  pass.PoolsAndMulticastInto(summary);
 }
 
 void FillStepRows(const Trace& t, DevicePass& pass, std::vector<StepRow>& steps) {
@@ -512,6 +667,14 @@ void FillDeviceChurn(const DeviceReplay::SiteAcc& a, size_t steps, double bytes,
   }
 }
 
+// "0x" and 1 to 16 lowercase hex digits: a pool's or object's handle as the
+// library writes it in a COUNTER name.
+bool IsObjectHex(const std::string& hex) {
+  return hex.size() >= 3 && hex.size() <= 18 && hex.compare(0, 2, "0x") == 0 &&
+         std::all_of(hex.begin() + 2, hex.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 }  // namespace
 
 bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
@@ -536,16 +699,39 @@ bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* poo
   if (graph) {
     pool->clear();
   } else {
-    const std::string& hex = parts[1];
-    if (hex.size() < 3 || hex.size() > 18 || hex.compare(0, 2, "0x") != 0 ||
-        !std::all_of(hex.begin() + 2, hex.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
-      return false;
-    }
-    *pool = hex;
+    if (!IsObjectHex(parts[1])) return false;
+    *pool = parts[1];
   }
   *stat = s;
   return true;
+}
+
+namespace {
+
+// "<prefix><dev>.0x<hex>.<stat>": the device, "0x<hex>" and the stat.
+bool ParseObjectCounter(const std::string& name, const char* prefix, int32_t* device,
+                        std::string* object, std::string* stat) {
+  if (!absl::StartsWith(name, prefix)) return false;
+  const std::vector<std::string> parts = absl::StrSplit(name.substr(strlen(prefix)), '.');
+  if (parts.size() != 3u) return false;
+  if (!absl::SimpleAtoi(parts[0], device) || *device < -1) return false;
+  if (!IsObjectHex(parts[1])) return false;
+  *object = parts[1];
+  *stat = parts[2];
+  return true;
+}
+
+}  // namespace
+
+bool ParsePoolTrimCounter(const std::string& name, int32_t* device, std::string* pool) {
+  std::string stat;
+  return ParseObjectCounter(name, "cuda.pool:", device, pool, &stat) && stat == "trim_to_bytes";
+}
+
+bool ParseMulticastCounter(const std::string& name, int32_t* device, std::string* object,
+                           std::string* stat) {
+  return ParseObjectCounter(name, "cuda.multicast:", device, object, stat) &&
+         (*stat == "size_bytes" || *stat == "bound_bytes");
 }
 
 bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* stat) {
@@ -582,6 +768,10 @@ DeviceAnalysis::DeviceAnalysis() = default;
 DeviceAnalysis::~DeviceAnalysis() = default;
 
 void DeviceAnalysis::Apply(size_t index, const Event& e) { impl_->pass.Apply(index, e); }
+
+std::map<size_t, std::vector<DeviceReplay::SiteAcc>> DeviceAnalysis::Kept() const {
+  return impl_->pass.Kept();
+}
 
 std::vector<size_t> DeviceAnalysis::Captures() const {
   // The sites live at each device's peak, at the pinned host peak and at
@@ -644,16 +834,15 @@ void FillLiveAtPeak(const SiteContext& c, size_t j, size_t peak_index, Site& s) 
 // leak, its projection against the device's (or the host's) memory.
 void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc& a,
                     const DeviceSummary* dev, Site& s) {
-  s.live_bytes_by_step.assign(c.rows, 0.0);
+  std::vector<double> live(c.rows, 0.0);
   if (j < c.pass.site_by_step().size()) {
     const std::vector<double>& v = c.pass.site_by_step()[j];
-    for (size_t k = 0; k < v.size() && k < c.rows; ++k)
-      s.live_bytes_by_step[k] = std::max(v[k], 0.0);
+    for (size_t k = 0; k < v.size() && k < c.rows; ++k) live[k] = std::max(v[k], 0.0);
   }
+  s.live_bytes_by_step = StepSeries::FromDense(live);
   const size_t warmup = dev != nullptr ? dev->warmup_steps : c.host.warmup_steps;
   // Sampled sites are estimates: the call-site bounds, not the exact ones.
-  s.growth =
-      ClassifyExact(s.live_bytes_by_step, warmup, c.sampled ? c.options.growth : c.host.exact);
+  s.growth = ClassifyExact(live, warmup, c.sampled ? c.options.growth : c.host.exact);
   if (s.growth.cls != GrowthClass::kLeak) return;
   if (dev != nullptr) {
     const double used =

@@ -17,14 +17,13 @@
 //                                                     allocated 100, cache slack 60
 //   DEV_INFO step 0 dev 0 free 70000 total 81559       driver used 11559 (includes the context)
 // The device's run peak (130, step 0) and each (stage, device)'s largest
-// peak are captured by a second replay up to those moments, so the sites
-// live there are exact. Growth: each device's resident bytes at step ends,
-// and each device site's live bytes at step ends, are exact series, so they
-// take the classifier's exact-series path (no cohorts, effect-size bounds
-// divided by 16 unless set by the user), with the warm-up detected on the
-// device's own series; LEAK projections run against the driver's total
-// memory of the device (DEV_INFO), or not at all when it is unknown. Pinned
-// host sites use the process's (host) warm-up and memory limit.
+// peak keep the device replay's sites as they were then (marks,
+// site_marks.h), so the sites live there are exact. Growth: each device's resident bytes at step
+// ends, and each device site's live bytes at step ends, are exact series, so they take the
+// classifier's exact-series path (no cohorts, effect-size bounds divided by 16 unless set by the
+// user), with the warm-up detected on the device's own series; LEAK projections run against the
+// driver's total memory of the device (DEV_INFO), or not at all when it is unknown. Pinned host
+// sites use the process's (host) warm-up and memory limit.
 
 #ifndef MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_
 #define MEMSTEP_SRC_ANALYSIS_DEVICE_ANALYSIS_H_
@@ -56,8 +55,9 @@ struct HostContext {
 // The device analysis, in parts that ride on the host analysis' passes (one
 // decoding of the trace feeds both, docs/architecture.md "Streaming
 // reports"): Start before the host's replay pass, Apply on each of its
-// events, Captures names the moments the capture pass must keep the device
-// replay's sites at, Finish fills the device fields of `steps` (one row per
+// events, Captures names the moments whose device sites the report shows
+// and Kept gives those sites (the capture pass replays only a moment Kept
+// lacks), Finish fills the device fields of `steps` (one row per
 // STEP end, as built by the host analysis) and `summary`, appends device
 // sites to `sites`, device stage peaks to `stage_peaks` and failures to
 // `failures`. Site ids in stage peaks and failures are indices into `sites`
@@ -71,6 +71,10 @@ class DeviceAnalysis {
   ~DeviceAnalysis();
   void Apply(size_t index, const reader::Event& e);
   std::vector<size_t> Captures() const;
+  // DeviceReplay::sites() right after the indices of Captures() that pass 1
+  // kept with marks (DeviceReplay::Mark): normally all of them, so that no
+  // capture pass is needed.
+  std::map<size_t, std::vector<DeviceReplay::SiteAcc>> Kept() const;
   // `captured`: DeviceReplay::sites() right after each index of Captures().
   void Finish(const HostContext& host, const Options& options, FrameResolver& resolver,
               std::vector<StepRow>& steps, ProcessSummary& summary, std::vector<Site>& sites,
@@ -92,6 +96,14 @@ bool ParseTorchCounter(const std::string& name, int32_t* device, std::string* st
 // release_threshold_bytes); false otherwise (trim_to_bytes, multicast).
 bool ParsePoolCounter(const std::string& name, int32_t* device, std::string* pool,
                       std::string* stat);
+
+// Parses "cuda.pool:<dev>.0x<pool>.trim_to_bytes" (a trim's minBytesToKeep).
+bool ParsePoolTrimCounter(const std::string& name, int32_t* device, std::string* pool);
+
+// Parses "cuda.multicast:<dev>.0x<mc>.<stat>", <stat> size_bytes or
+// bound_bytes, <dev> a CUDA ordinal or -1.
+bool ParseMulticastCounter(const std::string& name, int32_t* device, std::string* object,
+                           std::string* stat);
 
 }  // namespace memstep::analysis
 

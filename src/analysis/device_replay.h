@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "src/analysis/site_marks.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -99,6 +100,13 @@ class DeviceReplay {
   void set_in_step(bool in_step) { in_step_ = in_step; }
 
   const std::vector<SiteAcc>& sites() const { return sites_; }
+  // Marks (site_marks.h): SitesAt(m) is sites() as it was at the last
+  // Mark(m) (the analysis keeps the sites at device peaks with them).
+  size_t NewMark() { return marks_.New(); }
+  void Mark(size_t m) { marks_.Mark(m, sites_); }
+  bool marked(size_t m) const { return marks_.marked(m); }
+  std::vector<SiteAcc> SitesAt(size_t m) const { return marks_.SitesAt(m, sites_); }
+  void DropMark(size_t m) { marks_.Drop(m); }
   // Live bytes of `kind` on `device` (0 if never seen).
   uint64_t live(uint8_t kind, int32_t device) const;
   // Resident bytes of `device`, and summed over devices.
@@ -131,6 +139,7 @@ class DeviceReplay {
   void Remove(uint8_t kind, int32_t device, uint64_t size);
 
   std::vector<SiteAcc> sites_;
+  SiteMarks<SiteAcc> marks_;
   absl::flat_hash_map<SiteKey, uint32_t> site_index_;
   absl::flat_hash_map<std::pair<uint8_t, uint64_t>, Live> allocations_;  // (kind, addr)
   std::map<std::pair<uint8_t, int32_t>, uint64_t> live_;

@@ -55,17 +55,25 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
   // sum(K_i / T_i) / sum(1 / T_i) is still unbiased and rests on the densely
   // sampled cohorts instead of averaging them with nearly empty ones; with one
   // T throughout it is the plain mean.
+  // (The per-row weight 1/T is divided out again only when T changes: the
+  // same value, fewer divisions; this runs for every site over its rows.)
   double wsum = 0, wbytes = 0, wvar = 0;
-  for (size_t i = a; i < b && i < in.end_bytes_by_cohort.size(); ++i) {
+  const bool have_var = !in.end_var_by_cohort.empty();
+  const size_t end = std::min(b, in.end_bytes_by_cohort.size());
+  double t_prev = 1.0, w = 1.0;
+  for (size_t i = a; i < end; ++i) {
     const double k = in.end_bytes_by_cohort[i];
     double v = 0;
-    if (!in.end_var_by_cohort.empty()) {
+    if (have_var) {
       v = in.end_var_by_cohort[i];
     } else if (i < in.end_samples_by_cohort.size() && in.end_samples_by_cohort[i] > 0) {
       v = k * k / in.end_samples_by_cohort[i];
     }
     const double t = i < in.interval_by_row.size() ? std::max(in.interval_by_row[i], 1.0) : 1.0;
-    const double w = 1 / t;
+    if (t != t_prev) {
+      t_prev = t;
+      w = 1 / t;
+    }
     wsum += w;
     wbytes += w * k;
     wvar += w * w * v;
@@ -253,10 +261,12 @@ void ClassifyRise(const Window& w, const GrowthOptions& o, Growth* g) {
 void ClassifyFlat(const GrowthInput& in, const Window& w, const GrowthOptions& o, Growth* g) {
   const std::vector<double>& y = in.y;
   // Did it grow after warm-up, before the window?
+  // (The trend test only when the growth is large enough to matter: its
+  // result is used nowhere else.)
   if (w.ws > g->warmup) {
-    TrendResult whole = TrendTest(Thin(y, g->warmup, w.n, 256));
-    double mean = Sum(y, w.ws, w.n) / static_cast<double>(w.N);
-    if (whole.p_increasing < o.p_value && mean - y[g->warmup] >= o.min_window_growth) {
+    const double mean = Sum(y, w.ws, w.n) / static_cast<double>(w.N);
+    if (mean - y[g->warmup] >= o.min_window_growth &&
+        TrendTest(Thin(y, g->warmup, w.n, 256)).p_increasing < o.p_value) {
       g->cls = GrowthClass::kBoundedGrowth;
       g->reason = "grew after warm-up, flat in the window";
       return;

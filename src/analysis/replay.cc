@@ -26,7 +26,10 @@ double SampleProbability(uint64_t size, uint64_t interval) {
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;
   cohort_ = c;
-  for (Accumulator& a : sites_) a.young_bytes = 0;
+  for (uint32_t i = 0; i < sites_.size(); ++i) {
+    Touch(i);
+    sites_[i].young_bytes = 0;
+  }
 }
 
 uint32_t HeapReplay::SiteIndex(Kind kind, uint64_t stack, uint64_t ts) {
@@ -44,6 +47,7 @@ uint32_t HeapReplay::SiteIndex(Kind kind, uint64_t stack, uint64_t ts) {
 void HeapReplay::RemoveLive(uint64_t addr) {
   auto it = live_.find(addr);
   if (it == live_.end()) return;
+  Touch(it->second.site);
   Accumulator& s = sites_[it->second.site];
   s.live_bytes -= it->second.bytes;
   s.live_count -= it->second.count;
@@ -60,6 +64,7 @@ void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
   ranges_[start] = Range{end, site, object, cohort_};
   object_pieces_[object] = 1;
   double len = static_cast<double>(end - start);
+  Touch(site);
   sites_[site].live_bytes += len;
   sites_[site].live_count += 1;
   sites_[site].young_bytes += len;
@@ -82,6 +87,7 @@ int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
     const uint64_t cut_start = std::max(r_start, start);
     const uint64_t cut_end = std::min(r.end, end);
     double cut = static_cast<double>(cut_end - cut_start);
+    Touch(r.site);
     sites_[r.site].live_bytes -= cut;
     if (r.cohort == cohort_) sites_[r.site].young_bytes -= cut;
     mmap_live_ -= cut;
@@ -113,6 +119,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       const double bytes = static_cast<double>(e.size) / p;
       const double count = 1.0 / p;
       const uint32_t site = SiteIndex(Kind::kHost, e.stack, e.ts);
+      Touch(site);
       Accumulator& s = sites_[site];
       ++s.samples;
       if (e.kind == format::kKindPymalloc) ++s.pymalloc_samples;
@@ -140,6 +147,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       const uint64_t end = End(e.addr, e.size);
       RemoveRange(e.addr, end);  // MAP_FIXED over an existing mapping
       const uint32_t site = SiteIndex(Kind::kMmap, e.stack, e.ts);
+      Touch(site);
       Accumulator& s = sites_[site];
       ++s.samples;
       s.alloc_bytes += static_cast<double>(e.size);
@@ -157,6 +165,7 @@ void HeapReplay::Apply(const reader::Event& e) {
     case format::kTagMremap: {
       const int64_t site = RemoveRange(e.addr, End(e.addr, e.size));
       if (site < 0) break;  // not an anonymous mapping we track
+      Touch(static_cast<uint32_t>(site));
       Accumulator& s = sites_[site];
       if (e.new_len > e.size) s.alloc_bytes += static_cast<double>(e.new_len - e.size);
       RemoveRange(e.new_addr, End(e.new_addr, e.new_len));

@@ -29,9 +29,11 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "src/analysis/site_marks.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -98,6 +100,14 @@ class HeapReplay {
   }
 
   const std::vector<Accumulator>& sites() const { return sites_; }
+
+  // Marks (site_marks.h): SitesAt(m) is sites() as it was at the last
+  // Mark(m), set_cohort's young_bytes included.
+  size_t NewMark() { return marks_.New(); }
+  void Mark(size_t m) { marks_.Mark(m, sites_); }
+  bool marked(size_t m) const { return marks_.marked(m); }
+  std::vector<Accumulator> SitesAt(size_t m) const { return marks_.SitesAt(m, sites_); }
+  void DropMark(size_t m) { marks_.Drop(m); }
   double host_live_bytes() const { return host_live_; }
   double mmap_live_bytes() const { return mmap_live_; }
   size_t live_allocations() const { return live_.size(); }
@@ -120,6 +130,7 @@ class HeapReplay {
     uint32_t cohort;
   };
 
+  void Touch(uint32_t site) { marks_.Touch(site, sites_); }
   uint32_t SiteIndex(Kind kind, uint64_t stack, uint64_t ts);
   void RemoveLive(uint64_t addr);
   void AddRange(uint64_t start, uint64_t end, uint32_t site);
@@ -137,6 +148,7 @@ class HeapReplay {
   bool in_step_ = false;
   double host_live_ = 0;
   double mmap_live_ = 0;
+  SiteMarks<Accumulator> marks_;
 };
 
 }  // namespace memstep::analysis

@@ -409,14 +409,17 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     return x;
   }
   Decide(rg, c, p, &x);
-  // RSS is never printed LEAK with a 95 % interval that reaches 0 (the rule
-  // growth.cc applies to every LEAK): the live bytes may grow, but RSS's own
-  // growth is then not established.
-  if (x.verdict == "LEAK" && !(rg.slope_low > 0)) {
-    x.verdict.clear();
+  // No verdict rests on an RSS rate whose 95 % interval reaches 0 (the rule
+  // growth.cc applies to every LEAK), whichever component would explain it:
+  // a staircase RSS series (a few jumps, flat between them) passes the trend
+  // test but leaves its rate's interval at 0, so its growth, and with it
+  // FRAGMENTATION, CACHING, FILE, MEMSTEP or UNEXPLAINED, is not significant.
+  if (!x.verdict.empty() && !(rg.slope_low > 0)) {
     x.reason = absl::StrFormat(
-        "RSS rises (p = %.2g) but its rate's 95 %% interval [%.0f, %.0f] B/step reaches 0",
-        rg.p_value, rg.slope_low, rg.slope_high);
+        "not significant: RSS rises (p = %.2g) but its rate's 95 %% interval [%.0f, %.0f] "
+        "B/step reaches 0 (%s not asserted)",
+        rg.p_value, rg.slope_low, rg.slope_high, x.verdict);
+    x.verdict.clear();
   }
   if (frag_grows || x.verdict == "FRAGMENTATION") FindPins(in, c, p, &x);
   return x;

@@ -23,13 +23,15 @@ void SliceTracker::Apply(const reader::Event& e, const reader::Trace& t) {
       break;
     case format::kTagAlloc: {
       Remove(e.addr);
-      const Key key(e.stack, open_step_, e.str);
+      const Key key(e.stack, BucketOf(open_step_), e.str);
       auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(slices_.size()));
       if (inserted) {
         SiteSlice s;
-        s.step = open_step_;
+        s.step = std::get<1>(key);
+        s.step_last = s.step < 0 ? -1 : s.step + bucket_ - 1;
         s.stage = t.String(e.str);
         slices_.push_back(std::move(s));
+        keys_.push_back(key);
         by_stack_[e.stack].push_back(it->second);
       }
       const double p = SampleProbability(e.size, e.interval);
@@ -40,6 +42,7 @@ void SliceTracker::Apply(const reader::Event& e, const reader::Trace& t) {
       s.live_bytes_end += bytes;
       s.live_count_end += 1 / p;
       live_[e.addr] = Live{it->second, bytes, 1 / p};
+      if (slices_.size() > max_slices_) Coarsen();
       break;
     }
     case format::kTagFree:
@@ -47,6 +50,42 @@ void SliceTracker::Apply(const reader::Event& e, const reader::Trace& t) {
       break;
     default:
       break;
+  }
+}
+
+void SliceTracker::Coarsen() {
+  while (slices_.size() > max_slices_ && bucket_ < (int64_t{1} << 40)) {
+    bucket_ *= 2;
+    absl::flat_hash_map<Key, uint32_t> index;
+    std::vector<SiteSlice> merged;
+    std::vector<Key> keys;
+    std::vector<uint32_t> to(slices_.size());
+    for (size_t i = 0; i < slices_.size(); ++i) {
+      Key k = keys_[i];
+      std::get<1>(k) = BucketOf(std::get<1>(k));
+      auto [it, inserted] = index.try_emplace(k, static_cast<uint32_t>(merged.size()));
+      if (inserted) {
+        SiteSlice m;
+        m.step = std::get<1>(k);
+        m.step_last = m.step < 0 ? -1 : m.step + bucket_ - 1;
+        m.stage = std::move(slices_[i].stage);
+        merged.push_back(std::move(m));
+        keys.push_back(k);
+      }
+      SiteSlice& m = merged[it->second];
+      m.alloc_bytes += slices_[i].alloc_bytes;
+      m.alloc_count += slices_[i].alloc_count;
+      m.live_bytes_end += slices_[i].live_bytes_end;
+      m.live_count_end += slices_[i].live_count_end;
+      to[i] = it->second;
+    }
+    for (auto& [addr, live] : live_) live.slice = to[live.slice];
+    by_stack_.clear();
+    for (size_t i = 0; i < keys.size(); ++i)
+      by_stack_[std::get<0>(keys[i])].push_back(static_cast<uint32_t>(i));
+    index_ = std::move(index);
+    slices_ = std::move(merged);
+    keys_ = std::move(keys);
   }
 }
 

@@ -237,6 +237,13 @@ class CountingPairs {
       const double t = sample_[static_cast<size_t>(at)];
       if (!(t > lo && t < hi) || (have_lo && have_hi && upto_hi - below_lo <= budget)) continue;
       const auto [lt, le] = CountAt(t);
+      if (lt < k && le >= k) {  // the k-th slope is t itself: no bisection
+        lo = hi = t;
+        below_lo = lt;
+        upto_hi = le;
+        have_lo = have_hi = true;
+        break;
+      }
       if (lt < k) {
         lo = t;
         below_lo = lt;
@@ -678,6 +685,29 @@ TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
   return r;
 }
 
+// A constant series (the window of most call sites: nothing allocated or
+// freed in it), whose statistics need no pair: every pairwise difference is
+// 0, so S = 0 and every slope is 0; one tie group of n values, so
+// Var(S) = (n(n-1)(2n+5) - n(n-1)(2n+5)) / 18 = 0 and z = 0, p = 1/2; the
+// ranks are all equal, so no rank autocorrelation (factor 1). What the
+// general path computes for it, bit for bit (trend_test checks), without
+// its O(n log n) work.
+bool Constant(const std::vector<double>& x) {
+  if (!std::isfinite(x[0])) return false;
+  for (double v : x) {
+    if (!(v == x[0])) return false;
+  }
+  return true;
+}
+
+TrendResult ConstantTrend(size_t n) {
+  TrendResult r;
+  r.n = n;
+  r.hamed_rao = 1;
+  r.p_increasing = NormalUpperTail(0);
+  return r;
+}
+
 }  // namespace
 
 namespace internal {
@@ -691,6 +721,7 @@ TrendResult TrendTestWith(const std::vector<double>& x, PairMethod method) {
         TheilSenSlopeWith(Positions(n), x, method);
     return r;
   }
+  if (method == PairMethod::kAuto && Constant(x)) return ConstantTrend(n);
   const std::vector<double> pos = Positions(n);
   if (UseCounting(pos, x, method)) {
     CountingPairs pairs(pos, x);

@@ -294,6 +294,34 @@ inline const char* FieldSignature(uint8_t tag) {
 #undef MS_BYTES
 #undef MS_LIST
 
+// kMaxEncodedSize<R>: the most bytes Encode can write for an R record (the
+// tag, every varint at its type's widest, BYTES and LIST fields at their
+// maximum). A writer with a fixed buffer sizes it with this, so adding a field
+// to a record grows the buffer with it instead of making Encode fail (and the
+// record go unwritten) at run time.
+constexpr uint64_t MaxVarintBytes(uint64_t bits) { return (bits + 6) / 7; }
+template <class R>
+struct MaxEncoded;
+#define MS_U(type, name) +MaxVarintBytes(8 * sizeof(type))
+#define MS_S(type, name) +MaxVarintBytes(8 * sizeof(type))
+#define MS_COUNTERS(name) +(sizeof(Counters) / sizeof(uint64_t)) * kMaxVarint
+#define MS_BYTES(name, max) +kMaxVarint + (max)
+#define MS_LIST(name, width, max, count_doc, item_doc) +kMaxVarint + (max) * (width)*kMaxVarint
+#define MEMSTEP_RECORD_MAX(Name, tag, doc, fields)        \
+  template <>                                             \
+  struct MaxEncoded<Name##Record> {                       \
+    static constexpr uint64_t kSize = uint64_t{1} fields; \
+  };
+MEMSTEP_RECORDS(MEMSTEP_RECORD_MAX)
+#undef MEMSTEP_RECORD_MAX
+#undef MS_U
+#undef MS_S
+#undef MS_COUNTERS
+#undef MS_BYTES
+#undef MS_LIST
+template <class R>
+inline constexpr size_t kMaxEncodedSize = static_cast<size_t>(MaxEncoded<R>::kSize);
+
 // The name of a record tag as docs/format.md writes it ("ALLOC"), or nullptr.
 inline const char* RecordName(uint8_t tag) {
 #define MEMSTEP_RECORD_NAME(Name, t, doc, fields) \

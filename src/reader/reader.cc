@@ -6,7 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <memory>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "src/format/records.h"
@@ -358,9 +363,129 @@ bool Take(const format::TrailerRecord& r, ChunkRecords& c) {
   return true;
 }
 
-template <typename R>
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "FastU reads varints as LE words");
+
+// ---- the fast path: records of varints only, far from the chunk's end ----
+//
+// Most records are ALLOC and FREE: a dozen varints each, mostly one or two
+// bytes. When the chunk has at least a whole record's worst case (10 bytes
+// per varint) left, the fields are read without a bounds check per byte.
+// What the fast path accepts and rejects is exactly what format::Decode
+// does (a varint of more than 64 bits, a value out of its field's range):
+// reader_test and the fuzz target check both paths.
+
+// An unsigned LEB128 varint at p (at least 10 readable bytes); false when it
+// runs past 10 bytes or overflows 64 bits, as RecordDecoder::U. Varints of
+// up to 8 bytes (56 bits: every timestamp, address and size in practice)
+// are read as one little-endian word: the first byte with its high bit
+// clear ends the varint, and three mask-and-shift steps pack the 7-bit
+// groups together.
+[[gnu::always_inline]] inline bool FastU(const uint8_t*& p, uint64_t* out) {
+  uint64_t w;
+  memcpy(&w, p, 8);
+  if ((w & 0x80) == 0) {
+    *out = w & 0x7F;
+    p += 1;
+    return true;
+  }
+  const uint64_t stops = ~w & 0x8080808080808080ull;
+  if (stops != 0) {
+    const int bits = __builtin_ctzll(stops) + 1;  // 8 x the varint's length
+    uint64_t x = bits == 64 ? w : w & ((uint64_t{1} << bits) - 1);
+    x &= 0x7F7F7F7F7F7F7F7Full;
+    x = ((x & 0x7F007F007F007F00ull) >> 1) | (x & 0x007F007F007F007Full);
+    x = ((x & 0x3FFF00003FFF0000ull) >> 2) | (x & 0x00003FFF00003FFFull);
+    x = ((x & 0x0FFFFFFF00000000ull) >> 4) | (x & 0x000000000FFFFFFFull);
+    *out = x;
+    p += bits / 8;
+    return true;
+  }
+  uint64_t v = 0;  // 9 or 10 bytes
+  for (int shift = 0; shift < 64; shift += 7) {
+    const uint64_t b = *p++;
+    if (shift == 63 && b > 1) return false;
+    v |= (b & 0x7F) << shift;
+    if (b < 0x80) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename T>
+[[gnu::always_inline]] inline bool FastUnsigned(const uint8_t*& p, T* out) {
+  uint64_t v;
+  if (!FastU(p, &v) || v > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+  *out = static_cast<T>(v);
+  return true;
+}
+
+template <typename T>
+[[gnu::always_inline]] inline bool FastSigned(const uint8_t*& p, T* out) {
+  uint64_t u;
+  if (!FastU(p, &u)) return false;
+  const int64_t v = format::UnZigZag(u);
+  if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+    return false;
+  }
+  *out = static_cast<T>(v);
+  return true;
+}
+
+inline bool FastCounters(const uint8_t*& p, format::Counters* c) {
+  return FastU(p, &c->alloc_bytes) && FastU(p, &c->alloc_count) && FastU(p, &c->free_bytes) &&
+         FastU(p, &c->free_count) && FastU(p, &c->live_bytes) && FastU(p, &c->peak_bytes) &&
+         FastU(p, &c->mmap_live_bytes) && FastU(p, &c->rss_bytes);
+}
+
+// Per record: whether it has varints only, how many, and its fast decoder
+// (records with BYTES or LIST fields always take format::Decode).
+#define MS_U(type, name) +1
+#define MS_S(type, name) +1
+#define MS_COUNTERS(name) +8
+#define MS_BYTES(name, max) +1000000
+#define MS_LIST(name, width, max, count_doc, item_doc) +1000000
+#define MEMSTEP_FAST_COUNT(Name, tag, doc, fields) constexpr int kVarints##Name = 0 fields;
+MEMSTEP_RECORDS(MEMSTEP_FAST_COUNT)
+#undef MEMSTEP_FAST_COUNT
+#undef MS_U
+#undef MS_S
+#undef MS_COUNTERS
+#undef MS_BYTES
+#undef MS_LIST
+
+inline bool FastUnsupported() { return false; }
+#define MS_U(type, name) &&FastUnsigned(p, &r->name)
+#define MS_S(type, name) &&FastSigned(p, &r->name)
+#define MS_COUNTERS(name) &&FastCounters(p, &r->name)
+#define MS_BYTES(name, max) &&FastUnsupported()
+#define MS_LIST(name, width, max, count_doc, item_doc) &&FastUnsupported()
+#define MEMSTEP_FAST_DECODE(Name, tag, doc, fields)                                     \
+  [[maybe_unused]] inline bool FastDecode(const uint8_t*& p, format::Name##Record* r) { \
+    return true fields;                                                                 \
+  }
+MEMSTEP_RECORDS(MEMSTEP_FAST_DECODE)
+#undef MEMSTEP_FAST_DECODE
+#undef MS_U
+#undef MS_S
+#undef MS_COUNTERS
+#undef MS_BYTES
+#undef MS_LIST
+
+template <typename R, int kVarints>
 bool DecodeAs(RecordDecoder& d, ChunkRecords& c) {
   R r;
+  if constexpr (kVarints < 1000000) {
+    if (d.remaining() >= 10 * static_cast<size_t>(kVarints)) {
+      const uint8_t* p = d.pos();
+      if (!FastDecode(p, &r)) return false;
+      const uint8_t* unused;
+      d.Bytes(static_cast<size_t>(p - d.pos()), &unused);  // within remaining()
+      return Take(r, c);
+    }
+  }
   return format::Decode(d, &r) && Take(r, c);
 }
 
@@ -370,7 +495,7 @@ bool DecodeRecord(uint8_t tag, RecordDecoder& d, ChunkRecords& c) {
   switch (tag) {
 #define MEMSTEP_DECODE_CASE(Name, t, doc, fields) \
   case format::t:                                 \
-    return DecodeAs<format::Name##Record>(d, c);
+    return DecodeAs<format::Name##Record, kVarints##Name>(d, c);
     MEMSTEP_RECORDS(MEMSTEP_DECODE_CASE)
 #undef MEMSTEP_DECODE_CASE
     default:
@@ -628,6 +753,30 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
 
 namespace internal {
 
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t n) {
+  uint64_t crc = 0xFFFFFFFFu;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    crc = _mm_crc32_u64(crc, w);
+  }
+  uint32_t c = static_cast<uint32_t>(crc);
+  for (; n > 0; --n) c = _mm_crc32_u8(c, *p++);
+  return ~c;
+}
+}  // namespace
+#endif
+
+uint32_t PayloadCrc32c(const uint8_t* data, size_t n) {
+#if defined(__x86_64__)
+  static const bool kSse42 = __builtin_cpu_supports("sse4.2");
+  if (kSse42) return Crc32cSse42(data, n);
+#endif
+  return format::Crc32c(data, n);
+}
+
 ChunkScan ScanChunks(const uint8_t* data, size_t size, size_t offset, const ReaderOptions& options,
                      ChunkDecoder& decoder, ChunkSink& sink, uint64_t* chunks,
                      std::vector<std::string>* warnings, uint64_t* budget) {
@@ -664,7 +813,7 @@ ChunkScan ScanChunks(const uint8_t* data, size_t size, size_t offset, const Read
       break;
     }
     const uint8_t* payload = data + payload_at;
-    if (options.verify_crc && format::Crc32c(payload, ch.payload_len) != ch.payload_crc32c) {
+    if (options.verify_crc && PayloadCrc32c(payload, ch.payload_len) != ch.payload_crc32c) {
       scan.problem = "chunk payload CRC mismatch";
       break;
     }

@@ -77,6 +77,10 @@ ChunkScan ScanChunks(const uint8_t* data, size_t size, size_t offset, const Read
                      ChunkDecoder& decoder, ChunkSink& sink, uint64_t* chunks,
                      std::vector<std::string>* warnings, uint64_t* budget);
 
+// format::Crc32c of data[0, n), with the CPU's CRC-32C instruction where
+// it has one (SSE 4.2 on x86-64): the chunk payloads' check.
+uint32_t PayloadCrc32c(const uint8_t* data, size_t n);
+
 // Merges one chunk's records into `t` (dictionaries, side lists, trailer,
 // control events); its bulk events (IsBulkTag) too when `with_bulk`.
 void Merge(ChunkRecords& c, Trace& t, bool with_bulk);

@@ -23,8 +23,16 @@ namespace {
 using internal::ChunkRecords;
 
 // Holds bulk events until a chunk written long enough after them was read,
-// and releases them in seq order (stable for equal seq). The events sit in a
-// slab; the heap orders 24-byte keys, so a push or pop moves keys, not events.
+// and releases them in seq order (stable for equal seq: arrival order).
+//
+// Records are nearly sorted: each thread's records reach the file in its
+// seq order, and only threads interleave. So the window keeps sorted runs
+// (a FIFO ring of events in non-decreasing seq, one per thread as long as
+// the thread's records come in order; a record below its thread's last seq
+// starts a new run, so any order still sorts) and merges them with a small
+// binary heap over the runs' heads: a push appends to a ring, a pop takes
+// the smallest head and sifts one run index down a heap of about as many
+// entries as there are threads, instead of sifting every held event.
 class ReorderWindow {
  public:
   explicit ReorderWindow(uint64_t min_window_ns) : min_window_ns_(min_window_ns) {}
@@ -44,32 +52,61 @@ class ReorderWindow {
       late_ = e;
       return false;
     }
-    uint32_t slot;
-    if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
-      slab_[slot] = e;
+    uint32_t r;
+    if (e.tid == last_tid_ && last_run_ != kNone) {
+      r = last_run_;
     } else {
-      slot = static_cast<uint32_t>(slab_.size());
-      slab_.push_back(e);
+      auto [it, inserted] = run_of_tid_.try_emplace(e.tid, kNone);
+      if (it->second == kNone) it->second = NewRun(e.tid);
+      r = it->second;
     }
-    heap_.push_back(Key{e.seq, arrival_++, slot, e.ts});
-    std::push_heap(heap_.begin(), heap_.end(), Later());
-    peak_ = std::max(peak_, heap_.size());
+    if (!runs_[r].Empty() && runs_[r].last_seq > e.seq) {
+      // Out of order within the thread: a run of its own from here on (the
+      // old one drains and is recycled).
+      runs_[r].retired = true;
+      r = NewRun(e.tid);
+      run_of_tid_[e.tid] = r;
+    }
+    last_tid_ = e.tid;
+    last_run_ = r;
+    Run& run = runs_[r];
+    const bool was_empty = run.Empty();
+    run.PushBack(e, arrival_++);
+    if (was_empty) HeapInsert(HeadOf(r));
+    ++held_;
+    peak_ = std::max(peak_, held_);
     return true;
   }
 
   // The next event in seq order if the latest chunk's time releases it
   // (any held event when `all`).
   bool Pop(bool all, Event* out) {
-    if (heap_.empty() || (!all && heap_.front().ts >= horizon_)) return false;
-    std::pop_heap(heap_.begin(), heap_.end(), Later());
-    const Key k = heap_.back();
-    heap_.pop_back();
-    *out = slab_[k.slot];
-    free_.push_back(k.slot);
-    last_released_ = std::max(last_released_, k.seq);
+    if (heap_.empty()) return false;
+    const uint32_t r = heap_.front().run;
+    Run& run = runs_[r];
+    const Run::Item& item = run.Front();
+    if (!all && item.e.ts >= horizon_) return false;
+    *out = item.e;
+    run.PopFront();
+    --held_;
+    last_released_ = std::max(last_released_, out->seq);
     released_any_ = true;
+    if (run.Empty()) {
+      HeapRemoveTop();
+      // An empty run is recycled, its thread's too (it starts a new one when
+      // its next record comes): memory follows the threads with held
+      // records, not every thread the trace ever had.
+      if (run.retired) {
+        run.retired = false;
+      } else {
+        run_of_tid_.erase(run.tid);
+      }
+      free_runs_.push_back(r);
+      if (last_run_ == r) last_run_ = kNone;
+    } else {
+      heap_.front() = HeadOf(r);
+      SiftDown(0);
+    }
     return true;
   }
 
@@ -81,22 +118,105 @@ class ReorderWindow {
   }
 
  private:
-  struct Key {
-    uint64_t seq;
-    uint64_t arrival;
-    uint32_t slot;
-    uint64_t ts;
-  };
-  struct Later {
-    bool operator()(const Key& a, const Key& b) const {
-      return a.seq != b.seq ? a.seq > b.seq : a.arrival > b.arrival;
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  // A FIFO of events in non-decreasing seq (a ring that doubles when full).
+  struct Run {
+    struct Item {
+      Event e;
+      uint64_t arrival;
+    };
+    std::vector<Item> ring;  // capacity a power of two
+    size_t head = 0, size = 0;
+    uint64_t last_seq = 0;
+    bool retired = false;  // no thread appends to it any more
+    uint32_t tid = 0;      // the thread whose records it holds
+
+    bool Empty() const { return size == 0; }
+    const Item& Front() const { return ring[head]; }
+    void PushBack(const Event& e, uint64_t arrival) {
+      if (size == ring.size()) Grow();
+      Item& it = ring[(head + size) & (ring.size() - 1)];
+      it.e = e;
+      it.arrival = arrival;
+      ++size;
+      last_seq = e.seq;
+    }
+    void PopFront() {
+      head = (head + 1) & (ring.size() - 1);
+      --size;
+    }
+    void Grow() {
+      std::vector<Item> bigger(ring.empty() ? 64 : 2 * ring.size());
+      for (size_t i = 0; i < size; ++i) bigger[i] = ring[(head + i) & (ring.size() - 1)];
+      ring.swap(bigger);
+      head = 0;
     }
   };
+
+  uint32_t NewRun(uint32_t tid) {
+    uint32_t r;
+    if (!free_runs_.empty()) {
+      r = free_runs_.back();
+      free_runs_.pop_back();
+    } else {
+      r = static_cast<uint32_t>(runs_.size());
+      runs_.emplace_back();
+    }
+    runs_[r].tid = tid;
+    return r;
+  }
+
+  // A run in the heap, by the (seq, arrival) of its first record.
+  struct Head {
+    uint64_t seq;
+    uint64_t arrival;
+    uint32_t run;
+  };
+  Head HeadOf(uint32_t r) const {
+    const Run::Item& x = runs_[r].Front();
+    return Head{x.e.seq, x.arrival, r};
+  }
+  static bool Before(const Head& a, const Head& b) {
+    return a.seq != b.seq ? a.seq < b.seq : a.arrival < b.arrival;
+  }
+  void HeapInsert(const Head& h) {
+    size_t i = heap_.size();
+    heap_.push_back(h);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 2;
+      if (!Before(heap_[i], heap_[parent])) break;
+      std::swap(heap_[i], heap_[parent]);
+      i = parent;
+    }
+  }
+  void HeapRemoveTop() {
+    heap_.front() = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) SiftDown(0);
+  }
+  void SiftDown(size_t i) {
+    const size_t n = heap_.size();
+    for (;;) {
+      size_t best = i;
+      const size_t l = 2 * i + 1, r = l + 1;
+      if (l < n && Before(heap_[l], heap_[best])) best = l;
+      if (r < n && Before(heap_[r], heap_[best])) best = r;
+      if (best == i) return;
+      std::swap(heap_[i], heap_[best]);
+      i = best;
+    }
+  }
+
   const uint64_t min_window_ns_;
-  std::vector<Event> slab_;
-  std::vector<uint32_t> free_;
-  std::vector<Key> heap_;
+  std::vector<Run> runs_;
+  std::vector<uint32_t> free_runs_;
+  std::vector<Head> heap_;  // runs with held events, by their first
+  absl::flat_hash_map<uint32_t, uint32_t> run_of_tid_;
+  uint32_t last_tid_ = 0;
+  uint32_t last_run_ = kNone;
   uint64_t arrival_ = 0;
+  size_t held_ = 0;
   uint64_t latest_ts_ = 0;
   uint64_t max_gap_ = 0;
   uint64_t horizon_ = 0;
@@ -151,6 +271,12 @@ class ChunkPipeline {
     cv_.notify_all();
     return c;
   }
+  // Hands a chunk the consumer is done with back, so that the worker decodes
+  // into its buffers (no allocation per chunk once they have grown).
+  void Recycle(std::unique_ptr<DecodedChunk> c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spares_.size() < kAhead + 2) spares_.push_back(std::move(c));
+  }
   // After Next returned null.
   const ChunkScan& scan() const { return scan_; }
   uint64_t chunks() const { return chunks_; }
@@ -162,13 +288,14 @@ class ChunkPipeline {
   // Takes one chunk's records and stops the loop after it.
   struct OneChunk : public internal::ChunkSink {
     bool Take(const format::ChunkHeader& h, ChunkRecords& c) override {
-      got = std::make_unique<DecodedChunk>();
+      got = spare != nullptr ? std::move(spare) : std::make_unique<DecodedChunk>();
       got->header = h;
       std::swap(got->records, c);
       c.keep_dictionary = keep;
       return false;
     }
     bool keep = true;
+    std::unique_ptr<DecodedChunk> spare;  // a recycled chunk to swap buffers with
     std::unique_ptr<DecodedChunk> got;
   };
 
@@ -182,6 +309,13 @@ class ChunkPipeline {
     for (;;) {
       OneChunk sink;
       sink.keep = keep_;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!spares_.empty()) {
+          sink.spare = std::move(spares_.back());
+          spares_.pop_back();
+        }
+      }
       scan = internal::ScanChunks(data_, end_, pos, options_, decoder, sink, &chunks_, &warnings_,
                                   &budget);
       if (sink.got == nullptr) break;  // the end, or a chunk that does not read
@@ -220,6 +354,7 @@ class ChunkPipeline {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<DecodedChunk>> queue_;
+  std::vector<std::unique_ptr<DecodedChunk>> spares_;
   bool stop_ = false;
   bool done_ = false;
   ChunkScan scan_;
@@ -297,6 +432,7 @@ absl::StatusOr<Trace> ScanTrace(const uint8_t* data, size_t size, const StreamOp
     if (!sink.Take(c->header, c->records)) {
       return absl::FailedPreconditionError(sink.violation());
     }
+    pipeline.Recycle(std::move(c));
   }
   const ChunkScan& scan = pipeline.scan();
   t.chunks = pipeline.chunks();
@@ -354,6 +490,7 @@ struct EventStream::Impl {
       }
       done += ChunkBytes(c->header);
       if (progress) progress(done);
+      pipeline.Recycle(std::move(c));
     }
     return false;
   }

@@ -179,10 +179,7 @@ std::string FormatChurnJson(const Report& r, const ReportOptions& o) {
     w.EndObject();
   }
   w.EndArray();
-  w.Key("warnings");
-  w.BeginArray();
-  for (const std::string& s : r.warnings) w.String(s);
-  w.EndArray();
+  w.Field("warnings", r.warnings);
   w.EndObject();
   std::string out = w.Take();
   out += '\n';

@@ -237,10 +237,7 @@ std::string FormatDiffJson(const analysis::Diff& d, const ReportOptions& o) {
     WriteSite(w, d.sites[i], o.frames);
   }
   w.EndArray();
-  w.Key("warnings");
-  w.BeginArray();
-  for (const std::string& s : d.warnings) w.String(s);
-  w.EndArray();
+  w.Field("warnings", d.warnings);
   w.EndObject();
   std::string out = w.Take();
   out += '\n';

@@ -4,16 +4,13 @@
 // (html_diff.cc) with DOM calls only (every text through text nodes: names
 // from the traces are never parsed as HTML). Every compared value's cell
 // carries data-base / data-new / data-delta (the JSON's numbers) for tests.
-var errors = [];
-window.addEventListener('error', function (e) { errors.push(String(e.message)); });
+/*@MEMSTEP_HTML_DOM_JS@*/
 var D = JSON.parse(document.getElementById('memstep-data').textContent);
 var NS = 'http://www.w3.org/2000/svg';
 
-/*@MEMSTEP_HTML_DOM_JS@*/
 function count(v) {
   if (v === null || !isFinite(v)) return '?';
-  return Math.abs(v) >= 100 ? String(Math.round(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ',')
-                            : String(+v.toPrecision(4));
+  return Math.abs(v) >= 100 ? thousands(v) : String(+v.toPrecision(4));
 }
 function fmt(v, unit) {
   if (unit === 'count') return count(v);
@@ -24,12 +21,6 @@ function fmt(v, unit) {
 function percent(p) {
   if (p === null) return '+inf %';
   return (p >= 0 ? '+' : '') + p.toFixed(1) + ' %';
-}
-function section(id, title, note) {
-  var s = el('section', {id: id}, [el('h2', null, title)]);
-  if (note) s.appendChild(el('p', {'class': 'note'}, note));
-  document.getElementById('main').appendChild(s);
-  return s;
 }
 // Three cells: BASE, NEW, change; the change cell is coloured by its sign
 // (more memory is worse).
@@ -189,23 +180,11 @@ function warnings() {
   s.appendChild(ul);
 }
 
-function run(name, f) {
-  try { f(); } catch (e) {
-    errors.push(name + ': ' + e);
-    document.getElementById('main').appendChild(el('p', {'class': 'bad'},
-      'could not draw ' + name + ': ' + e));
-  }
-}
 run('header', header);
 run('gates', attention);
 run('processes', processes);
 run('stages', stages);
 run('sites', sites);
 run('warnings', warnings);
-document.body.setAttribute('data-errors', errors.length);
-if (errors.length) {
-  document.body.setAttribute('data-error-text', errors.join(' | '));
-  throw new Error('memstep diff: ' + errors.join(' | '));
-}
-document.body.setAttribute('data-rendered', '1');
+finish('memstep diff');
 })();

@@ -1,20 +1,11 @@
 (function () {
 'use strict';
-var errors = [];
-window.addEventListener('error', function (e) { errors.push(String(e.message)); });
+/*@MEMSTEP_HTML_DOM_JS@*/
 var t0 = performance.now();
 var NS = 'http://www.w3.org/2000/svg';
 var D = JSON.parse(document.getElementById('memstep-data').textContent);
 
-/*@MEMSTEP_HTML_DOM_JS@*/
 function rate(v) { return (v >= 0 ? '+' : '') + bytes(v) + '/step'; }
-function thousands(n) { return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
-function section(id, title, note) {
-  var s = el('section', {id: id}, [el('h2', null, title)]);
-  if (note) s.appendChild(el('p', {'class': 'note'}, note));
-  document.getElementById('main').appendChild(s);
-  return s;
-}
 var PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
                '#ff9da7', '#9c755f', '#bab0ac'];
 var STYLE = {host: '#1f77b4', peak: '#9ecae1', rss: '#2ca02c', dev: '#d62728', devpeak: '#ff9896',
@@ -457,13 +448,6 @@ function flames() {
   if (D.flames.length) show(D.flames[0]);
 }
 
-function run(name, f) {
-  try { f(); } catch (e) {
-    errors.push(name + ': ' + e);
-    document.getElementById('main').appendChild(el('p', {'class': 'bad'},
-      'could not draw ' + name + ': ' + e));
-  }
-}
 run('header', header);
 run('attention', attention);
 run('charts', charts);
@@ -472,10 +456,5 @@ run('growth', growth);
 run('flames', flames);
 document.body.setAttribute('data-render-ms', (performance.now() - t0).toFixed(1));
 document.body.setAttribute('data-loaded-ms', performance.now().toFixed(1));
-document.body.setAttribute('data-errors', errors.length);
-if (errors.length) {
-  document.body.setAttribute('data-error-text', errors.join(' | '));
-  throw new Error('memstep report: ' + errors.join(' | '));
-}
-document.body.setAttribute('data-rendered', '1');
+finish('memstep report');
 })();

@@ -482,11 +482,11 @@ void WriteGrowthRow(const Site& s, const std::map<uint32_t, std::pair<size_t, si
   const size_t n = end - begin, points = std::min(n, kSparkPoints);
   j.Key("spark");
   j.BeginArray();
+  auto row = s.live_bytes_by_step.begin();  // one pass over the rows (stored sparse)
+  for (size_t i = 0; i < begin; ++i) ++row;
   for (size_t b = 0; b < points; ++b) {
     double v = 0;
-    for (size_t i = Lo(b, n, points); i < Lo(b + 1, n, points); ++i) {
-      v = std::max(v, s.live_bytes_by_step[begin + i]);
-    }
+    for (size_t i = Lo(b, n, points); i < Lo(b + 1, n, points); ++i, ++row) v = std::max(v, *row);
     j.Double(std::round(v));
   }
   j.EndArray();

@@ -133,6 +133,8 @@ void WriteProcessTotals(JsonWriter& w, const ProcessSummary& p) {
   w.Field("samples", p.samples);
   w.Field("lost_records", p.lost_records);
   w.Field("lost_bytes", p.lost_bytes);
+  w.Field("lost_samples", p.lost_samples);
+  w.Field("lost_kept_records", p.lost_kept_records);
   w.Field("unknown_refs", p.unknown_refs);
   w.Field("sample_interval", p.sample_interval);
   w.Field("est_live_bytes_end", p.est_live_bytes_end);
@@ -231,6 +233,44 @@ void WriteDeviceTotals(JsonWriter& w, const ProcessSummary& p) {
   w.BeginArray();
   for (const analysis::DeviceSummary& d : p.devices) WriteDeviceSummary(w, d);
   w.EndArray();
+  // Memory pools' release thresholds and trims, multicast objects.
+  w.Key("pool_events");
+  w.BeginArray();
+  for (const ProcessSummary::PoolEvent& e : p.pool_events) {
+    w.BeginObject();
+    OptionalInt(w, "step", e.step);
+    w.Key("device");
+    w.Int(e.device);
+    w.Field("pool", e.pool);
+    w.Field("event", e.trim ? "trim" : "release_threshold");
+    w.Field(e.trim ? "trim_to_bytes" : "release_threshold_bytes", e.bytes);
+    OptionalInt(w, "reserved_bytes_after", e.reserved_after);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("pool_events_dropped", p.pool_events_dropped);
+  w.Key("multicast");
+  w.BeginArray();
+  for (const ProcessSummary::Multicast& m : p.multicast) {
+    w.BeginObject();
+    w.Field("object", m.object);
+    OptionalInt(w, "size_bytes", m.size_bytes);
+    OptionalInt(w, "created_step", m.created_step);
+    w.Field("released", m.released);
+    OptionalInt(w, "released_step", m.released_step);
+    for (const auto* by : {&m.bound_max, &m.bound_end}) {
+      w.Key(by == &m.bound_max ? "bound_bytes_max" : "bound_bytes_end");
+      w.BeginObject();
+      for (const auto& [device, bytes] : *by) {
+        w.Key(absl::StrCat(device));
+        w.Int(bytes);
+      }
+      w.EndObject();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("multicast_dropped", p.multicast_dropped);
 }
 
 void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
@@ -252,10 +292,7 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.EndArray();
   OptionalDouble(w, "steps_to_limit", p.steps_to_limit);
   OptionalDouble(w, "seconds_to_limit", p.seconds_to_limit);
-  w.Key("notices");
-  w.BeginArray();
-  for (const std::string& n : p.notices) w.String(n);
-  w.EndArray();
+  w.Field("notices", p.notices);
   WriteDeviceTotals(w, p);
   w.EndObject();
 }
@@ -667,10 +704,7 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
     WriteSite(w, report.sites[i], options.frames);
   }
   w.EndArray();
-  w.Key("warnings");
-  w.BeginArray();
-  for (const std::string& s : report.warnings) w.String(s);
-  w.EndArray();
+  w.Field("warnings", report.warnings);
   w.EndObject();
   std::string out = w.Take();
   out += '\n';

@@ -44,4 +44,8 @@ void JsonWriter::Double(double v) {
   }
 }
 
+void JsonWriter::Fixed(double v, int decimals) {
+  Value(std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : std::string("null"));
+}
+
 }  // namespace memstep::report::internal

@@ -10,6 +10,9 @@
 //  - kHtmlScript: the text is safe inside <script type="application/json">:
 //    '<', '>', '&', U+2028 and U+2029 are \u escapes, so no string can close
 //    the element or start a comment in it; reals with 6 significant digits.
+// Fixed writes a real with a set number of decimals in either style (the
+// Perfetto export's microsecond timestamps), and NewLine puts the next
+// element on a line of its own; otherwise the text has no whitespace.
 
 #ifndef MEMSTEP_SRC_REPORT_JSON_WRITER_H_
 #define MEMSTEP_SRC_REPORT_JSON_WRITER_H_
@@ -35,9 +38,12 @@ class JsonWriter {
   explicit JsonWriter(Style style = Style::kPlain) : style_(style) {}
 
   void BeginObject() { Value("{"), first_ = true; }
-  void EndObject() { out_ += '}', first_ = false; }
+  void EndObject() { Close('}'); }
   void BeginArray() { Value("["), first_ = true; }
-  void EndArray() { out_ += ']', first_ = false; }
+  void EndArray() { Close(']'); }
+  // The next value, or the closing bracket, starts a new line (after its
+  // comma): one element per line in a long array. JSON ignores the newline.
+  void NewLine() { newline_ = true; }
   void Key(const std::string& k) {
     Comma();
     out_ += Quote(k);
@@ -49,6 +55,10 @@ class JsonWriter {
   void Int(int64_t v) { Value(absl::StrCat(v)); }
   void Bool(bool v) { Value(v ? "true" : "false"); }
   void Double(double v);
+  // `v` with exactly `decimals` digits after the point ("%.*f"), whatever
+  // the style; non-finite: null.
+  void Fixed(double v, int decimals);
+  // k and its value: a string, number, bool, or an array of strings.
   template <typename T>
   void Field(const std::string& k, const T& v) {
     Key(k);
@@ -69,6 +79,11 @@ class JsonWriter {
   void Put(uint32_t v) { Uint(v); }
   void Put(int64_t v) { Int(v); }
   void Put(int v) { Int(v); }
+  void Put(const std::vector<std::string>& v) {
+    BeginArray();
+    for (const std::string& s : v) String(s);
+    EndArray();
+  }
   void Comma() {
     if (!first_) out_ += ',';
     first_ = false;
@@ -79,13 +94,24 @@ class JsonWriter {
     } else {
       Comma();
     }
+    BreakLine();
     out_ += v;
+  }
+  void Close(char bracket) {
+    BreakLine();
+    out_ += bracket;
+    first_ = false;
+  }
+  void BreakLine() {
+    if (newline_) out_ += '\n';
+    newline_ = false;
   }
 
   Style style_;
   std::string out_;
   bool first_ = true;
   bool after_key_ = false;
+  bool newline_ = false;
 };
 
 // One --fail-on gate as an object: expression, metric, value, with_unit:

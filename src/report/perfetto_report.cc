@@ -21,33 +21,14 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "src/report/formats.h"
+#include "src/report/json_writer.h"
 #include "src/report/report.h"
 
 namespace memstep::report {
 namespace {
 
-std::string Str(const std::string& s) { return absl::StrCat("\"", JsonEscape(s), "\""); }
-
-std::string Micros(double us) { return absl::StrFormat("%.3f", us); }
-
-class EventWriter {
- public:
-  void Add(const std::string& event) {
-    absl::StrAppend(&out_, first_ ? "\n" : ",\n", event);
-    first_ = false;
-  }
-  std::string Finish(const std::string& path) {
-    return absl::StrCat(
-        "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"memstep\",\"path\":", Str(path),
-        "},\"traceEvents\":[", out_, "\n]}\n");
-  }
-
- private:
-  std::string out_;
-  bool first_ = true;
-};
+using internal::JsonWriter;
 
 // Timestamps on one clock: each process's times are from its own start;
 // the trace's are microseconds from the earliest start.
@@ -62,109 +43,211 @@ class CommonClock {
       offset_us_[p.pid] = static_cast<double>(p.start_real_ns - base_ns) / 1e3;
     }
   }
-  std::string Ts(uint32_t pid, double time_s) { return Micros(offset_us_[pid] + time_s * 1e6); }
+  double Us(uint32_t pid, double time_s) { return offset_us_[pid] + time_s * 1e6; }
 
  private:
   std::map<uint32_t, double> offset_us_;  // pid -> its trace start on the common clock
 };
 
+// The events of "traceEvents", one per line: Begin opens an event and writes
+// its "ph" (and "s", the scope, for instants); Micros writes a time field.
+class EventWriter {
+ public:
+  explicit EventWriter(CommonClock& clock) : clock_(clock) {}
+
+  JsonWriter& Begin(const char* ph) {
+    w_.NewLine();
+    w_.BeginObject();
+    w_.Field("ph", ph);
+    if (ph[0] == 'i') w_.Field("s", "p");
+    return w_;
+  }
+  void Micros(const char* key, double us) {
+    w_.Key(key);
+    w_.Fixed(us, 3);
+  }
+  void Ts(uint32_t pid, double time_s) { Micros("ts", clock_.Us(pid, time_s)); }
+  // {"name":NAME} as "args", closing the event.
+  void EndWithName(const std::string& name) {
+    w_.Key("args");
+    w_.BeginObject();
+    w_.Field("name", name);
+    w_.EndObject();
+    w_.EndObject();
+  }
+
+  JsonWriter& Open(const std::string& path) {
+    w_.BeginObject();
+    w_.Field("displayTimeUnit", "ms");
+    w_.Key("otherData");
+    w_.BeginObject();
+    w_.Field("source", "memstep");
+    w_.Field("path", path);
+    w_.EndObject();
+    w_.Key("traceEvents");
+    w_.BeginArray();
+    return w_;
+  }
+  std::string Finish() {
+    w_.NewLine();
+    w_.EndArray();
+    w_.EndObject();
+    return w_.Take() + "\n";
+  }
+
+ private:
+  CommonClock& clock_;
+  JsonWriter w_;
+};
+
+// A metadata event ("ph":"M") for a process or thread: {"name":NAME} as args.
+void AddMetadata(EventWriter& e, const char* what, uint32_t pid, uint32_t tid,
+                 const std::string& name) {
+  JsonWriter& w = e.Begin("M");
+  w.Field("name", what);
+  w.Field("pid", pid);
+  w.Field("tid", tid);
+  e.EndWithName(name);
+}
+
 // Process and thread names (metadata events).
-void AddProcessNames(const analysis::Report& report, EventWriter& w) {
+void AddProcessNames(const analysis::Report& report, EventWriter& e) {
   for (const analysis::ProcessSummary& p : report.processes) {
     std::string name = absl::StrCat("pid ", p.pid);
     if (!p.rank.empty()) absl::StrAppend(&name, " rank ", p.rank);
     if (!p.cmdline.empty()) absl::StrAppend(&name, ": ", p.cmdline.substr(0, 200));
-    w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", p.pid,
-                       ",\"tid\":0,\"args\":{\"name\":", Str(name), "}}"));
-    w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", p.pid,
-                       ",\"tid\":0,\"args\":{\"name\":\"steps\"}}"));
-    w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":", p.pid,
-                       ",\"tid\":0,\"args\":{\"sort_index\":-1}}"));
+    AddMetadata(e, "process_name", p.pid, 0, name);
+    AddMetadata(e, "thread_name", p.pid, 0, "steps");
+    JsonWriter& w = e.Begin("M");
+    w.Field("name", "thread_sort_index");
+    w.Field("pid", p.pid);
+    w.Field("tid", 0);
+    w.Key("args");
+    w.BeginObject();
+    w.Field("sort_index", -1);
+    w.EndObject();
+    w.EndObject();
   }
+}
+
+// One complete slice ("ph":"X"): a step (tid 0) or a stage run.
+void AddSlice(EventWriter& e, const analysis::TimelineSpan& s, const char* cat,
+              const std::string& name, uint32_t tid) {
+  JsonWriter& w = e.Begin("X");
+  w.Field("cat", cat);
+  w.Field("name", name);
+  w.Field("pid", s.pid);
+  w.Field("tid", tid);
+  e.Ts(s.pid, s.begin_s);
+  e.Micros("dur", std::max(0.0, (s.end_s - s.begin_s) * 1e6));
+  w.Key("args");
+  w.BeginObject();
+  w.Field("step", s.step);
+  w.Field("peak_bytes", s.peak_bytes);
+  w.EndObject();
+  w.EndObject();
 }
 
 // Step and stage slices (stage threads get a name once). Returns each
 // step's end: (pid, step) -> seconds.
 std::map<std::pair<uint32_t, uint64_t>, double> AddSlices(const analysis::Report& report,
-                                                          CommonClock& clock, EventWriter& w) {
+                                                          EventWriter& e) {
   std::set<std::pair<uint32_t, uint32_t>> stage_threads;
   std::map<std::pair<uint32_t, uint64_t>, double> step_end;
   for (const analysis::TimelineSpan& s : report.spans) {
-    const double dur_us = std::max(0.0, (s.end_s - s.begin_s) * 1e6);
     if (s.stage.empty()) {
       step_end[{s.pid, s.step}] = s.end_s;
-      w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ", s.step,
-                         "\",\"pid\":", s.pid, ",\"tid\":0,\"ts\":", clock.Ts(s.pid, s.begin_s),
-                         ",\"dur\":", Micros(dur_us), ",\"args\":{\"step\":", s.step,
-                         ",\"peak_bytes\":", s.peak_bytes, "}}"));
+      AddSlice(e, s, "step", absl::StrCat("step ", s.step), 0);
       continue;
     }
     if (stage_threads.insert({s.pid, s.tid}).second) {
-      w.Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", s.pid,
-                         ",\"tid\":", s.tid, ",\"args\":{\"name\":\"stages (tid ", s.tid, ")\"}}"));
+      AddMetadata(e, "thread_name", s.pid, s.tid, absl::StrCat("stages (tid ", s.tid, ")"));
     }
-    w.Add(absl::StrCat("{\"ph\":\"X\",\"cat\":\"stage\",\"name\":", Str(s.stage),
-                       ",\"pid\":", s.pid, ",\"tid\":", s.tid,
-                       ",\"ts\":", clock.Ts(s.pid, s.begin_s), ",\"dur\":", Micros(dur_us),
-                       ",\"args\":{\"step\":", s.step, ",\"peak_bytes\":", s.peak_bytes, "}}"));
+    AddSlice(e, s, "stage", s.stage, s.tid);
   }
   return step_end;
+}
+
+// One counter event ("ph":"C"): {"bytes":BYTES} at a time of process pid.
+void AddCounter(EventWriter& e, const std::string& name, uint32_t pid, double time_s,
+                uint64_t bytes) {
+  JsonWriter& w = e.Begin("C");
+  w.Field("name", name);
+  w.Field("pid", pid);
+  e.Ts(pid, time_s);
+  w.Key("args");
+  w.BeginObject();
+  w.Field("bytes", bytes);
+  w.EndObject();
+  w.EndObject();
 }
 
 // Counters: exact host counters at every boundary; RSS only where the
 // process recorded it; device and pinned host bytes at step ends.
 void AddCounters(const analysis::Report& report,
-                 const std::map<std::pair<uint32_t, uint64_t>, double>& step_end,
-                 CommonClock& clock, EventWriter& w) {
+                 const std::map<std::pair<uint32_t, uint64_t>, double>& step_end, EventWriter& e) {
   std::set<uint32_t> has_rss;
   for (const analysis::TimelinePoint& p : report.timeline) {
     if (p.rss_bytes > 0) has_rss.insert(p.pid);
   }
   for (const analysis::TimelinePoint& p : report.timeline) {
-    const std::string at = absl::StrCat(",\"pid\":", p.pid, ",\"ts\":", clock.Ts(p.pid, p.time_s));
-    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"host live\"", at,
-                       ",\"args\":{\"bytes\":", p.live_bytes, "}}"));
-    w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"mmap live\"", at,
-                       ",\"args\":{\"bytes\":", p.mmap_live_bytes, "}}"));
-    if (has_rss.count(p.pid)) {
-      w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"RSS\"", at, ",\"args\":{\"bytes\":", p.rss_bytes,
-                         "}}"));
-    }
+    AddCounter(e, "host live", p.pid, p.time_s, p.live_bytes);
+    AddCounter(e, "mmap live", p.pid, p.time_s, p.mmap_live_bytes);
+    if (has_rss.count(p.pid)) AddCounter(e, "RSS", p.pid, p.time_s, p.rss_bytes);
   }
   for (const analysis::StepRow& row : report.steps) {
     auto end = step_end.find({row.pid, row.step});
     if (end == step_end.end()) continue;
-    const std::string at =
-        absl::StrCat(",\"pid\":", row.pid, ",\"ts\":", clock.Ts(row.pid, end->second));
     for (const analysis::DeviceStep& d : row.devices) {
-      w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"device ", d.device, " live\"", at,
-                         ",\"args\":{\"bytes\":", d.live_bytes_end, "}}"));
+      AddCounter(e, absl::StrCat("device ", d.device, " live"), row.pid, end->second,
+                 d.live_bytes_end);
     }
     if (row.pinned_host_peak_bytes > 0 || row.pinned_host_live_bytes_end > 0) {
-      w.Add(absl::StrCat("{\"ph\":\"C\",\"name\":\"pinned host live\"", at,
-                         ",\"args\":{\"bytes\":", row.pinned_host_live_bytes_end, "}}"));
+      AddCounter(e, "pinned host live", row.pid, end->second, row.pinned_host_live_bytes_end);
     }
   }
 }
 
-// Instants: alerts and failed device allocations.
-void AddInstants(const analysis::Report& report, CommonClock& clock, EventWriter& w) {
+// Instants ("ph":"i", process scope): alerts and failed device allocations.
+// Returns the writer with "args" open for the caller's fields.
+JsonWriter& BeginInstant(EventWriter& e, const char* cat, const std::string& name, uint32_t pid,
+                         double time_s) {
+  JsonWriter& w = e.Begin("i");
+  w.Field("cat", cat);
+  w.Field("name", name);
+  w.Field("pid", pid);
+  w.Field("tid", 0);
+  e.Ts(pid, time_s);
+  w.Key("args");
+  w.BeginObject();
+  return w;
+}
+
+void AddInstants(const analysis::Report& report, EventWriter& e) {
   for (const analysis::AlertRow& a : report.alerts) {
-    w.Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"alert\",\"name\":",
-                       Str(absl::StrCat("ALERT ", a.rule)), ",\"pid\":", a.pid,
-                       ",\"tid\":0,\"ts\":", clock.Ts(a.pid, a.time_s), ",\"args\":{\"step\":",
-                       a.step, ",\"value\":", a.value, ",\"threshold\":", a.threshold,
-                       ",\"stage\":", Str(a.stage), ",\"site\":", a.site_id, "}}"));
+    JsonWriter& w = BeginInstant(e, "alert", absl::StrCat("ALERT ", a.rule), a.pid, a.time_s);
+    w.Field("step", a.step);
+    w.Field("value", a.value);
+    w.Field("threshold", a.threshold);
+    w.Field("stage", a.stage);
+    w.Field("site", a.site_id);
+    w.EndObject();
+    w.EndObject();
   }
   for (const analysis::DeviceFailure& f : report.device_failures) {
     const bool oom = f.error_name == "out of memory";
-    w.Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"device_failure\",\"name\":",
-                       Str(oom ? "device OOM" : "device allocation failed"), ",\"pid\":", f.pid,
-                       ",\"tid\":0,\"ts\":", clock.Ts(f.pid, f.time_s),
-                       ",\"args\":{\"api\":", Str(f.api),
-                       ",\"kind\":", Str(analysis::SiteKindName(f.kind)), ",\"device\":", f.device,
-                       ",\"size\":", f.size, ",\"error\":", f.error, ",\"step\":", f.step,
-                       ",\"stage\":", Str(f.stage), ",\"site\":", f.site_id, "}}"));
+    JsonWriter& w = BeginInstant(e, "device_failure",
+                                 oom ? "device OOM" : "device allocation failed", f.pid, f.time_s);
+    w.Field("api", f.api);
+    w.Field("kind", analysis::SiteKindName(f.kind));
+    w.Field("device", f.device);
+    w.Field("size", f.size);
+    w.Field("error", f.error);
+    w.Field("step", f.step);
+    w.Field("stage", f.stage);
+    w.Field("site", f.site_id);
+    w.EndObject();
+    w.EndObject();
   }
 }
 
@@ -172,12 +255,13 @@ void AddInstants(const analysis::Report& report, CommonClock& clock, EventWriter
 
 std::string FormatPerfetto(const analysis::Report& report) {
   CommonClock clock(report);
-  EventWriter w;
-  AddProcessNames(report, w);
-  const auto step_end = AddSlices(report, clock, w);
-  AddCounters(report, step_end, clock, w);
-  AddInstants(report, clock, w);
-  return w.Finish(report.path);
+  EventWriter e(clock);
+  e.Open(report.path);
+  AddProcessNames(report, e);
+  const auto step_end = AddSlices(report, e);
+  AddCounters(report, step_end, e);
+  AddInstants(report, e);
+  return e.Finish();
 }
 
 }  // namespace memstep::report

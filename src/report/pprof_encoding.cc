@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 namespace memstep::report {
 
@@ -56,25 +57,34 @@ void Le32(std::string& out, uint32_t v) {
 
 }  // namespace
 
-std::string Gzip(const std::string& data) {
+std::string Gzip(std::string data) {
+  // In place: the stored blocks are the data with a 5-byte header before
+  // each 65535 bytes, so the string grows by the headers and the blocks move
+  // back to front into their places (a profile can be hundreds of MB: no
+  // second copy of it).
   constexpr size_t kMaxBlock = 65535;
-  std::string out = {'\x1f', '\x8b', '\x08', '\0', '\0', '\0', '\0', '\0', '\0', '\xff'};
-  out.reserve(data.size() + data.size() / kMaxBlock * 5 + 32);
-  size_t pos = 0;
-  do {
-    const size_t len = std::min(kMaxBlock, data.size() - pos);
-    const bool last = pos + len == data.size();
-    out += static_cast<char>(last ? 1 : 0);
-    out += static_cast<char>(len & 0xff);
-    out += static_cast<char>(len >> 8);
-    out += static_cast<char>(~len & 0xff);
-    out += static_cast<char>((~len >> 8) & 0xff);
-    out.append(data, pos, len);
-    pos += len;
-  } while (pos < data.size());
-  Le32(out, Crc32(data));
-  Le32(out, static_cast<uint32_t>(data.size()));
-  return out;
+  constexpr size_t kHead = 10;
+  const size_t n = data.size();
+  const uint32_t crc = Crc32(data);
+  const size_t blocks = n == 0 ? 1 : (n + kMaxBlock - 1) / kMaxBlock;
+  data.resize(kHead + n + 5 * blocks);
+  for (size_t b = blocks; b-- > 0;) {
+    const size_t from = b * kMaxBlock;
+    const size_t len = std::min(kMaxBlock, n - from);
+    char* at = data.data() + kHead + from + 5 * b;
+    memmove(at + 5, data.data() + from, len);
+    at[0] = static_cast<char>(b + 1 == blocks ? 1 : 0);
+    at[1] = static_cast<char>(len & 0xff);
+    at[2] = static_cast<char>(len >> 8);
+    at[3] = static_cast<char>(~len & 0xff);
+    at[4] = static_cast<char>((~len >> 8) & 0xff);
+  }
+  static const char kGzipHead[kHead] = {'\x1f', '\x8b', '\x08', '\0', '\0',
+                                        '\0',   '\0',   '\0',   '\0', '\xff'};
+  memcpy(data.data(), kGzipHead, kHead);
+  Le32(data, crc);
+  Le32(data, static_cast<uint32_t>(n));
+  return data;
 }
 
 }  // namespace memstep::report

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memstep::report {
@@ -40,7 +41,12 @@ class ProtoWriter {
   // Wire type 2: packed repeated varints (nothing written when empty).
   void Packed(uint32_t field, const std::vector<uint64_t>& values);
 
+  // Appends another message's fields as they are (no field header).
+  void Append(const ProtoWriter& other) { data_ += other.data_; }
+  void AppendRaw(const std::string& wire) { data_ += wire; }
+
   const std::string& data() const { return data_; }
+  std::string Take() && { return std::move(data_); }
 
  private:
   void Raw(uint64_t v);
@@ -52,7 +58,7 @@ uint32_t Crc32(const std::string& data);
 
 // A gzip member with `data` in stored deflate blocks (decompresses with any
 // gzip reader; no compression).
-std::string Gzip(const std::string& data);
+std::string Gzip(std::string data);
 
 }  // namespace memstep::report
 

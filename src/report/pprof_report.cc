@@ -143,7 +143,7 @@ class Builder {
     for (int64_t x : values) v.push_back(static_cast<uint64_t>(x));
     w.Packed(kSValue, v);
     for (const ProtoWriter& l : labels) w.Message(kSLabel, l);
-    samples_.push_back(w);
+    samples_.Message(kSample, w);  // one buffer for every sample: no object per sample
   }
 
   ProtoWriter StrLabel(const std::string& key, const std::string& value) {
@@ -166,7 +166,8 @@ class Builder {
   // `head` first.
   std::string Finish(ProtoWriter head, ProtoWriter tail) {
     ProtoWriter& p = head;
-    for (const ProtoWriter& s : samples_) p.Message(kSample, s);
+    p.Append(samples_);
+    samples_ = ProtoWriter();  // its bytes are in p now
     std::vector<std::pair<uint64_t, const std::tuple<uint32_t, std::string, uint64_t>*>> order;
     for (const auto& [key, m] : mappings_) order.push_back({m.id, &key});
     std::sort(order.begin(), order.end());
@@ -187,9 +188,9 @@ class Builder {
     for (const ProtoWriter& l : out_locations_) p.Message(kLocation, l);
     for (const ProtoWriter& f : out_functions_) p.Message(kFunction, f);
     // Strings last but one: every Str() call above is done.
-    std::string rest = tail.data();
     for (const std::string& s : string_order_) p.Bytes(kStringTable, s);
-    return p.data() + rest;
+    p.Append(tail);
+    return std::move(p).Take();
   }
 
  private:
@@ -231,7 +232,7 @@ class Builder {
   std::map<std::tuple<uint32_t, std::string, uint64_t>, MappingInfo> mappings_;
   absl::flat_hash_map<std::string, uint64_t> locations_;
   std::vector<ProtoWriter> out_locations_;
-  std::vector<ProtoWriter> samples_;
+  ProtoWriter samples_;  // the Sample messages, each with its field header
 };
 
 int64_t Round(double v) { return v > 0 ? static_cast<int64_t>(std::llround(v)) : 0; }
@@ -279,6 +280,7 @@ std::string FormatPprof(const analysis::Report& report) {
     for (const analysis::SiteSlice& slice : s.slices) {
       std::vector<ProtoWriter> sliced = labels;
       if (slice.step >= 0) sliced.push_back(b.NumLabel("step", slice.step));
+      if (slice.step_last > slice.step) sliced.push_back(b.NumLabel("step_last", slice.step_last));
       if (!slice.stage.empty()) sliced.push_back(b.StrLabel("stage", slice.stage));
       b.Sample(locations,
                {Round(slice.alloc_count), Round(slice.alloc_bytes), Round(slice.live_count_end),

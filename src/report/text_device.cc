@@ -323,6 +323,79 @@ std::string DeviceStepLine(uint64_t step, const DeviceStep& ds, const DeviceColu
   return out + "\n";
 }
 
+std::string StepName(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
+
+// At most this many lines of pool events or multicast objects (all in JSON).
+constexpr size_t kMaxObjectLines = 20;
+
+// Release thresholds as set or first read, and trims, in trace order.
+void AppendPoolEvents(const ProcessSummary& p, std::string& out) {
+  if (p.pool_events.empty()) return;
+  const size_t total = p.pool_events.size() + p.pool_events_dropped;
+  absl::StrAppend(&out, "\nMemory pools (pid ", p.pid, "): ", total,
+                  total == 1 ? " release threshold or trim" : " release thresholds and trims",
+                  " (a pool keeps freed memory up to its threshold: caching, not a leak)\n");
+  absl::StrAppend(&out,
+                  absl::StrFormat("  %8s %6s  %-18s %s\n", "step", "device", "pool", "event"));
+  size_t shown = 0;
+  const size_t limit = kMaxObjectLines;
+  for (const ProcessSummary::PoolEvent& e : p.pool_events) {
+    if (shown++ == limit) break;
+    std::string what;
+    if (e.trim) {
+      what = absl::StrCat("trimmed to ", HumanBytes(static_cast<double>(e.bytes)));
+      if (e.reserved_after >= 0) {
+        absl::StrAppend(&what, ", reserved ", HumanBytes(static_cast<double>(e.reserved_after)),
+                        " after");
+      }
+    } else {
+      what = absl::StrCat("release threshold ", e.bytes == INT64_MAX
+                                                    ? "no limit"
+                                                    : HumanBytes(static_cast<double>(e.bytes)));
+    }
+    if (e.device < 0) absl::StrAppend(&what, "  (a pool memstep did not see created)");
+    absl::StrAppend(&out,
+                    absl::StrFormat("  %8s %6s  %-18s %s\n", StepName(e.step),
+                                    e.device < 0 ? "-" : absl::StrCat(e.device), e.pool, what));
+  }
+  if (total > std::min(limit, p.pool_events.size())) {
+    absl::StrAppend(&out, "  ... ", total - std::min(limit, p.pool_events.size()),
+                    " more (all recorded ones in --format json)\n");
+  }
+}
+
+// Multicast objects: size, lifetime and the most memory bound per device.
+void AppendMulticast(const ProcessSummary& p, std::string& out) {
+  if (p.multicast.empty()) return;
+  const size_t total = p.multicast.size() + p.multicast_dropped;
+  absl::StrAppend(&out, "\nMulticast objects (pid ", p.pid, "): ", total,
+                  " (no memory of their own: the bound memory is cuMemCreate memory, counted "
+                  "on its device)\n");
+  absl::StrAppend(&out, absl::StrFormat("  %-18s %11s %8s %8s  %s\n", "object", "size", "created",
+                                        "released", "bound at most (now)"));
+  size_t shown = 0;
+  const size_t limit = kMaxObjectLines;
+  for (const ProcessSummary::Multicast& m : p.multicast) {
+    if (shown++ == limit) break;
+    std::string bound;
+    for (const auto& [device, most] : m.bound_max) {
+      auto now = m.bound_end.find(device);
+      absl::StrAppend(&bound, bound.empty() ? "" : ", ", DeviceName(device), " ",
+                      HumanBytes(static_cast<double>(most)), " (",
+                      HumanBytes(static_cast<double>(now != m.bound_end.end() ? now->second : 0)),
+                      ")");
+    }
+    absl::StrAppend(&out, absl::StrFormat("  %-18s %11s %8s %8s  %s\n", m.object,
+                                          MaybeBytes(m.size_bytes), StepName(m.created_step),
+                                          m.released ? StepName(m.released_step) : "no",
+                                          bound.empty() ? "none" : bound));
+  }
+  if (total > std::min(limit, p.multicast.size())) {
+    absl::StrAppend(&out, "  ... ", total - std::min(limit, p.multicast.size()),
+                    " more (all recorded ones in --format json)\n");
+  }
+}
+
 }  // namespace
 
 void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOptions& o,
@@ -347,25 +420,15 @@ void AppendDeviceSteps(const Report& r, const ProcessSummary& p, const ReportOpt
       out += DeviceStepLine(rows[i].first->step, *rows[i].second, c);
     }
   }
+  AppendPoolEvents(p, out);
+  AppendMulticast(p, out);
 }
 
 void AppendDeviceSites(const Report& r, const ReportOptions& o, bool at_peak, std::string& out) {
-  std::vector<const Site*> sites;
-  double total = 0;
-  bool any = false;
-  for (const Site& s : r.sites) {
-    if (IsHost(s.kind)) continue;
-    any = true;
-    const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
-    total += v;
-    if (v > 0) sites.push_back(&s);
-  }
+  double total;
+  bool any;
+  const std::vector<const Site*> sites = TopSites(r, o, true, at_peak, &total, &any);
   if (!any) return;
-  std::stable_sort(sites.begin(), sites.end(), [&](const Site* a, const Site* b) {
-    return at_peak ? a->live_bytes_at_peak > b->live_bytes_at_peak
-                   : a->live_bytes_end > b->live_bytes_end;
-  });
-  if (o.top > 0 && sites.size() > static_cast<size_t>(o.top)) sites.resize(o.top);
   if (at_peak) {
     absl::StrAppend(&out, "\nTop ", sites.size(),
                     " device call sites at their device's peak (exact; pinned host sites at the "
@@ -381,8 +444,7 @@ void AppendDeviceSites(const Report& r, const ReportOptions& o, bool at_peak, st
   int rank = 0;
   for (const Site* s : sites) {
     const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
-    absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
-                                          total > 0 ? 100.0 * v / total : 0.0));
+    absl::StrAppend(&out, SiteRankCells(++rank, v, total));
     if (!at_peak) absl::StrAppend(&out, absl::StrFormat("%.0f live allocs  ", s->live_count_end));
     absl::StrAppend(&out, SiteKindName(s->kind));
     if (s->kind != SiteKind::kPinnedHost) absl::StrAppend(&out, "  ", DeviceName(s->device));

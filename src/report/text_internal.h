@@ -26,6 +26,13 @@ std::string Rate(const analysis::Growth& g);
 // Frames innermost first, one per line, at most o.frames (0: all).
 void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOptions& o,
                   std::string& out);
+// The host sites (device: the device and pinned host sites) with live bytes,
+// at the peak or at the end, largest first, at most o.top; *total: the live
+// bytes of all of that side's sites, *any: whether it has any site at all.
+std::vector<const analysis::Site*> TopSites(const analysis::Report& r, const ReportOptions& o,
+                                            bool device, bool at_peak, double* total, bool* any);
+// One ranked line's start: "  #RANK  LIVE  SHARE%  ".
+std::string SiteRankCells(int rank, double live, double total);
 // Indices of the rows of a step table to show (SIZE_MAX marks "..."): all
 // when there are at most o.max_step_rows, else the first and last
 // o.edge_rows and the o.peak_rows with the largest `peaks`, in order.

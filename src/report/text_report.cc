@@ -45,6 +45,32 @@ std::string Rate(const analysis::Growth& g) {
                          HumanBytes(g.slope_low), HumanBytes(g.slope_high));
 }
 
+std::vector<const analysis::Site*> TopSites(const analysis::Report& r, const ReportOptions& o,
+                                            bool device, bool at_peak, double* total, bool* any) {
+  std::vector<const analysis::Site*> sites;
+  *total = 0;
+  *any = false;
+  for (const analysis::Site& s : r.sites) {
+    if (IsHost(s.kind) == device) continue;
+    *any = true;
+    const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
+    *total += v;
+    if (v > 0) sites.push_back(&s);
+  }
+  std::stable_sort(sites.begin(), sites.end(),
+                   [&](const analysis::Site* a, const analysis::Site* b) {
+                     return at_peak ? a->live_bytes_at_peak > b->live_bytes_at_peak
+                                    : a->live_bytes_end > b->live_bytes_end;
+                   });
+  if (o.top > 0 && sites.size() > static_cast<size_t>(o.top)) sites.resize(o.top);
+  return sites;
+}
+
+std::string SiteRankCells(int rank, double live, double total) {
+  return absl::StrFormat("  #%-3d %10s  %5.1f%%  ", rank, HumanBytes(live),
+                         total > 0 ? 100.0 * live / total : 0.0);
+}
+
 void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOptions& o,
                   std::string& out) {
   if (frames.empty()) {
@@ -381,19 +407,9 @@ void AppendSteps(const Report& r, const ReportOptions& o, std::string& out) {
 }
 
 void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::string& out) {
-  std::vector<const Site*> sites;
-  double total = 0;
-  for (const Site& s : r.sites) {
-    if (!IsHost(s.kind)) continue;  // device sites: their own tables
-    const double v = at_peak ? s.live_bytes_at_peak : s.live_bytes_end;
-    total += v;
-    if (v > 0) sites.push_back(&s);
-  }
-  std::stable_sort(sites.begin(), sites.end(), [&](const Site* a, const Site* b) {
-    return at_peak ? a->live_bytes_at_peak > b->live_bytes_at_peak
-                   : a->live_bytes_end > b->live_bytes_end;
-  });
-  if (o.top > 0 && sites.size() > static_cast<size_t>(o.top)) sites.resize(o.top);
+  double total;
+  bool any;  // device sites: their own tables (AppendDeviceSites)
+  const std::vector<const Site*> sites = internal::TopSites(r, o, false, at_peak, &total, &any);
   if (at_peak) {
     absl::StrAppend(&out, "\nTop ", sites.size(),
                     " call sites at the peak (estimated from samples;");
@@ -414,8 +430,7 @@ void AppendSites(const Report& r, const ReportOptions& o, bool at_peak, std::str
   int rank = 0;
   for (const Site* s : sites) {
     const double v = at_peak ? s->live_bytes_at_peak : s->live_bytes_end;
-    absl::StrAppend(&out, absl::StrFormat("  #%-3d %10s  %5.1f%%  ", ++rank, HumanBytes(v),
-                                          total > 0 ? 100.0 * v / total : 0.0));
+    absl::StrAppend(&out, internal::SiteRankCells(++rank, v, total));
     const double high = at_peak ? s->live_bytes_at_peak_high : s->live_bytes_end_high;
     if (high >= 0) {  // sampled: its 95 % interval
       const double low = at_peak ? s->live_bytes_at_peak_low : s->live_bytes_end_low;

@@ -2,10 +2,11 @@
 # The report scale benchmark (issue 11 "Scale"; docs/benchmarks.md "Report
 # scale"): generates a realistic zstd-compressed trace of SIZE MiB (default
 # 1024) with report_scale_gen, then runs report_scale_bench on it: every
-# format and `memstep diff` timed as child processes (CPU and wall seconds,
+# format and `memstep diff` timed as child processes (wall and CPU seconds,
 # peak RSS), the time split (scan, one re-read, whole analysis, growth
-# statistics), and one PASS/FAIL line per goal (every format under 60 CPU
-# seconds and 2 GiB), then "N passed, M failed".
+# statistics), and one PASS/FAIL line per goal (every format within 60 wall
+# seconds per GiB of its input, diff's input being both traces, and under
+# 2 GiB), then "N passed, M failed".
 #
 #   tests/bench/report_scale.sh BUILD_DIR [SIZE_MIB]
 #

@@ -7,7 +7,7 @@
 # (rows "bare@ht", "memstep@ht"), and trace sizes and heaptrack's slowdown are
 # only ever compared between runs with identical arguments.
 #
-#   tests/bench/run_all.sh BUILD_DIR [--quick]
+#   tests/bench/run_all.sh BUILD_DIR [--quick] [--soak-minutes M]
 #
 # The output starts with a header (exact command, machine, compiler, glibc,
 # commit, load average before and after), then the table, then one line per
@@ -22,6 +22,12 @@
 # FAIL as "measured nothing". Exits 1 when any run fails (a crash under memstep
 # fails the smoke test) or, in a full run, when any goal FAILs, after the
 # table and the goal lines.
+# It also runs the dlopen/dlclose soak (tests/bench/soak.sh: no deadlock, the
+# program's result identical, memstep's counters consistent) for 20 s (5 s
+# with --quick), or M minutes with --soak-minutes M, and counts its three
+# goals with the others (--quick: SKIP lines, but a soak that fails still
+# makes the driver exit 1). The 10-minute soak's own output is
+# tests/bench/soak_last_run.txt (soak.sh BUILD --minutes 10).
 # Environment: MEMSTEP_BENCH_TMP (scratch directory, default $TMPDIR or /tmp).
 set -u -o pipefail
 
@@ -31,9 +37,18 @@ LOAD_BEFORE=$(cat /proc/loadavg 2>/dev/null || echo unknown)
 START_UTC=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 START_S=$SECONDS
 
-BUILD=${1:?usage: run_all.sh BUILD_DIR [--quick]}
+BUILD=${1:?usage: run_all.sh BUILD_DIR [--quick] [--soak-minutes M]}
+shift
 QUICK=0
-[[ "${2:-}" == "--quick" ]] && QUICK=1
+SOAK_S=""
+while (( $# )); do
+  case $1 in
+    --quick) QUICK=1; shift ;;
+    --soak-minutes) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "run_all.sh: --soak-minutes takes whole minutes" >&2; exit 2; }
+                    SOAK_S=$(( $2 * 60 )); shift 2 ;;
+    *) echo "usage: run_all.sh BUILD_DIR [--quick] [--soak-minutes M]" >&2; exit 2 ;;
+  esac
+done
 BIN="$BUILD/bin"
 LIB="$BUILD/lib/libmemstep.so"
 TMP=$(mktemp -d "${MEMSTEP_BENCH_TMP:-${TMPDIR:-/tmp}}/memstep_bench.XXXXXX")
@@ -47,10 +62,12 @@ if (( QUICK )); then
   MF_PAIRS=200000; MF_HT_PAIRS=20000; MF_REPEAT=1
   STORM_N=500000; STORM_HT_N=20000; STORM_REPEAT=1
   REAL_STEPS=3; REAL_REPEAT=1
+  SOAK_S=${SOAK_S:-5}
 else
   MF_PAIRS=20000000; MF_HT_PAIRS=2000000; MF_REPEAT=5
   STORM_N=50000000; STORM_HT_N=1000000; STORM_REPEAT=3
   REAL_STEPS=100; REAL_REPEAT=4
+  SOAK_S=${SOAK_S:-20}
 fi
 
 now_ns() { date +%s%N; }
@@ -206,6 +223,27 @@ bench realistic_leak s_per_step "$REAL_REPEAT" "${RE[@]}" --steps "$REAL_STEPS" 
   "${RE[@]}" --steps "$REAL_STEPS" --leak 10240
 HAVE_HEAPTRACK=$SAVED_HAVE_HEAPTRACK
 
+# The dlopen/dlclose soak (soak.sh checks its own goals; needs libmemstep.so).
+SOAK_GOALS=()
+if (( HAVE_MEMSTEP )); then
+  SOAK_OUT=$("$(dirname "$0")/soak.sh" "$BUILD" --seconds "$SOAK_S")
+  SOAK_RC=$?
+  while read -r r rc wall rounds sum errors allocs dlopens; do
+    [[ ($r == bare || $r == memstep) && $rc =~ ^[0-9]+$ ]] || continue  # the table's rows
+    row dlsoak "$r" "$wall" - - - "status=$rc rounds=$rounds checksum=$sum errors=$errors allocs=$allocs dlopens=$dlopens"
+  done <<<"$SOAK_OUT"
+  while IFS= read -r line; do
+    case $line in
+      "PASS soak-"*|"FAIL soak-"*) SOAK_GOALS+=("$line") ;;
+      "inconsistent: "*|"report: "*) echo "soak $line" >&2 ;;
+    esac
+  done <<<"$SOAK_OUT"
+  if (( SOAK_RC != 0 )); then
+    FAILED=1
+    echo "error: the soak failed: $(grep -E '^(FAIL|inconsistent)' <<<"$SOAK_OUT" | tr '\n' ' ')" >&2
+  fi
+fi
+
 LOAD_AFTER=$(cat /proc/loadavg 2>/dev/null || echo unknown)
 ELAPSED=$(( SECONDS - START_S ))
 
@@ -265,6 +303,8 @@ goal definitions (memstep rows at the full counts, default settings):
   realistic-trace-size: heaptrack trace bytes / memstep trace bytes (ht/trace) >= 10
   realistic-leak-step-time: with a 10 KiB/step leak, memstep mean step / bare mean step <= 1.10
     (the leak hunt's default CPU budget, 10 % while it runs)
+  soak-*: tests/bench/soak.sh for ${SOAK_S} s (dlsoak rows): no deadlock, the same result as
+    bare, memstep's counters consistent
 EOF
 
 # ---- goals -----------------------------------------------------------------
@@ -316,6 +356,20 @@ goal realistic-trace-size "$(div "${SZ[realistic/heaptrack]:-}" "${SZ[realistic/
   ">=" 10 x 1 "" "$WHY_HT"
 goal realistic-leak-step-time \
   "$(div "${MET[realistic_leak/memstep]:-}" "${MET[realistic_leak/bare]:-}")" "<=" 1.10 x 3 "" "$WHY"
+# The soak's goal lines, as soak.sh printed them (missing: memstep not built).
+if (( ${#SOAK_GOALS[@]} == 0 )); then
+  for name in soak-no-deadlock soak-same-result soak-counters; do
+    goal "$name" "" "<=" 0 "" 0 "" "$WHY"
+  done
+fi
+for line in "${SOAK_GOALS[@]}"; do
+  if (( QUICK )); then
+    echo "SKIP (quick) ${line#* }"
+  else
+    echo "$line"
+    case $line in PASS*) PASSED=$(( PASSED + 1 )) ;; *) GOAL_FAILED=$(( GOAL_FAILED + 1 )) ;; esac
+  fi
+done
 echo "$PASSED passed, $GOAL_FAILED failed"
 (( GOAL_FAILED )) && FAILED=1
 exit "$FAILED"

@@ -10,19 +10,24 @@
 //   sites-50k    ClassifyGrowth and KeptRate (what analysis.cc calls per
 //                site) for 50,000 sites of 100,000 rows each (a leak, a
 //                cache, churn and flat sites in turn);
-// and one PASS/FAIL line per goal: trend-100k under 2 s, sites-50k under
-// 30 s (half of the report's 60 s budget). --quick: 10,000 points and 2,000
+// and one PASS/FAIL line per goal: trend-100k under 2 CPU-s, sites-50k under
+// 30 wall-s on the machine's cores, as the report runs them (half of the
+// report's 60 s budget, which is wall time on a 2-core machine). --quick: 10,000 points and 2,000
 // sites, goals not checked but for the two methods' agreement (ctest
-// trend_bench_smoke). Times are the process's CPU seconds.
+// trend_bench_smoke). Times are the process's CPU seconds but for sites-50k's
+// goal.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "src/analysis/growth.h"
+#include "src/analysis/parallel.h"
 #include "src/analysis/trend.h"
 
 namespace {
@@ -40,6 +45,13 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 double Seconds(double t0) { return Now() - t0; }
+// Wall seconds (sites-50k's goal: the report's budget is wall time on the
+// machine's cores, and the sites run on all of them).
+double WallNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // Exact heap bytes of a run leaking 10 KiB/step under AR(1) churn.
 std::vector<double> Series(size_t n, uint64_t seed) {
@@ -121,23 +133,36 @@ int main(int argc, char** argv) {
       g.y[k] = kind == 2 ? (k % 3 == 0 ? w : 0) : live;  // kind 2: churn; kind 3: flat
     }
   }
+  // As the report runs them (analysis.cc BuildHostSites): in chunks on every
+  // core, each site's results its own, summed in site order afterwards.
   t0 = Now();
+  const double wall0 = WallNow();
+  std::vector<double> kept_of(sites);
+  std::vector<char> leak_of(sites);
+  memstep::analysis::ParallelChunks(sites, 64, [&](size_t lo, size_t hi) {
+    for (size_t s = lo; s < hi; ++s) {
+      const GrowthInput& g = in[s % 4];
+      kept_of[s] = memstep::analysis::KeptRate(g, 0, steps - 1);
+      leak_of[s] = ClassifyGrowth(g, 0).cls == memstep::analysis::GrowthClass::kLeak;
+    }
+  });
+  const double sites_wall_s = WallNow() - wall0;
+  const double sites_s = Seconds(t0);
   size_t leaks = 0;
   double kept_sum = 0;
   for (size_t s = 0; s < sites; ++s) {
-    const GrowthInput& g = in[s % 4];
-    kept_sum += memstep::analysis::KeptRate(g, 0, steps - 1);
-    leaks += ClassifyGrowth(g, 0).cls == memstep::analysis::GrowthClass::kLeak;
+    kept_sum += kept_of[s];
+    leaks += leak_of[s] != 0;
   }
-  const double sites_s = Seconds(t0);
   std::printf(
-      "sites-%zu: ClassifyGrowth + KeptRate of %zu sites x %zu rows %.3f s (%zu LEAK, "
-      "kept %.0f)\n",
-      sites, sites, steps, sites_s, leaks, kept_sum);
+      "sites-%zu: ClassifyGrowth + KeptRate of %zu sites x %zu rows %.3f wall-s on %u threads, "
+      "%.3f cpu-s (%zu LEAK, kept %.0f)\n",
+      sites, sites, steps, sites_wall_s, std::max(std::thread::hardware_concurrency(), 1u), sites_s,
+      leaks, kept_sum);
 
   if (quick) {
     std::printf("SKIP (quick) trend-100k: measured %.3f s\n", trend_s);
-    std::printf("SKIP (quick) sites-50k: measured %.3f s\n", sites_s);
+    std::printf("SKIP (quick) sites-50k: measured %.3f s\n", sites_wall_s);
     std::printf("0 passed, 0 failed\n");
     return same ? 0 : 1;  // the two methods must agree
   }
@@ -148,7 +173,7 @@ int main(int argc, char** argv) {
     (ok ? passed : failed)++;
   };
   goal("trend-100k", trend_s, 2);
-  goal("sites-50k", sites_s, 30);
+  goal("sites-50k", sites_wall_s, 30);
   goal("counting-equals-all-pairs", same ? 0 : 1, 0);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -11,6 +11,8 @@
 #                             plain run, no device records in the trace
 #            report-gate      under memstep, then `memstep report --fail-on
 #                             'device_peak > X'` at and below the planted peak
+#            report-share     under memstep (app_share), then the pool events and
+#                             multicast objects of `memstep report`, text and JSON
 #            mutate           like memstep with app_dyn, then each mutation of
 #                             its facts or of the log must make cuda_check fail
 #                             with the matching message (the checker can fail)
@@ -105,6 +107,51 @@ case "$MODE" in
     "$CLI" report "$WORK/run" --format json >"$WORK/report.json" 2>"$WORK/json.err" \
       || fail "report --format json failed"
     grep -q '"device_pool"' "$WORK/report.json" || fail "no device_pool in the JSON report"
+    ;;
+  report-share)
+    # memstep report on app_share's trace: the release thresholds, the trim
+    # and the multicast object it planted (docs/gpu.md "What is counted
+    # where"), in the text (its lines) and in the JSON (exact fields).
+    run "$CLI" run --out "$WORK/run" -- "$APP" "$WORK/facts"
+    [ $rc -eq 0 ] || fail "the program failed under memstep (exit $rc)"
+    facts=$(ls "$WORK"/facts/facts.* | head -1)
+    pool=$(sed -n 's/^counter name=cuda\.pool:0\.\(0x[0-9a-f]*\)\.trim_to_bytes .*/\1/p' "$facts")
+    def=$(sed -n 's/^counter name=cuda\.pool:-1\.\(0x[0-9a-f]*\)\.release_threshold_bytes .*/\1/p' "$facts")
+    mc=$(sed -n 's/^counter name=cuda\.multicast:-1\.\(0x[0-9a-f]*\)\.size_bytes value=4194304$/\1/p' "$facts")
+    [ -n "$pool" ] && [ -n "$def" ] && [ -n "$mc" ] || fail "no pool, default pool or multicast object in $facts"
+    "$CLI" report "$WORK/run" >"$WORK/report.txt" 2>"$WORK/text.err" || fail "memstep report failed"
+    want() {  # want REGEX: a line of the text report
+      grep -Eq "$1" "$WORK/report.txt" || { sed -n '/^Memory pools/,$p' "$WORK/report.txt" | head -20; fail "no line /$1/ in the text report"; }
+    }
+    want "^Memory pools \(pid [0-9]+\): 3 release thresholds and trims"
+    want "^ +2 +0  $pool +release threshold 8\.00 MiB$"
+    want "^ +2 +-  $def +release threshold 1\.00 GiB  \(a pool memstep did not see created\)$"
+    want "^ +3 +0  $pool +trimmed to 1\.00 MiB, reserved 2\.00 MiB after$"
+    want "^Multicast objects \(pid [0-9]+\): 1 "
+    want "^  $mc +4\.00 MiB +1 +1  device 0 4\.00 MiB \(0 B\)$"
+    "$CLI" report "$WORK/run" --format json >"$WORK/report.json" 2>"$WORK/json.err" \
+      || fail "report --format json failed"
+    python3 - "$WORK/report.json" "$pool" "$def" "$mc" <<'PY' || fail "the JSON report's pool events or multicast objects are wrong"
+import json, sys
+report, pool, default, mc = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
+procs = [p for p in report["processes"] if p["pool_events"] or p["multicast"]]
+assert len(procs) == 1, f"{len(procs)} processes with pool events or multicast objects"
+p = procs[0]
+want = [
+    {"step": 2, "device": 0, "pool": pool, "event": "release_threshold",
+     "release_threshold_bytes": 8 << 20, "reserved_bytes_after": None},
+    {"step": 2, "device": -1, "pool": default, "event": "release_threshold",
+     "release_threshold_bytes": 1 << 30, "reserved_bytes_after": None},
+    {"step": 3, "device": 0, "pool": pool, "event": "trim", "trim_to_bytes": 1 << 20,
+     "reserved_bytes_after": 2 << 20},
+]
+assert p["pool_events"] == want, p["pool_events"]
+assert p["pool_events_dropped"] == 0 and p["multicast_dropped"] == 0
+assert p["multicast"] == [{"object": mc, "size_bytes": 4 << 20, "created_step": 1,
+                           "released": True, "released_step": 1,
+                           "bound_bytes_max": {"0": 4 << 20}, "bound_bytes_end": {"0": 0}}], p["multicast"]
+print("pool events and multicast objects ok")
+PY
     ;;
   mutate)
     run "$CLI" run --out "$WORK/run" -- "$APP" "$WORK/facts"

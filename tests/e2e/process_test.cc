@@ -282,6 +282,14 @@ TEST(PlantedHostile, KillNineAtRandomMomentsOverSeeds) {
     ASSERT_GE(p.last_step, 0);
     // It records a step's end before printing it: the trace may hold one more.
     EXPECT_LE(p.last_step, last_seen + 1);
+    // The report says so, with the last step and the heap live then (issue 12, item 5).
+    const std::string text = report::FormatText(run);
+    EXPECT_TRUE(absl::StrContains(text, "ENDED ABNORMALLY") ||
+                absl::StrContains(text, "TRUNCATED at offset"))
+        << text;
+    EXPECT_TRUE(
+        absl::StrContains(text, absl::StrCat("last step ", p.last_step, ", heap live then ")))
+        << text;
   }
 }
 

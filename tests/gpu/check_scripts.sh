@@ -5,7 +5,7 @@ set -u
 root=$1
 py=${PYTHON:-python3}
 status=0
-for f in "$root/tests/gpu/real_gpu_check.sh" "$root/scripts/gpu_bundle.sh"; do
+for f in "$root/tests/gpu/real_gpu_check.sh" "$root/scripts/gpu_bundle.sh" "$root/tests/bench/torch_blocks_bench.sh" "$root/tests/gpu/prepare_carry.sh"; do
   bash -n "$f" || { echo "syntax error: $f"; status=1; }
   [ -x "$f" ] || { echo "not executable: $f"; status=1; }
 done
@@ -25,6 +25,8 @@ expect2 "$root/tests/gpu/real_gpu_check.sh"
 expect2 "$root/tests/gpu/real_gpu_check.sh" "$tmp/not-a-bundle"
 expect2 "$root/tests/gpu/real_gpu_check.sh" --bogus
 expect2 "$root/scripts/gpu_bundle.sh"
+expect2 "$root/tests/gpu/prepare_carry.sh" --bogus
+expect2 "$root/tests/bench/torch_blocks_bench.sh" "$tmp/no-build"
 expect2 "$py" "$root/tests/gpu/gpu_check_report.py" nonsense
 [ $status -eq 0 ] && echo "gpu scripts ok"
 exit $status

@@ -16,7 +16,9 @@
 #   5. overhead: the median step of a 6-layer transformer (200 steps) under
 #      memstep is at most 1.03x the median without it (single GPU, no NCCL);
 #   6. torch.compile works under memstep: same losses as without, no graph
-#      break, steps marked.
+#      break, steps marked;
+# and prints tests/bench/torch_blocks_bench.sh's figures (the tensor-block
+# capture cost, PyTorch's own side included).
 #
 # usage: tests/gpu/real_gpu_check.sh BUNDLE [--build-only] [--python PY]
 #   BUNDLE        the prefix scripts/gpu_bundle.sh filled (any path)
@@ -57,10 +59,26 @@ for pc in "$bundle"/usr/lib/$multi/pkgconfig/*.pc "$bundle"/usr/share/pkgconfig/
   # Every path the Debian .pc names starts with /usr: make it the bundle's.
   sed -i -E "s#^([A-Za-z_]+)=(/.*)?/usr(/|\$)#\\1=$bundle/usr\\3#" "$pc"
 done
-export PKG_CONFIG_PATH="$bundle/usr/lib/$multi/pkgconfig:$bundle/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$bundle/usr/lib/$multi:$bundle/lib/$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Only the bundle's .pc files (PKG_CONFIG_LIBDIR replaces the default search
+# path): a module missing from the bundle fails here as it would on a machine
+# without the -dev packages, instead of being found in the system.
+export PKG_CONFIG_LIBDIR="$bundle/usr/lib/$multi/pkgconfig:$bundle/usr/share/pkgconfig"
+unset PKG_CONFIG_PATH
+# No LD_LIBRARY_PATH: the build records the bundle's library directories in
+# the binaries (CMake's build tree RPATH for libraries outside the system
+# directories) as DT_RPATH (--disable-new-dtags), which, unlike DT_RUNPATH,
+# also serves the libraries' own dependencies (absl's libraries need each
+# other, libdw needs libelf); so the profiled Python and PyTorch keep the
+# system's own zlib, zstd and lzma.
 export PATH="$PATH:$bundle/usr/bin"  # pkg-config and ninja where the system has none
-pkgconf=$(command -v pkg-config || echo "$bundle/usr/bin/pkgconf")
+# The bundle's pkgconf, here as on the GPU machine (which may have none); it
+# needs the bundle's libpkgconf, given to it alone.
+mkdir -p "$build"
+pkgconf="$build/bundle-pkgconf"
+printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+  "$bundle/usr/lib/$multi" "$bundle/usr/bin/pkgconf" >"$pkgconf"
+chmod +x "$pkgconf"
+"$pkgconf" --version >/dev/null || { echo "FAIL: the bundle's pkgconf does not run"; exit 1; }
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 
@@ -68,20 +86,37 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 echo "real_gpu_check: building into $build against $bundle"
 if ! cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMEMSTEP_BUILD_TESTS=OFF -DMEMSTEP_BUILD_BENCH=OFF \
-    -DCMAKE_PREFIX_PATH="$bundle/usr" -DPKG_CONFIG_EXECUTABLE="$pkgconf" >"$build.configure.log" 2>&1; then
-  tail -20 "$build.configure.log"; echo "FAIL: configure (log: $build.configure.log)"; exit 1
+    -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    -DCMAKE_BUILD_RPATH="$bundle/usr/lib/$multi;$bundle/lib/$multi" \
+    -DCMAKE_PREFIX_PATH="$bundle/usr" -DPKG_CONFIG_EXECUTABLE="$pkgconf" >"$build/configure.log" 2>&1; then
+  tail -20 "$build/configure.log"; echo "FAIL: configure (log: $build/configure.log)"; exit 1
 fi
 if ! cmake --build "$build" -j "$(nproc)" --target memstep_preload memstep memstep_python \
-    >"$build.build.log" 2>&1; then
-  tail -30 "$build.build.log"; echo "FAIL: build (log: $build.build.log)"; exit 1
+    >"$build/build.log" 2>&1; then
+  tail -30 "$build/build.log"; echo "FAIL: build (log: $build/build.log)"; exit 1
 fi
 cli="$build/bin/memstep"
 lib="$build/lib/libmemstep.so"
 [ -x "$cli" ] && [ -f "$lib" ] || { echo "FAIL: $cli or $lib not built"; exit 1; }
-# The dependencies must come from the bundle or the system, and resolve.
-if ldd "$cli" | grep -q "not found"; then
-  ldd "$cli" | grep "not found"; echo "FAIL: unresolved libraries of $cli"; exit 1
-fi
+# The dependencies must resolve, and every library the bundle holds must come
+# from the bundle, dependencies of dependencies included (ldd resolves them
+# as the loader does): the GPU machine has none of them, while this one may
+# have them all in the system.
+for bin in "$cli" "$lib"; do
+  if ldd "$bin" | grep -q "not found"; then
+    ldd "$bin" | grep "not found"; echo "FAIL: unresolved libraries of $bin"; exit 1
+  fi
+  for pair in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1 "=" $3}'); do
+    soname=${pair%%=*} path=${pair#*=}
+    if [ -e "$bundle/usr/lib/$multi/$soname" ] || [ -e "$bundle/lib/$multi/$soname" ]; then
+      case $path in
+        "$bundle"/*) ;;
+        *) echo "FAIL: $bin loads $soname from $path, not from the bundle"; exit 1 ;;
+      esac
+    fi
+  done
+done
 "$cli" --version >/dev/null || { echo "FAIL: $cli --version"; exit 1; }
 pass "build against the bundle ($(wc -l <"$bundle/MANIFEST") packages): $cli"
 [ "$build_only" = 1 ] && exit 0
@@ -130,6 +165,14 @@ done
 if run_memstep compile compile 20; then
   "$py" "$check" compile "$work/compile-plain.json" "$work/compile.facts.json" \
     "$work/compile.report.json" || failed=1
+fi
+# The tensor-block capture cost, PyTorch's side included (docs/benchmarks.md
+# "Tensor-block capture cost": save it as tests/bench/torch_blocks_last_run.txt).
+if sh "$root/tests/bench/torch_blocks_bench.sh" "$build" "$py" >"$work/torch_blocks_bench.txt" \
+    2>&1; then
+  cat "$work/torch_blocks_bench.txt"
+else
+  fail "tests/bench/torch_blocks_bench.sh (log $work/torch_blocks_bench.txt)"
 fi
 
 if [ "$failed" = 0 ]; then

@@ -269,7 +269,11 @@ bool Take(const fmt::SiteSnapshotRecord& r, Stats* s) {
   return true;
 }
 
-bool Take(const fmt::LostRecord&, Stats* s) {
+bool Take(const fmt::LostRecord& r, Stats* s) {
+  if (g_dump) {
+    std::printf("LOST records=%llu bytes=%llu cause=%llu\n", (ull)r.records, (ull)r.bytes,
+                (ull)r.cause);
+  }
   ++s->lost;
   return true;
 }

@@ -224,6 +224,27 @@ TEST_F(AnalysisTest, Errors) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("junk.trace: not a memstep trace"));
 }
 
+// LOST records by cause (docs/format.md): 1 sampled allocations (a full
+// ring), 2 dictionary entries, 3 records memstep keeps (its kept lane full).
+TEST_F(AnalysisTest, LostRecordsAreWarnedByCause) {
+  TraceBuilder b;
+  b.Lost(5, 7, 700, 1);
+  b.Lost(6, 2, 0, 2);
+  b.Lost(7, 3, 90, 3);
+  Write("p.trace", b.Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("p.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ProcessSummary& p = r->processes[0];
+  EXPECT_EQ(p.lost_records, 12u);
+  EXPECT_EQ(p.lost_samples, 7u);
+  EXPECT_EQ(p.lost_dictionary, 2u);
+  EXPECT_EQ(p.lost_kept_records, 3u);
+  ASSERT_EQ(r->warnings.size(), 3u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("7 sampled allocations lost"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("2 stacks or strings lost"));
+  EXPECT_THAT(r->warnings[2], HasSubstr("3 records lost that memstep keeps"));
+}
+
 TEST_F(AnalysisTest, EmptyTraceInDirectoryIsSkippedAndLossIsWarned) {
   Write("empty.trace", std::vector<uint8_t>());
   TraceBuilder b;
@@ -236,7 +257,10 @@ TEST_F(AnalysisTest, EmptyTraceInDirectoryIsSkippedAndLossIsWarned) {
   EXPECT_EQ(r->processes[0].lost_bytes, 3000u);
   ASSERT_EQ(r->warnings.size(), 2u);
   EXPECT_THAT(r->warnings[0], HasSubstr("empty.trace: empty trace"));
-  EXPECT_THAT(r->warnings[1], HasSubstr("p.trace: 12 records lost"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("p.trace: 12 sampled allocations lost"));
+  EXPECT_THAT(r->warnings[1], HasSubstr("100.0% of the samples"));  // the trace has no sample
+  EXPECT_EQ(r->processes[0].lost_samples, 12u);
+  EXPECT_EQ(r->processes[0].lost_kept_records, 0u);
   // A lone empty file given directly is an error.
   EXPECT_FALSE(AnalyzeRun(dir_.File("empty.trace")).ok());
 }

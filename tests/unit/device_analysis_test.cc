@@ -790,5 +790,118 @@ TEST_F(DeviceAnalysisTest, JsonFields) {
   EXPECT_THAT(json, HasSubstr("\"device\":null,\"api\":\"\"}"));  // the host site
 }
 
+TEST(PoolCounterTest, ParseTrimAndMulticastCounters) {
+  int32_t device = 0;
+  std::string object, stat;
+  ASSERT_TRUE(ParsePoolTrimCounter("cuda.pool:1.0x5a00.trim_to_bytes", &device, &object));
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(object, "0x5a00");
+  ASSERT_TRUE(
+      ParseMulticastCounter("cuda.multicast:-1.0x6d63.size_bytes", &device, &object, &stat));
+  EXPECT_EQ(device, -1);
+  EXPECT_EQ(object, "0x6d63");
+  EXPECT_EQ(stat, "size_bytes");
+  ASSERT_TRUE(
+      ParseMulticastCounter("cuda.multicast:3.0x6d63.bound_bytes", &device, &object, &stat));
+  EXPECT_EQ(device, 3);
+  EXPECT_EQ(stat, "bound_bytes");
+  for (const char* bad :
+       {"cuda.pool:0.0x5a00.reserved_bytes", "cuda.pool:0.trim_to_bytes",
+        "cuda.pool:-2.0x5a00.trim_to_bytes", "cuda.multicast:0.0x5a00.trim_to_bytes"}) {
+    EXPECT_FALSE(ParsePoolTrimCounter(bad, &device, &object)) << bad;
+  }
+  for (const char* bad : {"cuda.multicast:0.0x6d63.used_bytes", "cuda.multicast:0.6d63.size_bytes",
+                          "cuda.multicast:x.0x6d63.size_bytes", "cuda.pool:0.0x6d63.size_bytes",
+                          "cuda.multicast:0.0x6d63.bound_bytes.x"}) {
+    EXPECT_FALSE(ParseMulticastCounter(bad, &device, &object, &stat)) << bad;
+  }
+}
+
+// Release thresholds are listed when first read or changed (the library reads
+// them again at every step end), trims with the reserved bytes read right
+// after; multicast objects with their lifetime and bound bytes per device; a
+// multicast handle reused after its release is a new object.
+TEST(PoolCounterTest, PoolEventsAndMulticastObjects) {
+  reader::TraceBuilder b;
+  b.String(1, "cuda.pool:0.0x5a00.release_threshold_bytes");
+  b.String(2, "cuda.pool:0.0x5a00.reserved_bytes");
+  b.String(3, "cuda.pool:0.0x5a00.trim_to_bytes");
+  b.String(4, "cuda.multicast:-1.0x6d63.size_bytes");
+  b.String(5, "cuda.multicast:0.0x6d63.bound_bytes");
+  b.String(6, "cuda.multicast:1.0x6d63.bound_bytes");
+  b.Stack(1, {0x1000});
+  format::Counters c{};
+  uint64_t ts = 1;
+  b.DevAlloc(ts++, 1, format::kDevPool, 0, 0x7f0000000000, 3 * kMiB, format::kApiCudaMallocAsync,
+             0x5a00, 0);
+  b.Counter(ts++, 1, static_cast<int64_t>(4 * kMiB));  // before any step
+  b.Counter(ts++, 4, static_cast<int64_t>(2 * kMiB));  // the first object, before any step
+  for (uint64_t s = 0; s < 4; ++s) {
+    b.Step(ts++, s, 0, c);
+    if (s == 1) {
+      b.Counter(ts++, 5, static_cast<int64_t>(2 * kMiB));
+      b.Counter(ts++, 6, static_cast<int64_t>(kMiB));
+      b.Counter(ts++, 5, 0);
+    }
+    if (s == 2) {
+      b.Counter(ts++, 1, -1);                          // no limit
+      b.Counter(ts++, 3, static_cast<int64_t>(kMiB));  // a trim ...
+      b.Counter(ts++, 1, -1);                          // ... and the pool read after it
+      b.Counter(ts++, 2, static_cast<int64_t>(2 * kMiB));
+      b.Counter(ts++, 6, 0);
+      b.Counter(ts++, 4, 0);                               // released
+      b.Counter(ts++, 4, static_cast<int64_t>(8 * kMiB));  // the handle reused
+    }
+    b.Step(ts++, s, 1, c);
+    b.DevInfo(ts++, s, 0, 70 * kMiB, 80 * kMiB);
+    b.Counter(ts++, 1, s < 2 ? static_cast<int64_t>(4 * kMiB) : -1);  // step-end reads
+    b.Counter(ts++, 2, static_cast<int64_t>(6 * kMiB));
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), b.Finish()));
+  Options o;
+  o.symbolize = false;
+  absl::StatusOr<Report> r = AnalyzeRun(dir.path(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->processes.size(), 1u);
+  const ProcessSummary& p = r->processes[0];
+  ASSERT_EQ(p.pool_events.size(), 3u);
+  EXPECT_EQ(p.pool_events[0].step, -1);
+  EXPECT_FALSE(p.pool_events[0].trim);
+  EXPECT_EQ(p.pool_events[0].bytes, static_cast<int64_t>(4 * kMiB));
+  EXPECT_EQ(p.pool_events[1].step, 2);
+  EXPECT_FALSE(p.pool_events[1].trim);
+  EXPECT_EQ(p.pool_events[1].bytes, INT64_MAX);
+  EXPECT_EQ(p.pool_events[2].step, 2);
+  EXPECT_TRUE(p.pool_events[2].trim);
+  EXPECT_EQ(p.pool_events[2].device, 0);
+  EXPECT_EQ(p.pool_events[2].pool, "0x5a00");
+  EXPECT_EQ(p.pool_events[2].bytes, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(p.pool_events[2].reserved_after, static_cast<int64_t>(2 * kMiB));
+  ASSERT_EQ(p.multicast.size(), 2u);
+  const ProcessSummary::Multicast& m = p.multicast[0];
+  EXPECT_EQ(m.object, "0x6d63");
+  EXPECT_EQ(m.size_bytes, static_cast<int64_t>(2 * kMiB));
+  EXPECT_EQ(m.created_step, -1);
+  EXPECT_TRUE(m.released);
+  EXPECT_EQ(m.released_step, 2);
+  EXPECT_EQ(m.bound_max, (std::map<int32_t, int64_t>{{0, 2 * kMiB}, {1, kMiB}}));
+  EXPECT_EQ(m.bound_end, (std::map<int32_t, int64_t>{{0, 0}, {1, 0}}));
+  EXPECT_EQ(p.multicast[1].size_bytes, static_cast<int64_t>(8 * kMiB));
+  EXPECT_EQ(p.multicast[1].created_step, 2);
+  EXPECT_FALSE(p.multicast[1].released);
+  EXPECT_TRUE(p.multicast[1].bound_max.empty());
+  const std::string text = report::FormatText(*r);
+  EXPECT_THAT(text, HasSubstr("3 release thresholds and trims"));
+  EXPECT_THAT(text, HasSubstr("release threshold no limit"));
+  EXPECT_THAT(text, HasSubstr("trimmed to 1.00 MiB, reserved 2.00 MiB after"));
+  EXPECT_THAT(text, HasSubstr("device 0 2.00 MiB (0 B), device 1 1.00 MiB (0 B)"));
+  const std::string json = report::FormatJson(*r);
+  EXPECT_THAT(json, HasSubstr("{\"step\":2,\"device\":0,\"pool\":\"0x5a00\",\"event\":\"trim\","
+                              "\"trim_to_bytes\":1048576,\"reserved_bytes_after\":2097152}"));
+  EXPECT_THAT(json, HasSubstr("\"bound_bytes_max\":{\"0\":2097152,\"1\":1048576}"));
+  EXPECT_THAT(json, HasSubstr("\"pool_events_dropped\":0"));
+}
+
 }  // namespace
 }  // namespace memstep::analysis

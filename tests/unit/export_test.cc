@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/analysis/slices.h"
 #include "src/report/formats.h"
 #include "src/report/pprof_encoding.h"
 #include "tests/unit/export_trace.h"
@@ -142,6 +143,73 @@ TEST(PerfettoTest, StringsAreEscaped) {
   EXPECT_THAT(json, HasSubstr("\"name\":\"pid 5: python \\\"x\\\".py\\n\""));
   EXPECT_THAT(json, HasSubstr("\"name\":\"a\\\"b\\\\c\",\"pid\":5,\"tid\":9,\"ts\":500000.000,"
                               "\"dur\":500000.000"));
+}
+
+// A run longer than the slice bound: the slices merge into buckets of steps
+// (powers of two) and stay within the bound, and each merged slice is the
+// sum of the unbounded slices of its steps and stage (alloc and live, with
+// frees applied before and after a merge).
+TEST(SiteSlicesTest, BoundedByMergingStepsIntoBuckets) {
+  reader::Trace t;
+  t.strings[1] = "forward";
+  analysis::SliceTracker bounded(8), unbounded(1u << 20);
+  auto apply = [&](const reader::Event& e) {
+    bounded.Apply(e, t);
+    unbounded.Apply(e, t);
+  };
+  uint64_t addr = 0x1000;
+  for (uint64_t step = 0; step < 40; ++step) {
+    reader::Event st;
+    st.tag = format::kTagStep;
+    st.step = step;
+    st.phase = 0;
+    apply(st);
+    for (uint64_t stage = 0; stage < 2; ++stage) {
+      reader::Event a;
+      a.tag = format::kTagAlloc;
+      a.stack = 7;
+      a.addr = addr++;
+      a.size = 100 + step;
+      a.interval = 0;  // p = 1: exact sums
+      a.str = stage;
+      apply(a);
+      if (step % 3 == 0 && step > 0) {
+        reader::Event f;
+        f.tag = format::kTagFree;
+        f.addr = a.addr - 2;  // the same stage's block of the step before
+        apply(f);
+      }
+    }
+    st.phase = 1;
+    apply(st);
+  }
+  EXPECT_EQ(unbounded.step_bucket(), 1);
+  EXPECT_EQ(bounded.step_bucket(), 16);  // 80 slices -> 40 -> 20 -> 10 -> 6 (<= 8)
+  const std::vector<analysis::SiteSlice> fine = unbounded.SlicesOf(7);
+  const std::vector<analysis::SiteSlice> coarse = bounded.SlicesOf(7);
+  ASSERT_EQ(fine.size(), 80u);
+  ASSERT_LE(coarse.size(), 8u);
+  size_t covered = 0;
+  double freed_somewhere = 0;
+  for (const analysis::SiteSlice& c : coarse) {
+    EXPECT_EQ(c.step % 16, 0) << c.step;
+    EXPECT_EQ(c.step_last, c.step + 15);
+    double alloc = 0, live = 0, count = 0;
+    for (const analysis::SiteSlice& f : fine) {
+      EXPECT_EQ(f.step_last, f.step);
+      if (f.stage != c.stage || f.step < c.step || f.step > c.step_last) continue;
+      alloc += f.alloc_bytes;
+      live += f.live_bytes_end;
+      count += f.alloc_count;
+      ++covered;
+    }
+    EXPECT_EQ(c.alloc_bytes, alloc) << c.step << " " << c.stage;
+    EXPECT_EQ(c.live_bytes_end, live) << c.step << " " << c.stage;
+    EXPECT_EQ(c.alloc_count, count) << c.step << " " << c.stage;
+    freed_somewhere += c.alloc_bytes - c.live_bytes_end;
+  }
+  EXPECT_EQ(covered, fine.size());
+  EXPECT_GT(freed_somewhere, 0);  // the frees reached merged slices
 }
 
 // Site::slices split a site's estimates by (step, stage) of allocation and

@@ -10,11 +10,13 @@
 #include "src/analysis/growth.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <random>
 
 #include "gtest/gtest.h"
+#include "src/analysis/parallel.h"
 #include "src/analysis/trend.h"
 #include "tests/coverage_bound.h"
 
@@ -474,6 +476,28 @@ TEST(TrendTest, DetectWarmup) {
   std::vector<double> line;
   for (int i = 0; i < 60; ++i) line.push_back(3.0 * i + (i % 3));
   EXPECT_EQ(DetectWarmup(line), 0u);
+}
+
+// ParallelChunks (the report's per-site statistics run on it): every index
+// once, in chunks that tile [0, n), whatever n and the chunk size; n = 0
+// calls nothing.
+TEST(ParallelChunksTest, EveryIndexOnceInTilingChunks) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}}) {
+    for (size_t chunk : {size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{5000}}) {
+      std::vector<std::atomic<int>> seen(n);
+      std::atomic<size_t> calls{0};
+      ParallelChunks(n, chunk, [&](size_t lo, size_t hi) {
+        ++calls;
+        EXPECT_LT(lo, hi);
+        EXPECT_LE(hi, n);
+        EXPECT_LE(hi - lo, std::max<size_t>(chunk, 1));
+        for (size_t i = lo; i < hi; ++i) ++seen[i];
+      });
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(seen[i].load(), 1) << n << " " << chunk << " " << i;
+      const size_t c = std::max<size_t>(chunk, 1);
+      EXPECT_EQ(calls.load(), (n + c - 1) / c) << n << " " << chunk;
+    }
+  }
 }
 
 }  // namespace

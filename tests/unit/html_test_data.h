@@ -129,7 +129,7 @@ inline analysis::Report ScaleReport(size_t steps, size_t sites) {
       s.growth.reason = "synthetic";
       s.live_bytes_by_step.resize(steps);
       for (size_t k = 0; k < steps; ++k) {
-        s.live_bytes_by_step[k] = s.growth.slope * static_cast<double>(k);
+        s.live_bytes_by_step.Set(k, s.growth.slope * static_cast<double>(k));
       }
     } else {
       s.growth.cls = analysis::GrowthClass::kNoTrend;

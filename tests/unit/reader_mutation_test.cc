@@ -3,8 +3,12 @@
 // what the libFuzzer target does. Half of the mutations re-seal the chunk
 // CRCs, so that the record decoder (not only the CRC check) sees garbage.
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "src/reader/reader.h"
@@ -107,6 +111,52 @@ TEST(ReaderMutationTest, RandomMutationsNeverCrash) {
     LLVMFuzzerTestOneInput(fuzz_input.data(), fuzz_input.size());
   }
   EXPECT_GT(parsed, 100);  // the mutations reach past the header often enough
+}
+
+// The kept fuzz inputs tests/fuzz/regress/reader/all_kinds_raw and
+// all_kinds_zstd are Seed()'s traces as the fuzz entry point takes them (first
+// byte 1: CRC checks off, raw chunks; 0: on, zstd chunks). A change to a
+// record or to the version makes them stale (they would stop at the header or
+// a corrupt chunk and fuzz nothing): this test then fails, and
+//   MEMSTEP_WRITE_READER_SEEDS=1 build/bin/reader_mutation_test
+// rewrites them (commit the two files).
+TEST(ReaderMutationTest, KeptAllKindsInputsAreCurrent) {
+  std::vector<size_t> chunks;
+  const std::vector<uint8_t> raw = Seed(format::kCodecRaw, &chunks);
+  const std::vector<uint8_t> zstd = Seed(format::kCodecZstd, &chunks);
+  struct Kept {
+    const char* name;
+    uint8_t first;
+    const std::vector<uint8_t>* seed;
+  };
+  const std::string dir = MEMSTEP_READER_REGRESS_DIR;
+  for (const Kept& k : {Kept{"all_kinds_raw", 1, &raw}, Kept{"all_kinds_zstd", 0, &zstd}}) {
+    std::vector<uint8_t> fresh{k.first};
+    fresh.insert(fresh.end(), k.seed->begin(), k.seed->end());
+    const std::string path = dir + "/" + k.name;
+    if (getenv("MEMSTEP_WRITE_READER_SEEDS") != nullptr) {
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(fresh.data()), fresh.size());
+    }
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(in) << path;
+    const std::vector<uint8_t> kept{std::istreambuf_iterator<char>(in), {}};
+    ASSERT_FALSE(kept.empty()) << path;
+    EXPECT_EQ(kept[0], k.first) << path;
+    // Decoded, not byte for byte: zstd's output may differ between versions.
+    auto want = ParseTrace(fresh.data() + 1, fresh.size() - 1);
+    auto got = ParseTrace(kept.data() + 1, kept.size() - 1);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << path << " is stale (" << got.status()
+                          << "): rewrite it with MEMSTEP_WRITE_READER_SEEDS=1 "
+                             "build/bin/reader_mutation_test";
+    EXPECT_TRUE(got->warnings.empty() && !got->truncated)
+        << path << " is stale: rewrite it with MEMSTEP_WRITE_READER_SEEDS=1";
+    EXPECT_EQ(got->events.size(), want->events.size()) << path << " is stale";
+    if (k.first == 1) {
+      EXPECT_TRUE(kept == fresh) << path << " is stale (raw: byte for byte)";
+    }
+  }
 }
 
 }  // namespace

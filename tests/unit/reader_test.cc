@@ -1,10 +1,13 @@
 #include "src/reader/reader.h"
 
 #include <cstring>
+#include <limits>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/format/records.h"
 #include "tests/unit/test_util.h"
 #include "tests/unit/trace_builder.h"
 
@@ -411,6 +414,154 @@ TEST(ReaderTest, OutOfOrderSeqIsSorted) {
   EXPECT_EQ(t->events[1].tag, format::kTagFree);
 }
 
+// A random value of a random bit length (0 to 64 bits), so that every varint
+// length from 1 to 10 bytes occurs.
+uint64_t AnyWidth(std::mt19937_64& rng) {
+  const int bits = static_cast<int>(rng() % 65);
+  return bits == 0 ? 0 : rng() >> (64 - bits);
+}
+
+// The decoder's fast path (whole varint records read without a check per
+// byte when the chunk has a record's worst case left) gives what the
+// checked path gives: 3,000 ALLOC, DEV_ALLOC and COUNTER records with fields
+// of every varint length (fixed seed), in chunks whose last records take the
+// checked path, read back field by field. Exact: no tolerance.
+TEST(ReaderTest, FastDecodePathReadsWhatWasWritten) {
+  std::mt19937_64 rng(5);
+  TraceBuilder b({}, format::kCodecRaw);
+  std::vector<format::AllocRecord> allocs;
+  std::vector<format::DevAllocRecord> devs;
+  std::vector<format::CounterRecord> counters;
+  for (uint64_t seq = 0; seq < 3000; ++seq) {
+    switch (rng() % 3) {
+      case 0: {
+        format::AllocRecord r;
+        r.ts = AnyWidth(rng), r.seq = seq, r.tid = static_cast<uint32_t>(AnyWidth(rng));
+        r.stack = AnyWidth(rng), r.addr = AnyWidth(rng), r.size = AnyWidth(rng);
+        r.interval = AnyWidth(rng), r.kind = static_cast<uint8_t>(rng()), r.step = AnyWidth(rng);
+        r.stage_str = 0;
+        b.Put(r);
+        allocs.push_back(r);
+        break;
+      }
+      case 1: {
+        format::DevAllocRecord r;
+        r.ts = AnyWidth(rng), r.seq = seq, r.tid = static_cast<uint32_t>(rng());
+        r.kind = format::kDevDevice, r.device = static_cast<int32_t>(rng());
+        r.addr = AnyWidth(rng), r.size = AnyWidth(rng), r.api = 1, r.aux = AnyWidth(rng);
+        r.step = AnyWidth(rng), r.sampled = 1, r.interval = AnyWidth(rng);
+        b.Put(r);
+        devs.push_back(r);
+        break;
+      }
+      default: {
+        format::CounterRecord r;
+        r.ts = AnyWidth(rng), r.seq = seq, r.tid = 1, r.name_str = 0;
+        r.value = static_cast<int64_t>(rng());
+        b.Put(r);
+        counters.push_back(r);
+        break;
+      }
+    }
+    if (rng() % 500 == 0) b.Flush();
+  }
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  ASSERT_FALSE(t->truncated) << t->warnings[0];
+  ASSERT_EQ(t->events.size(), 3000u);
+  size_t a = 0, d = 0, c = 0;
+  for (const Event& e : t->events) {
+    if (e.tag == format::kTagAlloc) {
+      const format::AllocRecord& r = allocs[a++];
+      EXPECT_TRUE(e.ts == r.ts && e.seq == r.seq && e.tid == r.tid && e.stack == r.stack &&
+                  e.addr == r.addr && e.size == r.size && e.interval == r.interval &&
+                  e.kind == r.kind && e.step == r.step)
+          << "ALLOC seq " << r.seq;
+    } else if (e.tag == format::kTagDevAlloc) {
+      const format::DevAllocRecord& r = devs[d++];
+      EXPECT_TRUE(e.ts == r.ts && e.seq == r.seq && e.tid == r.tid && e.device == r.device &&
+                  e.addr == r.addr && e.size == r.size && e.aux == r.aux && e.step == r.step &&
+                  e.interval == r.interval)
+          << "DEV_ALLOC seq " << r.seq;
+    } else {
+      ASSERT_EQ(e.tag, format::kTagCounter);
+      const format::CounterRecord& r = counters[c++];
+      EXPECT_TRUE(e.ts == r.ts && e.seq == r.seq && e.value == r.value) << "COUNTER " << r.seq;
+    }
+  }
+}
+
+// Malformed varints far from the chunk's end (the fast path) are rejected
+// as the checked path rejects them: a varint of 10 bytes whose last byte
+// overflows 64 bits, a varint that never ends, and a tid above 32 bits.
+TEST(ReaderTest, FastDecodePathRejectsWhatTheCheckedPathRejects) {
+  const std::vector<std::vector<uint8_t>> bad = {
+      {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02},        // ts: 65 bits
+      {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01},  // 11 bytes
+      {0x01, 0x01, 0x80, 0x80, 0x80, 0x80, 0x10},                          // ts 1, seq 1, tid 2^32
+  };
+  for (const std::vector<uint8_t>& fields : bad) {
+    for (bool far : {true, false}) {
+      TraceBuilder b({}, format::kCodecRaw);
+      b.Alloc(1, 0, 0x10, 16);
+      b.Flush();
+      std::vector<uint8_t> rec = {format::kTagAlloc};
+      rec.insert(rec.end(), fields.begin(), fields.end());
+      rec.insert(rec.end(), 7, 0x01);  // the ALLOC's other fields
+      b.RawBytes(rec);
+      if (far) {
+        for (int k = 0; k < 40; ++k) b.Free(2, 0x10);  // the fast path's distance
+      }
+      const std::vector<uint8_t>& bytes = b.Finish();
+      absl::StatusOr<Trace> t = ParseTrace(bytes.data(), bytes.size());
+      ASSERT_TRUE(t.ok());
+      EXPECT_TRUE(t->truncated) << "far " << far << " first byte " << int{fields[0]};
+      EXPECT_EQ(t->events.size(), 1u);  // the first chunk only
+    }
+  }
+}
+
+// The streaming window releases records in the whole-file order (seq, then
+// file order for equal seq) when threads interleave, one thread's records
+// are out of order among themselves (another run) and seqs repeat: 4,000
+// FREE records of 6 threads, shuffled in blocks (fixed seed).
+TEST(ReaderTest, StreamOrderEqualsWholeFileOrder) {
+  std::mt19937_64 rng(9);
+  TraceBuilder b({}, format::kCodecZstd);
+  std::vector<std::vector<uint64_t>> per_thread(6);
+  for (uint64_t seq = 0; seq < 4000; ++seq) per_thread[rng() % 6].push_back(seq - seq % 3);
+  std::swap(per_thread[2][10], per_thread[2][200]);  // thread 2 out of its own order
+  std::vector<size_t> next(6, 0);
+  for (bool left = true; left;) {
+    left = false;
+    for (size_t th = 0; th < 6; ++th) {
+      const size_t n = 1 + rng() % 50;
+      for (size_t k = 0; k < n && next[th] < per_thread[th].size(); ++k) {
+        b.set_next_seq(per_thread[th][next[th]++]);
+        b.Free(1, 0x1000 * th + k, th + 1);
+      }
+      left = left || next[th] < per_thread[th].size();
+    }
+    if (rng() % 4 == 0) b.Flush();
+  }
+  const std::vector<uint8_t>& bytes = b.Finish();
+  absl::StatusOr<Trace> whole = ParseTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(whole.ok());
+  absl::StatusOr<Trace> scanned = ScanTrace(bytes.data(), bytes.size());
+  ASSERT_TRUE(scanned.ok()) << scanned.status();
+  EventStream stream(bytes.data(), scanned->data_begin, scanned->data_end);
+  size_t i = 0;
+  for (Event e; stream.Next(&e); ++i) {
+    ASSERT_LT(i, whole->events.size());
+    ASSERT_EQ(e.seq, whole->events[i].seq) << i;
+    ASSERT_EQ(e.tid, whole->events[i].tid) << i;
+    ASSERT_EQ(e.addr, whole->events[i].addr) << i;
+  }
+  EXPECT_TRUE(stream.status().ok());
+  EXPECT_EQ(i, 4000u);
+}
+
 TEST(ReaderTest, UnknownReferencesAreCounted) {
   TraceBuilder b;
   b.Alloc(1, 99, 0x10, 8, 0, 0, 0, 55);  // undefined stack 99 and string 55
@@ -434,4 +585,46 @@ TEST(ReaderTest, ReadTraceFileErrors) {
 }
 
 }  // namespace
+
+// Every fixed-field record (no BYTES or LIST field) at its widest: each
+// unsigned field at its type's maximum, each signed one at its minimum (the
+// widest zig-zag), fits a buffer of exactly kMaxEncodedSize<R> and not one
+// byte less. libmemstep.so sizes its stack buffers with it, so a field added
+// to a record can never make the record go unwritten.
+template <class R>
+void ExpectWidestFitsExactly(const R& r, const char* name) {
+  std::vector<uint8_t> buf(format::kMaxEncodedSize<R>);
+  format::RecordEncoder e(buf.data(), buf.size());
+  ASSERT_TRUE(format::Encode(e, r)) << name;
+  EXPECT_EQ(e.size(), buf.size()) << name;
+  format::RecordEncoder small(buf.data(), buf.size() - 1);
+  EXPECT_FALSE(format::Encode(small, r)) << name;
+}
+
+TEST(RecordsTest, MaxEncodedSizeIsTheWidestEncodingOfEveryFixedRecord) {
+  int checked = 0;
+#define MS_U(type, name) r.name = std::numeric_limits<type>::max();
+#define MS_S(type, name) r.name = std::numeric_limits<type>::min();
+#define MS_COUNTERS(name) memset(&r.name, 0xff, sizeof(r.name));
+#define MS_BYTES(name, max) variable = true;
+#define MS_LIST(name, width, max, count_doc, item_doc) variable = true;
+#define MEMSTEP_RECORD_WIDEST(Name, tag, doc, fields) \
+  {                                                   \
+    format::Name##Record r;                           \
+    bool variable = false;                            \
+    fields if (!variable) {                           \
+      ExpectWidestFitsExactly(r, doc);                \
+      ++checked;                                      \
+    }                                                 \
+  }
+  MEMSTEP_RECORDS(MEMSTEP_RECORD_WIDEST)
+#undef MEMSTEP_RECORD_WIDEST
+#undef MS_U
+#undef MS_S
+#undef MS_COUNTERS
+#undef MS_BYTES
+#undef MS_LIST
+  EXPECT_GE(checked, 20);
+}
+
 }  // namespace memstep::reader

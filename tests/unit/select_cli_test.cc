@@ -152,7 +152,9 @@ void EveryFormat(SelectCliTest* t, const std::vector<std::string>& selection,
     args.insert(args.end(), selection.begin(), selection.end());
     Result sel = report(args);
     ASSERT_EQ(sel.exit_code, 0) << sel.err;
-    if (f.name != "folded") ASSERT_FALSE(sel.out.empty());  // folded: may select no live byte
+    if (f.name != "folded") {
+      ASSERT_FALSE(sel.out.empty());  // folded: may select no live byte
+    }
     if (f.name == "pprof") {
       EXPECT_EQ(static_cast<unsigned char>(sel.out[0]), 0x1f);  // gzip
       EXPECT_NE(sel.out, all.out);

@@ -323,6 +323,19 @@ TEST(TrendPairsTest, LongSeriesCountingEqualsReference) {
   }
 }
 
+// TrendTest's shortcut for a constant series (no pair listed or counted)
+// gives what the quadratic reference computes, bit for bit.
+TEST(TrendPairsTest, ConstantSeriesShortcutEqualsReference) {
+  for (size_t n : {3, 4, 5, 17, 80, 81, 256, 3000}) {
+    for (double v : {0.0, -0.0, 1.0, 4096.0, -3.5, 1e300}) {
+      const std::vector<double> y(n, v);
+      const std::string what = "n " + std::to_string(n) + " v " + std::to_string(v);
+      ExpectSame(reference::TrendTest(y), TrendTest(y), what);
+      ExpectSame(internal::TrendTestWith(y, PairMethod::kAllPairs), TrendTest(y), what);
+    }
+  }
+}
+
 TEST(TrendPairsTest, EdgeCases) {
   const std::vector<std::vector<double>> cases = {{},
                                                   {5},
