@@ -386,6 +386,8 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
   x.window_begin = b;
   x.window = rg.window;
   x.rss_per_step = rg.slope;
+  x.rise_bytes = in.rss[e - 1] - in.rss[b];
+  x.rate_established = rg.slope_low > 0;
   for (size_t k = b; k < e; ++k) x.stat_rows += StatAt(in, k) != nullptr;
   x.median_cost_ns = MedianCost(in.stats, &RowAllocStats::cost_ns);
   x.median_smaps_ns = MedianCost(in.stats, &RowAllocStats::smaps_ns);
@@ -409,17 +411,18 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
     return x;
   }
   Decide(rg, c, p, &x);
-  // No verdict rests on an RSS rate whose 95 % interval reaches 0 (the rule
-  // growth.cc applies to every LEAK), whichever component would explain it:
-  // a staircase RSS series (a few jumps, flat between them) passes the trend
-  // test but leaves its rate's interval at 0, so its growth, and with it
-  // FRAGMENTATION, CACHING, FILE, MEMSTEP or UNEXPLAINED, is not significant.
-  if (!x.verdict.empty() && !(rg.slope_low > 0)) {
-    x.reason = absl::StrFormat(
-        "not significant: RSS rises (p = %.2g) but its rate's 95 %% interval [%.0f, %.0f] "
-        "B/step reaches 0 (%s not asserted)",
-        rg.p_value, rg.slope_low, rg.slope_high, x.verdict);
-    x.verdict.clear();
+  // The verdict says what the window's rise is made of; its rate is a
+  // separate estimate. An uneven rise (a staircase: a few jumps, flat between
+  // them; or one that slows, as the PyTorch loop's free space does: steep in
+  // the first steps, flat in the last) passes the trend test while its rate's
+  // 95 % interval, which allows for slowly mixing steps, reaches 0. The
+  // verdict then stands on the rise over the window, and the rate is said to
+  // be not established (the text shows the rise instead of the rate).
+  if (!x.verdict.empty() && !x.rate_established) {
+    x.reason += absl::StrFormat(
+        "; an uneven rise (p = %.2g): its rate's 95 %% interval [%.0f, %.0f] B/step reaches 0, "
+        "so no rate is established",
+        rg.p_value, rg.slope_low, rg.slope_high);
   }
   if (frag_grows || x.verdict == "FRAGMENTATION") FindPins(in, c, p, &x);
   return x;

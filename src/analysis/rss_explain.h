@@ -83,14 +83,20 @@ struct RssExplain {
   // Growth per step over the window (Theil-Sen, step index as x); NaN-free,
   // 0 when unknown (see the has_* flags).
   double rss_per_step = 0;
-  double live_per_step = 0;    // exact heap live bytes
-  double frag_per_step = 0;    // allocator free space inside the heap
-  double cache_per_step = 0;   // allocator free space it would return or reuse first
-  double mmap_per_step = 0;    // anonymous mappings memstep counts
-  double file_per_step = 0;    // resident file-backed (+ shmem) pages
-  double anon_per_step = 0;    // resident anonymous pages (evidence; includes the above)
-  double own_per_step = 0;     // memstep's own resident memory
-  double other_per_step = 0;   // rss - all of the above but anon
+  double live_per_step = 0;   // exact heap live bytes
+  double frag_per_step = 0;   // allocator free space inside the heap
+  double cache_per_step = 0;  // allocator free space it would return or reuse first
+  double mmap_per_step = 0;   // anonymous mappings memstep counts
+  double file_per_step = 0;   // resident file-backed (+ shmem) pages
+  double anon_per_step = 0;   // resident anonymous pages (evidence; includes the above)
+  double own_per_step = 0;    // memstep's own resident memory
+  double other_per_step = 0;  // rss - all of the above but anon
+  // RSS at the window's last row minus at its first.
+  double rise_bytes = 0;
+  // The RSS rate's 95 % interval excludes 0. A verdict with an interval
+  // reaching 0 (an uneven rise: a staircase, or one that slows) stands on
+  // the rise over the window; its rate is not established.
+  bool rate_established = false;
   bool has_allocator = false;  // frag/cache known
   bool has_file = false;       // file (and anon) known
   bool has_own = false;        // own known

@@ -163,6 +163,8 @@ void WriteRssExplain(JsonWriter& w, const analysis::RssExplain& x) {
   w.Field("window", static_cast<uint64_t>(x.window));
   w.Field("stat_rows", static_cast<uint64_t>(x.stat_rows));
   w.Field("rss_per_step", x.rss_per_step);
+  w.Field("rise_bytes", x.rise_bytes);
+  w.Field("rate_established", x.rate_established);
   w.Field("live_per_step", x.live_per_step);
   w.Field("has_allocator", x.has_allocator);
   w.Field("frag_per_step", x.frag_per_step);

@@ -565,7 +565,15 @@ void AppendProcessGrowth(const Report& r, const ProcessSummary& p, std::string& 
   if (p.rss_growth.window > 0) {
     // RSS is called LEAK only when the exact live bytes grow with it.
     const std::string cls = analysis::RssClassName(p.rss_growth, p.rss_explain);
-    absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
+    const analysis::RssExplain& x = p.rss_explain;
+    if (!x.verdict.empty() && !x.rate_established) {
+      // An uneven rise: the verdict stands on the rise over the window, and
+      // the rate, whose interval reaches 0, is shown as not established.
+      absl::StrAppend(&out, "    RSS: ", cls, "  ", SignedBytes(x.rise_bytes), " over ", x.window,
+                      " steps, uneven (rate ", Rate(p.rss_growth), " not established)\n");
+    } else {
+      absl::StrAppend(&out, "    RSS: ", cls, "  ", Rate(p.rss_growth), "\n");
+    }
     AppendRssExplain(r, p, out);
   }
   if (p.fragmentation && p.rss_explain.verdict.empty()) {
