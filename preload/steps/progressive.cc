@@ -32,8 +32,9 @@
 //    at every step end, the growth of the exact live bytes since the
 //    checkpoint is compared with the growth of the sites' long-lived
 //    hunt-born samples (sites.cc): the hunt ends "explained" when
-//    the sites that grew most cover >= 75 % of it with >= 24 long-lived
-//    samples, "stopped" when the exact growth stopped (no rise over the last
+//    the sites that grew most (each by 3 standard deviations of its own
+//    sampling noise) cover >= 75 % of it with >= 24 long-lived samples,
+//    "stopped" when the exact growth stopped (no rise over the last
 //    kHuntWindow steps, p > 0.1), and "gave up" after kHuntMaxSteps;
 //  - then T doubles every step back to the schedule's; a new hunt may begin
 //    kHuntCooldown steps later, if the growth goes on.

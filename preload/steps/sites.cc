@@ -30,6 +30,9 @@ namespace {
 
 constexpr uint32_t kSiteCap = 1u << 16;
 constexpr uint32_t kProbe = 128;
+// How far (in standard deviations of its sampling noise) a site's growth since
+// the hunt's checkpoint must stand above 0 to explain any of the exact growth.
+constexpr double kHuntSiteZ = 3;
 
 struct Site {
   std::atomic<uint32_t> key;  // stack + 1; 0 = empty
@@ -43,8 +46,16 @@ struct Site {
   std::atomic<int64_t> hunt_new;
   std::atomic<int32_t> hunt_old_n;
   std::atomic<int32_t> hunt_new_n;
+  // The sampling variance of those tallies (sum of w (w - size) per sample,
+  // in KiB^2): this step's, and the running sums of what entered the
+  // long-lived tally and what left it (freed); both only grow, so the
+  // variance of the change since the checkpoint is bounded by their rises.
+  std::atomic<int64_t> hunt_var_new;
+  std::atomic<int64_t> hunt_var_in;
+  std::atomic<int64_t> hunt_var_out;
   int64_t hunt_chk;
   int32_t hunt_chk_n;
+  int64_t hunt_chk_var;  // hunt_var_in + hunt_var_out at the checkpoint
 };
 
 struct Snap {
@@ -129,6 +140,14 @@ uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
 
 uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 41); }
 
+// A sample's share of its site's Horvitz-Thompson variance, w (w - size) for
+// weight w = size / p, in KiB^2 (rounded; 0 for blocks recorded with p = 1).
+int64_t VarianceKib2(uint64_t packed, int64_t bytes) {
+  const double size = static_cast<double>(packed & 0xFFFFFFFFu);
+  const double w = static_cast<double>(bytes);
+  return static_cast<int64_t>(w * (w - size) / (1024.0 * 1024.0) + 0.5);
+}
+
 void Weights(uint64_t packed, int64_t* bytes, int64_t* count) {
   double size = static_cast<double>(packed & 0xFFFFFFFFu);
   uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
@@ -178,6 +197,12 @@ void Apply(uint64_t packed, int sign) {
   bool now = sign > 0 || (hunt & 0xF) == (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
   (now ? s->hunt_new : s->hunt_old).fetch_add(sign * b, std::memory_order_relaxed);
   (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign, std::memory_order_relaxed);
+  const int64_t var = VarianceKib2(packed, b);
+  if (now) {
+    s->hunt_var_new.fetch_add(sign * var, std::memory_order_relaxed);
+  } else {
+    s->hunt_var_out.fetch_add(var, std::memory_order_relaxed);  // a long-lived sample freed
+  }
   if (now && !g_hunt_new_any.load(std::memory_order_relaxed)) {
     g_hunt_new_any.store(true, std::memory_order_relaxed);
   }
@@ -382,8 +407,10 @@ void SitesHuntStepEnd() {
   ForEachSite([](Site& s) {
     int64_t b = s.hunt_new.exchange(0, std::memory_order_relaxed);
     int32_t n = s.hunt_new_n.exchange(0, std::memory_order_relaxed);
+    int64_t var = s.hunt_var_new.exchange(0, std::memory_order_relaxed);
     if (b != 0) s.hunt_old.fetch_add(b, std::memory_order_relaxed);
     if (n != 0) s.hunt_old_n.fetch_add(n, std::memory_order_relaxed);
+    if (var != 0) s.hunt_var_in.fetch_add(var, std::memory_order_relaxed);
   });
 }
 
@@ -392,6 +419,8 @@ void SitesHuntCheckpoint() {
   ForEachSite([](Site& s) {
     s.hunt_chk = s.hunt_old.load(std::memory_order_relaxed);
     s.hunt_chk_n = s.hunt_old_n.load(std::memory_order_relaxed);
+    s.hunt_chk_var = s.hunt_var_in.load(std::memory_order_relaxed) +
+                     s.hunt_var_out.load(std::memory_order_relaxed);
   });
 }
 
@@ -399,7 +428,14 @@ HuntTally SitesHuntExplain(int64_t growth) {
   HuntTally out;
   if (!g_sites_on) return out;
   // The sites whose long-lived hunt-born bytes grew most since the
-  // checkpoint, largest first, until they cover `growth`.
+  // checkpoint, largest first, until they cover `growth`. A site counts only
+  // when its growth stands out of its own sampling noise: a large site whose
+  // true level is steady (objects that live a few steps, sampled at a T that
+  // changed since the checkpoint) moves by tens of KiB from the draws alone,
+  // more than a small leak grows; it once "explained" a 1 KiB/step leak and
+  // ended the hunt before the leak had samples. The change's variance is at
+  // most what entered the tally plus what left it since the checkpoint; a
+  // leak's samples only enter, so one of n samples stands at z = sqrt(n).
   constexpr int kTop = 8;
   int64_t d[kTop];
   int32_t n[kTop];
@@ -407,6 +443,10 @@ HuntTally SitesHuntExplain(int64_t growth) {
   ForEachSite([&](Site& s) {
     int64_t v = s.hunt_old.load(std::memory_order_relaxed) - s.hunt_chk;
     if (v <= 0) return;
+    const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
+                        s.hunt_var_out.load(std::memory_order_relaxed) - s.hunt_chk_var;
+    const double v_kib = static_cast<double>(v) / 1024.0;
+    if (v_kib * v_kib < kHuntSiteZ * kHuntSiteZ * static_cast<double>(var)) return;
     int32_t m = s.hunt_old_n.load(std::memory_order_relaxed) - s.hunt_chk_n;
     int i;
     if (k < kTop) {
