@@ -1127,6 +1127,12 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   ProcessSummary& ps = r.summary;
   ps.hunts = SummarizeHunts(t, false);
   for (const ProcessSummary::Hunt& hunt : SummarizeHunts(t, true)) ps.hunts.push_back(hunt);
+  // A hunt the trace ends in ran until the last step.
+  for (ProcessSummary::Hunt& hunt : ps.hunts) {
+    if (hunt.outcome == 0 && ps.last_step > static_cast<int64_t>(hunt.end_step)) {
+      hunt.end_step = static_cast<uint64_t>(ps.last_step);
+    }
+  }
   Unattributed(r.sites, r.steps, series.exact, options, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
   host.warmup_steps = ps.warmup_steps;

@@ -413,7 +413,7 @@ struct ProcessSummary {
   // Leak hunts the library ran (HUNT records; docs/analysis.md "Leak hunt").
   struct Hunt {
     uint64_t begin_step = 0;
-    uint64_t end_step = 0;      // = begin_step when the trace ends mid-hunt
+    uint64_t end_step = 0;      // the last step when the trace ends mid-hunt
     uint8_t outcome = 0;        // format::HuntOutcome; 0: still running at the end
     uint64_t min_interval = 0;  // the smallest T in force during the hunt
     uint64_t rate = 0;          // exact growth when it began, bytes/step
