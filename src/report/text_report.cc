@@ -593,6 +593,14 @@ void AppendGrowingSite(const Report& r, const Site& s, const ReportOptions& o, s
   absl::StrAppend(&out, "  site #", s.id, " ", analysis::GrowthClassName(g.cls),
                   internal::DeviceSiteTag(s), "  ", Rate(g), "  live at end ",
                   HumanBytes(s.live_bytes_end));
+  // A program that frees its leak at exit (Python's teardown frees a list of
+  // kept tensors) ends with little live: what was live at the last step end
+  // is the leak's size.
+  const size_t rows = s.live_bytes_by_step.size();
+  const double at_last = rows > 0 ? s.live_bytes_by_step[rows - 1] : 0;
+  if (at_last > s.live_bytes_end + std::max(4096.0, at_last / 2)) {
+    absl::StrAppend(&out, " (", HumanBytes(at_last), " at the last step end, freed after it)");
+  }
   if (g.cls == GrowthClass::kBoundedGrowth) {
     absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
   }

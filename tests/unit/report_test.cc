@@ -116,6 +116,27 @@ TEST(TextReportTest, Sections) {
   EXPECT_THAT(text, Not(HasSubstr("...")));
 }
 
+// A leak the program frees at exit (Python's teardown frees a list of kept
+// tensors): the growing site's line says what was live at the last step end.
+TEST(TextReportTest, LeakFreedAtExitShowsTheLastStepEnd) {
+  Report r = SmallReport(60);
+  Site& s = r.sites[0];
+  s.growth.cls = analysis::GrowthClass::kLeak;
+  s.growth.window = 60;
+  s.growth.slope = 4096;
+  s.growth.slope_low = 3000;
+  s.growth.slope_high = 5000;
+  s.live_bytes_end = 0;
+  std::vector<double> v(60);
+  for (size_t k = 0; k < v.size(); ++k) v[k] = 4096.0 * static_cast<double>(k + 1);
+  s.live_bytes_by_step = analysis::StepSeries::FromDense(v);
+  EXPECT_THAT(FormatText(r), HasSubstr("live at end 0 B (240 KiB at the last step end, freed "
+                                       "after it)"));
+  // Still live at the end: nothing added.
+  s.live_bytes_end = 240 * 1024;
+  EXPECT_THAT(FormatText(r), Not(HasSubstr("freed after it")));
+}
+
 TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
   Report r;
   r.path = "/runs/ddp";
