@@ -417,12 +417,23 @@ RssExplain ExplainRss(const RssInput& in, const GrowthOptions& options) {
   // the first steps, flat in the last) passes the trend test while its rate's
   // 95 % interval, which allows for slowly mixing steps, reaches 0. The
   // verdict then stands on the rise over the window, and the rate is said to
-  // be not established (the text shows the rise instead of the rate).
+  // be not established (the text shows the rise instead of the rate). LEAK
+  // is the exception: it claims a rate (the rule every LEAK follows,
+  // growth.cc), so an RSS LEAK whose rate's interval reaches 0 is not
+  // asserted; the exact heap's own line carries the leak.
   if (!x.verdict.empty() && !x.rate_established) {
-    x.reason += absl::StrFormat(
-        "; an uneven rise (p = %.2g): its rate's 95 %% interval [%.0f, %.0f] B/step reaches 0, "
-        "so no rate is established",
-        rg.p_value, rg.slope_low, rg.slope_high);
+    if (x.verdict == "LEAK") {
+      x.reason = absl::StrFormat(
+          "not significant: RSS rises (p = %.2g) but its rate's 95 %% interval [%.0f, %.0f] "
+          "B/step reaches 0 (LEAK not asserted)",
+          rg.p_value, rg.slope_low, rg.slope_high);
+      x.verdict.clear();
+    } else {
+      x.reason += absl::StrFormat(
+          "; an uneven rise (p = %.2g): its rate's 95 %% interval [%.0f, %.0f] B/step reaches "
+          "0, so no rate is established",
+          rg.p_value, rg.slope_low, rg.slope_high);
+    }
   }
   if (frag_grows || x.verdict == "FRAGMENTATION") FindPins(in, c, p, &x);
   return x;

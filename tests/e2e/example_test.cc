@@ -171,8 +171,10 @@ ClassChecks CheckClasses(const analysis::Report& run) {
     }
   }
   const std::string rss_class = analysis::RssClassName(p.rss_growth, p.rss_explain);
-  if (rss_class != "NO_TREND" && rss_class != "INSUFFICIENT" && rss_class != "WARMUP_ONLY" &&
-      rss_class != "BOUNDED_GROWTH" && !(p.rss_growth.slope_low > 0)) {
+  // RSS: never LEAK over such an interval; any other verdict over one says
+  // its rate is not established (the text then prints the rise, no rate).
+  if (!(p.rss_growth.slope_low > 0) &&
+      (rss_class == "LEAK" || (!p.rss_explain.verdict.empty() && p.rss_explain.rate_established))) {
     fail(&c.no_zero_interval, absl::StrCat("RSS ", rss_class, ": ", p.rss_growth.reason));
   }
   if (!(p.live_growth.slope_low > 0)) absl::StrAppend(&c.why, "exact heap interval reaches 0\n");
