@@ -33,6 +33,9 @@ FeatureConfig g_features = {20,
                             true,
                             true,
                             "^(train[_ ]?)?step|^iteration|^iter",
+                            0,
+                            0,
+                            0,
                             0};
 
 std::atomic<bool> g_user_steps{false};

@@ -19,6 +19,9 @@
 #include "gtest/gtest.h"
 #include "preload/cuda/cuda_internal.h"
 
+// The entries below name only the fields a test checks; the rest are 0.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 namespace memstep::preload {
 namespace {
 

@@ -85,8 +85,12 @@ TEST(GatesMutationTest, MutationsParseOrAreRefusedClearly) {
         EXPECT_TRUE(g->relative && absl::StrContains(input, "-"))
             << input << " -> " << g->threshold;
       }
-      if (!g->relative) EXPECT_GE(g->threshold, 0) << input;
-      if (g->percent) EXPECT_TRUE(g->relative && absl::StrContains(input, "%")) << input;
+      if (!g->relative) {
+        EXPECT_GE(g->threshold, 0) << input;
+      }
+      if (g->percent) {
+        EXPECT_TRUE(g->relative && absl::StrContains(input, "%")) << input;
+      }
       EXPECT_EQ(g->expression, input);
     } else {
       ++refused;
