@@ -17,8 +17,9 @@ The JSON report writes them the same way (schema memstep.report/3:
 {"rows": N, "changes": [[row, value], ...]}) and streams to its output:
 written densely the series alone took at least two bytes per step per site
 ("0,"), and the whole document was built in memory before it was written.
-Its file must be smaller than that, its peak RSS under the same bound, and
-the series must read back to one value per step.
+Its series must take at most 48 bytes per change and per site (a change is
+"[row,value]": at most 10 + 24 characters and a comma), its peak RSS stay
+under the same bound, and the series must read back to one value per step.
 """
 import json
 import os
@@ -70,8 +71,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check(steps >= 900 and replayed >= 10000, "the trace has many steps and sites")
     check(rss < dense / 2, "peak RSS under half of a dense steps x sites table")
     check(json_rss < dense / 2, "JSON report's peak RSS under half of the dense table")
-    check(len(out) < 2 * steps * len(doc["sites"]),
-          "JSON smaller than its series written densely (2 bytes per step per site)")
+    series = sum(len(json.dumps(s["live_bytes_by_step"], separators=(",", ":")))
+                 for s in doc["sites"])
+    print(f"series in JSON: {series / 2**20:.1f} MiB for {changes} changes; one number per step "
+          f"per site would be {steps * len(doc['sites'])} numbers")
+    check(changes < steps * len(doc["sites"]) / 10, "under one change in 10 steps per site")
+    check(series < 48 * (changes + len(doc["sites"])),
+          "the JSON series take at most 48 bytes per change and per site")
     # Each series reads back to one value per step.
     check(all(s["live_bytes_by_step"]["rows"] == steps for s in doc["sites"]),
           "every site's live_bytes_by_step has one row per step")
