@@ -138,8 +138,10 @@ std::string FormatChurnText(const Report& r, const ReportOptions& o) {
   return out;
 }
 
-std::string FormatChurnJson(const Report& r, const ReportOptions& o) {
-  internal::JsonWriter w;
+namespace {
+
+// The churn document, then its newline.
+void WriteChurnDocument(internal::JsonWriter& w, const Report& r, const ReportOptions& o) {
   w.BeginObject();
   w.Field("schema", kChurnSchema);
   w.Field("path", r.path);
@@ -181,9 +183,21 @@ std::string FormatChurnJson(const Report& r, const ReportOptions& o) {
   w.EndArray();
   w.Field("warnings", r.warnings);
   w.EndObject();
-  std::string out = w.Take();
-  out += '\n';
-  return out;
+  w.EndLine();
+}
+
+}  // namespace
+
+std::string FormatChurnJson(const Report& r, const ReportOptions& o) {
+  internal::JsonWriter w;
+  WriteChurnDocument(w, r, o);
+  return w.Take();
+}
+
+bool WriteChurnJson(const Report& r, const ReportOptions& o, const TextSink& sink) {
+  internal::JsonWriter w(sink);
+  WriteChurnDocument(w, r, o);
+  return w.Finish();
 }
 
 std::string FormatChurnCsv(const Report& r) {

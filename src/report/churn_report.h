@@ -31,6 +31,10 @@ std::string FormatChurnText(const analysis::Report& report, const ReportOptions&
 // JSON, schema memstep.churn/1 (docs/report-schema.md "Churn view"); top and
 // frames apply when > 0.
 std::string FormatChurnJson(const analysis::Report& report, const ReportOptions& options = {0, 0});
+// FormatChurnJson's bytes streamed to `sink` (WriteJson in report.h); false
+// when the sink failed.
+bool WriteChurnJson(const analysis::Report& report, const ReportOptions& options,
+                    const TextSink& sink);
 // CSV (RFC 4180), one row per site, every site; columns in docs/export.md.
 std::string FormatChurnCsv(const analysis::Report& report);
 

@@ -5,7 +5,8 @@
 //
 // Contract:
 //  - Pure functions of the Report and their options: no I/O, deterministic
-//    (the same Report gives the same bytes).
+//    (the same Report gives the same bytes). The Write* forms pass the same
+//    bytes to a TextSink in pieces instead of returning them whole.
 //  - Each needs only what the text report needs, plus, for Perfetto, the
 //    step/stage timeline (analysis::Options::timeline), which grows with the
 //    step table, and for pprof the sites' (step, stage) slices
@@ -27,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/analysis/analysis.h"
+#include "src/report/report.h"
 
 namespace memstep::report {
 
@@ -76,6 +78,9 @@ std::string CsvField(const std::string& field);
 // missing, the rest is there). Timestamps are microseconds of wall clock
 // since the earliest process's start, so the processes of a run line up.
 std::string FormatPerfetto(const analysis::Report& report);
+// FormatPerfetto's bytes streamed to `sink` in pieces (WriteJson in
+// report.h); false when the sink failed.
+bool WritePerfetto(const analysis::Report& report, const TextSink& sink);
 
 // pprof's profile.proto (github.com/google/pprof, proto/profile.proto),
 // gzip-wrapped, as `pprof` and speedscope read it. Sample types

@@ -1,4 +1,4 @@
-// JSON report, schema "memstep.report/2" (fields listed in docs/report-schema.md).
+// JSON report, schema "memstep.report/3" (fields listed in docs/report-schema.md).
 
 #include <cmath>
 #include <map>
@@ -435,6 +435,27 @@ void WriteCi(JsonWriter& w, const char* key, double value, double low, double hi
   w.EndArray();
 }
 
+// A per-step series by its change points, as analysis::StepSeries keeps it:
+// {"rows": N, "changes": [[row, value], ...]}, rows increasing; each value
+// holds from its row to the next change, the rows before the first are 0.
+// Its size follows the changes, not the steps: a site constant over 10,000
+// steps is {"rows":10000,"changes":[[0,V]]}.
+void WriteSeries(JsonWriter& w, const char* key, const analysis::StepSeries& series) {
+  w.Key(key);
+  w.BeginObject();
+  w.Field("rows", static_cast<uint64_t>(series.size()));
+  w.Key("changes");
+  w.BeginArray();
+  for (const analysis::StepSeries::Change& c : series.changes()) {
+    w.BeginArray();
+    w.Uint(c.row);
+    w.Double(c.value);
+    w.EndArray();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   w.BeginObject();
   w.Field("id", s.id);
@@ -462,10 +483,7 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   WriteGrowth(w, s.growth);
   OptionalDouble(w, "steps_to_limit", s.steps_to_limit);
   OptionalDouble(w, "seconds_to_limit", s.seconds_to_limit);
-  w.Key("live_bytes_by_step");
-  w.BeginArray();
-  for (double v : s.live_bytes_by_step) w.Double(v);
-  w.EndArray();
+  WriteSeries(w, "live_bytes_by_step", s.live_bytes_by_step);
   w.Key("churn");
   WriteChurn(w, s);
   WriteFrames(w, s.frames, max_frames);
@@ -657,8 +675,10 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-std::string FormatJson(const Report& report, const ReportOptions& options) {
-  JsonWriter w;
+namespace {
+
+// The report document, then its newline.
+void WriteReport(JsonWriter& w, const Report& report, const ReportOptions& options) {
   w.BeginObject();
   w.Field("schema", kJsonSchema);
   w.Field("path", report.path);
@@ -708,9 +728,21 @@ std::string FormatJson(const Report& report, const ReportOptions& options) {
   w.EndArray();
   w.Field("warnings", report.warnings);
   w.EndObject();
-  std::string out = w.Take();
-  out += '\n';
-  return out;
+  w.EndLine();
+}
+
+}  // namespace
+
+std::string FormatJson(const Report& report, const ReportOptions& options) {
+  JsonWriter w;
+  WriteReport(w, report, options);
+  return w.Take();
+}
+
+bool WriteJson(const Report& report, const ReportOptions& options, const TextSink& sink) {
+  JsonWriter w(sink);
+  WriteReport(w, report, options);
+  return w.Finish();
 }
 
 }  // namespace memstep::report

@@ -11,14 +11,25 @@
 //    '<', '>', '&', U+2028 and U+2029 are \u escapes, so no string can close
 //    the element or start a comment in it; reals with 6 significant digits.
 // Fixed writes a real with a set number of decimals in either style (the
-// Perfetto export's microsecond timestamps), and NewLine puts the next
-// element on a line of its own; otherwise the text has no whitespace.
+// Perfetto export's microsecond timestamps), NewLine puts the next element on
+// a line of its own and EndLine ends the text with a newline; otherwise the
+// text has no whitespace.
+//
+// Output: kept whole for Take (the HTML page embeds its data, tests compare
+// strings), or streamed: given a TextSink, the writer holds at most
+// kFlushBytes plus one value and passes the text on whenever that fills, and
+// the rest at Finish. Both give the same bytes. After the sink fails once the
+// writer drops the text and Finish returns false: a document too large for
+// memory is never built to report a write error.
 
 #ifndef MEMSTEP_SRC_REPORT_JSON_WRITER_H_
 #define MEMSTEP_SRC_REPORT_JSON_WRITER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +46,16 @@ class JsonWriter {
  public:
   enum class Style { kPlain, kHtmlScript };
 
+  // Bytes gathered before a streaming writer passes them to its sink.
+  static constexpr size_t kFlushBytes = 64 * 1024;
+
+  // Keeps the whole text, for Take.
   explicit JsonWriter(Style style = Style::kPlain) : style_(style) {}
+  // Streams the text to `sink`; end with Finish.
+  explicit JsonWriter(TextSink sink, Style style = Style::kPlain)
+      : style_(style), sink_(std::move(sink)) {
+    out_.reserve(kFlushBytes + 256);
+  }
 
   void BeginObject() { Value("{"), first_ = true; }
   void EndObject() { Close('}'); }
@@ -64,7 +84,18 @@ class JsonWriter {
     Key(k);
     Put(v);
   }
+  // A newline after the document (outside any value).
+  void EndLine() {
+    out_ += '\n';
+    MaybeFlush();
+  }
+  // The whole text (the writer without a sink).
   std::string Take() { return std::move(out_); }
+  // Passes what is left to the sink; false when any write failed.
+  bool Finish() {
+    Flush();
+    return !failed_;
+  }
 
  private:
   std::string Quote(const std::string& s) const {
@@ -96,11 +127,21 @@ class JsonWriter {
     }
     BreakLine();
     out_ += v;
+    MaybeFlush();
   }
   void Close(char bracket) {
     BreakLine();
     out_ += bracket;
     first_ = false;
+    MaybeFlush();
+  }
+  void MaybeFlush() {
+    if (sink_ && out_.size() >= kFlushBytes) Flush();
+  }
+  void Flush() {
+    if (!sink_) return;
+    if (!failed_ && !out_.empty()) failed_ = !sink_(out_);
+    out_.clear();
   }
   void BreakLine() {
     if (newline_) out_ += '\n';
@@ -108,6 +149,8 @@ class JsonWriter {
   }
 
   Style style_;
+  TextSink sink_;        // empty: keep the whole text
+  bool failed_ = false;  // the sink failed: drop the text
   std::string out_;
   bool first_ = true;
   bool after_key_ = false;

@@ -53,7 +53,9 @@ class CommonClock {
 // its "ph" (and "s", the scope, for instants); Micros writes a time field.
 class EventWriter {
  public:
+  // Keeps the text for Take, or streams it to `sink`.
   explicit EventWriter(CommonClock& clock) : clock_(clock) {}
+  EventWriter(CommonClock& clock, TextSink sink) : clock_(clock), w_(std::move(sink)) {}
 
   JsonWriter& Begin(const char* ph) {
     w_.NewLine();
@@ -88,12 +90,15 @@ class EventWriter {
     w_.BeginArray();
     return w_;
   }
-  std::string Finish() {
+  // Closes the document; Take then returns it, or Finish flushes it.
+  void Close() {
     w_.NewLine();
     w_.EndArray();
     w_.EndObject();
-    return w_.Take() + "\n";
+    w_.EndLine();
   }
+  std::string Take() { return w_.Take(); }
+  bool Finish() { return w_.Finish(); }
 
  private:
   CommonClock& clock_;
@@ -251,16 +256,29 @@ void AddInstants(const analysis::Report& report, EventWriter& e) {
   }
 }
 
-}  // namespace
-
-std::string FormatPerfetto(const analysis::Report& report) {
-  CommonClock clock(report);
-  EventWriter e(clock);
+// The whole document.
+void WriteEvents(const analysis::Report& report, EventWriter& e) {
   e.Open(report.path);
   AddProcessNames(report, e);
   const auto step_end = AddSlices(report, e);
   AddCounters(report, step_end, e);
   AddInstants(report, e);
+  e.Close();
+}
+
+}  // namespace
+
+std::string FormatPerfetto(const analysis::Report& report) {
+  CommonClock clock(report);
+  EventWriter e(clock);
+  WriteEvents(report, e);
+  return e.Take();
+}
+
+bool WritePerfetto(const analysis::Report& report, const TextSink& sink) {
+  CommonClock clock(report);
+  EventWriter e(clock, sink);
+  WriteEvents(report, e);
   return e.Finish();
 }
 

@@ -8,20 +8,26 @@
 //    FormatText below); JSON always holds every row and every site. Device
 //    sections (text_device.cc) appear only when the trace has device records,
 //    so a host-only report is the same as before them.
-//  - JSON: schema "memstep.report/2" (docs/report-schema.md); strings
-//    escaped per RFC 8259; non-finite numbers written as null.
+//  - JSON: schema "memstep.report/3" (docs/report-schema.md); strings
+//    escaped per RFC 8259; non-finite numbers written as null. WriteJson
+//    streams the same bytes to a TextSink in pieces of about 64 KiB, so the
+//    document is never whole in memory (issue 11 "Scale"); a site's series
+//    are written by their change points, so the size grows with what the
+//    sites did, not with steps x sites.
 
 #ifndef MEMSTEP_SRC_REPORT_REPORT_H_
 #define MEMSTEP_SRC_REPORT_REPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "src/analysis/analysis.h"
 
 namespace memstep::report {
 
-inline constexpr char kJsonSchema[] = "memstep.report/2";
+inline constexpr char kJsonSchema[] = "memstep.report/3";
 
 struct ReportOptions {
   int top = 10;    // call sites per table (text); JSON: 0 = all sites
@@ -44,6 +50,14 @@ std::string FormatText(const analysis::Report& report, const ReportOptions& opti
 // JSON options: `top` and `frames` apply when > 0 (the CLI passes them only
 // when the user gave --top / --frames).
 std::string FormatJson(const analysis::Report& report, const ReportOptions& options = {0, 0});
+
+// Receives an output's text in order, in pieces; returns false when it could
+// not write one (the writer then passes nothing more on).
+using TextSink = std::function<bool(std::string_view)>;
+
+// FormatJson's bytes, passed to `sink` as they are made, in pieces of about
+// 64 KiB; false when the sink failed.
+bool WriteJson(const analysis::Report& report, const ReportOptions& options, const TextSink& sink);
 
 // Escapes `s` as the contents of a JSON string (without the quotes).
 std::string JsonEscape(const std::string& s);

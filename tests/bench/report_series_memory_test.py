@@ -12,6 +12,14 @@ the dense table alone is about 650 MB, and the report that kept it peaked at
 912 MB (text) on it. The series are now stored by their change points
 (src/analysis/step_series.h), so the peak RSS must stay under half of the
 dense table: a dense table anywhere breaks the bound.
+
+The JSON report writes them the same way (schema memstep.report/3:
+{"rows": N, "changes": [[row, value], ...]}) and streams to its output:
+written densely the series alone took at least two bytes per step per site
+("0,"), and the whole document was built in memory before it was written.
+Its series must take at most 48 bytes per change and per site (a change is
+"[row,value]": at most 10 + 24 characters and a comma), its peak RSS stay
+under the same bound, and the series must read back to one value per step.
 """
 import json
 import os
@@ -47,19 +55,38 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, rss = peak_rss("report", "--no-symbolize", "--format", "text", "-o",
                        os.path.join(tmp, "r.txt"), trace)
     check(rc == 0, "text report exits 0")
-    out = subprocess.run([MEMSTEP, "report", "--no-symbolize", "--format", "json", trace],
-                         check=True, capture_output=True).stdout
+    json_path = os.path.join(tmp, "r.json")
+    rc, json_rss = peak_rss("report", "--no-symbolize", "--format", "json", "-o", json_path, trace)
+    check(rc == 0, "JSON report exits 0")
+    with open(json_path, "rb") as f:
+        out = f.read()
     doc = json.loads(out)
     steps = len(doc["steps"])
     replayed = sum(1 for s in doc["sites"] if s["kind"] in ("host", "mmap"))
     dense = 48 * steps * replayed
+    changes = sum(len(s["live_bytes_by_step"]["changes"]) for s in doc["sites"])
     print(f"steps={steps} host+mmap sites={replayed} dense table={dense / 2**20:.0f} MiB "
-          f"peak RSS={rss / 2**20:.0f} MiB")
+          f"peak RSS={rss / 2**20:.0f} MiB (JSON: {json_rss / 2**20:.0f} MiB, "
+          f"{len(out) / 2**20:.1f} MiB written, {changes} series changes)")
     check(steps >= 900 and replayed >= 10000, "the trace has many steps and sites")
     check(rss < dense / 2, "peak RSS under half of a dense steps x sites table")
-    # The series read back densely in JSON: one value per step for every site.
-    check(all(len(s["live_bytes_by_step"]) == steps for s in doc["sites"]),
-          "every site's live_bytes_by_step has one value per step")
+    check(json_rss < dense / 2, "JSON report's peak RSS under half of the dense table")
+    series = sum(len(json.dumps(s["live_bytes_by_step"], separators=(",", ":")))
+                 for s in doc["sites"])
+    print(f"series in JSON: {series / 2**20:.1f} MiB for {changes} changes; one number per step "
+          f"per site would be {steps * len(doc['sites'])} numbers")
+    check(changes < steps * len(doc["sites"]) / 10, "under one change in 10 steps per site")
+    check(series < 48 * (changes + len(doc["sites"])),
+          "the JSON series take at most 48 bytes per change and per site")
+    # Each series reads back to one value per step.
+    check(all(s["live_bytes_by_step"]["rows"] == steps for s in doc["sites"]),
+          "every site's live_bytes_by_step has one row per step")
+    ok = True
+    for s in doc["sites"]:
+        ch = s["live_bytes_by_step"]["changes"]
+        ok = ok and all(0 <= r < steps for r, _ in ch) and all(
+            a[0] < b[0] for a, b in zip(ch, ch[1:]))
+    check(ok, "change rows increase within the steps")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -118,6 +118,19 @@ def report_json(run_dir):
     return json.loads(r.stdout)
 
 
+def dense_series(series):
+    """A per-step series of the JSON report (schema memstep.report/3), e.g. a
+    site's live_bytes_by_step {"rows": N, "changes": [[row, value], ...]}, as
+    one value per row: each value holds from its row to the next change, the
+    rows before the first change are 0."""
+    out = [0.0] * series["rows"]
+    changes = series["changes"]
+    for i, (row, value) in enumerate(changes):
+        end = changes[i + 1][0] if i + 1 < len(changes) else series["rows"]
+        out[row:end] = [value] * (end - row)
+    return out
+
+
 def slope(values):
     """Least-squares slope of values against their index."""
     n = len(values)

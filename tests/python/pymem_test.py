@@ -155,7 +155,7 @@ class PymemTest(unittest.TestCase):
                 if s["kind"] != "host":
                     continue
                 allocators[s["allocator"]] = allocators.get(s["allocator"], 0) + s["samples"]
-                for i, v in enumerate(s["live_bytes_by_step"][:STEPS]):
+                for i, v in enumerate(common.dense_series(s["live_bytes_by_step"])[:STEPS]):
                     per_line[py[0]["line"]][i] += v
         for line, series in per_line.items():
             self.assertGreater(series[-1], 0, "no live site at %s:%d" % (self.script, line))

@@ -389,7 +389,7 @@ def leak_sites(report):
 
 
 def has_classes(report):
-    """The growth classifier's output is there (schema memstep.report/2)."""
+    """The growth classifier's output is there (schema memstep.report/3)."""
     return "live_growth" in report["processes"][0]
 
 

@@ -106,8 +106,61 @@ TEST(CliTest, ReportTextJsonAndTruncation) {
   EXPECT_THAT(r.err, HasSubstr("p.trace: truncated at offset"));
   r = Memstep({"report", dir.File("p.trace"), "--format=json", "--no-symbolize", "--top", "1"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_THAT(r.out, HasSubstr("\"schema\":\"memstep.report/2\""));
+  EXPECT_THAT(r.out, HasSubstr("\"schema\":\"memstep.report/3\""));
   EXPECT_THAT(r.out, HasSubstr("\"truncated\":true"));
+}
+
+// The JSON outputs stream to stdout or -o FILE (never whole in memory): the
+// same bytes either way, and a write that fails mid-document exits 1 with
+// "cannot write", whatever the gates say; a failed gate with a good output
+// still exits 3.
+TEST(CliTest, JsonOutputsStreamAndReportWriteFailures) {
+  testing::TempDir dir;
+  reader::TraceBuilder b;
+  b.String(1, "/opt/app/train");
+  b.Mapping(1, 0, 0x1000, 0x90000, 0, 1, "");
+  for (uint64_t i = 1; i <= 600; ++i) {  // 600 sites: several 64 KiB pieces of JSON
+    b.Stack(i, {0x1000 + 16 * i, 0x2000 + 16 * i});
+    b.Alloc(i, i, 0x100000 * i, 4096 + i);
+  }
+  ASSERT_TRUE(testing::WriteFile(dir.File("s.trace"), b.Finish()));
+  const std::string trace = dir.File("s.trace");
+  for (const std::vector<std::string>& format : {std::vector<std::string>{"--format", "json"},
+                                                 {"--format", "perfetto"},
+                                                 {"--view", "churn", "--format", "json"}}) {
+    SCOPED_TRACE(format.back() + " " + format.front());
+    std::vector<std::string> args = {"report", trace, "--no-symbolize"};
+    args.insert(args.end(), format.begin(), format.end());
+    Result out = Memstep(args);
+    ASSERT_EQ(out.exit_code, 0) << out.err;
+    std::vector<std::string> to_file = args;
+    to_file.insert(to_file.end(), {"-o", dir.File("r.json")});
+    Result file = Memstep(to_file);
+    EXPECT_EQ(file.exit_code, 0) << file.err;
+    EXPECT_EQ(file.out, "");
+    EXPECT_EQ(Slurp(dir.File("r.json")), out.out);
+    std::vector<std::string> full = args;
+    full.insert(full.end(), {"-o", "/dev/full", "--fail-on", "leaks >= 0"});
+    Result r = Memstep(full);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err,
+                HasSubstr("memstep: error: cannot write /dev/full: No space left on device"));
+    std::vector<std::string> nowhere = args;
+    nowhere.insert(nowhere.end(), {"-o", dir.File("no/such/dir/r.json")});
+    r = Memstep(nowhere);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err,
+                HasSubstr("memstep: error: cannot create " + dir.File("no/such/dir/r.json")));
+  }
+  Result json = Memstep({"report", trace, "--no-symbolize", "--format", "json"});
+  EXPECT_GT(json.out.size(), size_t{4 * 64 * 1024});
+  Result gate = Memstep({"report", trace, "--no-symbolize", "--format", "json", "-o",
+                         dir.File("g.json"), "--fail-on", "leaks >= 0"});
+  EXPECT_EQ(gate.exit_code, 3);
+  EXPECT_THAT(gate.err, HasSubstr("memstep: gate failed: leaks >= 0"));
+  const std::string gated = Slurp(dir.File("g.json"));
+  EXPECT_THAT(gated, HasSubstr("\"passed\":false"));
+  EXPECT_EQ(gated.back(), '\n');
 }
 
 class CliRunTest : public ::testing::Test {

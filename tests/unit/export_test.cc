@@ -6,12 +6,15 @@
 // trace JSON with Python's gzip and json modules.
 
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/analysis/slices.h"
+#include "src/report/churn_report.h"
 #include "src/report/formats.h"
 #include "src/report/pprof_encoding.h"
 #include "tests/unit/export_trace.h"
@@ -75,8 +78,40 @@ TEST(ExportGoldenTest, Folded) {
 
 TEST(ExportGoldenTest, Csv) { ExpectGolden("export.csv", FormatCsv(Analyzed(false))); }
 
+// What a streaming Write* form passes to its sink, joined; the pieces'
+// count in `pieces`.
+std::string Joined(const std::function<bool(const TextSink&)>& write, size_t* pieces) {
+  std::string out;
+  *pieces = 0;
+  EXPECT_TRUE(write([&](std::string_view piece) {
+    ++*pieces;
+    out.append(piece);
+    return true;
+  }));
+  return out;
+}
+
 TEST(ExportGoldenTest, Perfetto) {
-  ExpectGolden("export.perfetto.json", FormatPerfetto(Analyzed(true)));
+  const analysis::Report r = Analyzed(true);
+  ExpectGolden("export.perfetto.json", FormatPerfetto(r));
+  // Streamed (memstep report --format perfetto): the same bytes.
+  size_t pieces = 0;
+  EXPECT_EQ(Joined([&](const TextSink& sink) { return WritePerfetto(r, sink); }, &pieces),
+            FormatPerfetto(r));
+  EXPECT_GE(pieces, 1u);
+}
+
+// The JSON documents streamed (memstep report --format json, --view churn):
+// the bytes of their string forms.
+TEST(ExportStreamTest, JsonAndChurnStreamTheSameBytes) {
+  const analysis::Report r = Analyzed(false);
+  size_t pieces = 0;
+  for (const ReportOptions& o : {ReportOptions{0, 0}, ReportOptions{1, 2}}) {
+    EXPECT_EQ(Joined([&](const TextSink& sink) { return WriteJson(r, o, sink); }, &pieces),
+              FormatJson(r, o));
+    EXPECT_EQ(Joined([&](const TextSink& sink) { return WriteChurnJson(r, o, sink); }, &pieces),
+              FormatChurnJson(r, o));
+  }
 }
 
 TEST(FoldedTest, ViewsAndErrors) {

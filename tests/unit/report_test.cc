@@ -3,13 +3,16 @@
 #include <elf.h>
 #include <link.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/report/json_writer.h"
 #include "tests/unit/test_util.h"
 #include "tests/unit/trace_builder.h"
 
@@ -198,10 +201,10 @@ TEST(TextReportTest, FramesAndTopLimits) {
 
 TEST(JsonReportTest, Fields) {
   std::string json = FormatJson(SmallReport(2));
-  EXPECT_THAT(json, HasSubstr("\"schema\":\"memstep.report/2\""));
+  EXPECT_THAT(json, HasSubstr("\"schema\":\"memstep.report/3\""));
   EXPECT_THAT(json, HasSubstr("\"cmdline\":\"python \\\"train\\\".py\""));
   EXPECT_THAT(json, HasSubstr("\"stage_peaks\":{\"forward\":3145728}"));
-  EXPECT_THAT(json, HasSubstr("\"live_bytes_by_step\":[1.5,1.5]"));
+  EXPECT_THAT(json, HasSubstr("\"live_bytes_by_step\":{\"rows\":2,\"changes\":[[0,1.5]]}"));
   EXPECT_THAT(json, HasSubstr("{\"function\":\"planted_leaky_function(int)\",\"file\":"
                               "\"/src/leak.cc\",\"line\":42,\"module\":\"/opt/app/train\""));
   EXPECT_THAT(json, HasSubstr("\"kind\":\"host\""));
@@ -227,6 +230,82 @@ TEST(JsonReportTest, Fields) {
     }
   }
   EXPECT_EQ(depth, 0);
+}
+
+// A report of `sites` sites over `steps` steps, each site's series changing
+// every `period` steps: large enough to stream in many pieces.
+Report LargeReport(size_t sites, size_t steps, size_t period) {
+  Report r = SmallReport(steps);
+  const Site site = r.sites[0];
+  r.sites.clear();
+  for (size_t i = 0; i < sites; ++i) {
+    Site s = site;
+    s.id = i;
+    s.stack_id = 1000 + i;
+    s.live_bytes_by_step = analysis::StepSeries(steps);
+    for (size_t k = 0; k < steps; k += period) {
+      s.live_bytes_by_step.Set(k, static_cast<double>((i + 1) * (k + 1)) + 0.25);
+    }
+    r.sites.push_back(s);
+  }
+  return r;
+}
+
+// The streamed document is FormatJson's, byte for byte, in pieces of at
+// most kFlushBytes plus one value.
+TEST(JsonReportTest, StreamedEqualsString) {
+  const Report r = LargeReport(300, 400, 7);
+  const std::string whole = FormatJson(r);
+  ASSERT_GT(whole.size(), 4 * internal::JsonWriter::kFlushBytes);
+  std::string streamed;
+  size_t pieces = 0, largest = 0;
+  ASSERT_TRUE(WriteJson(r, {0, 0}, [&](std::string_view piece) {
+    ++pieces;
+    largest = std::max(largest, piece.size());
+    streamed.append(piece);
+    return true;
+  }));
+  EXPECT_EQ(streamed, whole);
+  EXPECT_GE(pieces, 4u);
+  EXPECT_LE(largest, internal::JsonWriter::kFlushBytes + 1024);
+  // --top / --frames apply the same way.
+  ReportOptions o{2, 1};
+  streamed.clear();
+  ASSERT_TRUE(WriteJson(r, o, [&](std::string_view piece) {
+    streamed.append(piece);
+    return true;
+  }));
+  EXPECT_EQ(streamed, FormatJson(r, o));
+}
+
+// A sink that fails is not called again, and the writer says so.
+TEST(JsonReportTest, StreamStopsAtAFailedWrite) {
+  const Report r = LargeReport(300, 400, 7);
+  size_t calls = 0;
+  EXPECT_FALSE(WriteJson(r, {0, 0}, [&](std::string_view) { return ++calls < 2; }));
+  EXPECT_EQ(calls, 2u);
+  // Failing at the last piece (the one Finish passes on) is reported too.
+  EXPECT_FALSE(WriteJson(SmallReport(2), {0, 0}, [](std::string_view) { return false; }));
+}
+
+// A site's series is written by its change points: its size follows what
+// the site did, not the number of steps.
+TEST(JsonReportTest, SeriesSizeFollowsChangesNotSteps) {
+  Report r = SmallReport(10000);
+  r.steps.clear();  // only the site's series counts here
+  const std::string constant = FormatJson(r);
+  EXPECT_THAT(constant, HasSubstr("\"live_bytes_by_step\":{\"rows\":10000,\"changes\":[[0,1.5]]}"));
+  r.sites[0].live_bytes_by_step.Set(5000, 2.5);  // one row
+  r.sites[0].live_bytes_by_step.Set(9999, 0);
+  EXPECT_THAT(FormatJson(r), HasSubstr("\"live_bytes_by_step\":{\"rows\":10000,\"changes\":"
+                                       "[[0,1.5],[5000,2.5],[5001,1.5],[9999,0]]}"));
+  // The same site over 10 steps: the same document but for the row count.
+  Report small = SmallReport(10);
+  small.steps.clear();
+  EXPECT_EQ(constant.size(), FormatJson(small).size() + 3);  // "10000" vs "10"
+  // A site that never held memory: no change at all.
+  r.sites[0].live_bytes_by_step = analysis::StepSeries(10000);
+  EXPECT_THAT(FormatJson(r), HasSubstr("\"live_bytes_by_step\":{\"rows\":10000,\"changes\":[]}"));
 }
 
 // --- End to end from a trace: analysis + text report. ---------------------

@@ -11,11 +11,13 @@
 #define MEMSTEP_TOOLS_MEMSTEP_CLI_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "src/analysis/analysis.h"
+#include "src/report/report.h"
 
 namespace memstep::cli {
 
@@ -46,9 +48,16 @@ bool IsAnalysisOption(const std::string& name);
 absl::Status ApplyAnalysisOption(const std::string& name, const std::string& value,
                                  analysis::Options* options);
 
-// Writes `data` to `path` ("" = stdout); false with a message on stderr on
-// failure.
-bool WriteOutput(const std::string& path, const std::string& data);
+// Writes to `path` ("" = stdout) what `produce` passes to its sink, piece by
+// piece as it comes (the JSON documents: never whole in memory; a whole
+// string: one piece). The file is created (truncated) before `produce` runs
+// and written in place: false with "cannot create PATH: ..." when it cannot be
+// opened (`produce` does not run), "cannot write PATH: ..." (stdout: "cannot
+// write the report to stdout") when a write or the close fails; after a
+// failed write the sink returns false and drops the rest. A file cut short by
+// a failure is left as it is, but never reported as written.
+bool StreamOutput(const std::string& path,
+                  const std::function<void(const report::TextSink&)>& produce);
 
 // Install layout, relative to the directory of the memstep executable:
 // libmemstep.so's directory ("../lib") and the Python helper's

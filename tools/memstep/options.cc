@@ -138,7 +138,14 @@ report::ReportOptions ResolveReportOptions(bool json, int top, int frames) {
 
 int FinishReport(const std::string& output, const std::string& data, bool gate_failed,
                  const std::vector<analysis::GateResult>& gates) {
-  if (!WriteOutput(output, data)) return kExitError;
+  return FinishReport(
+      output, [&data](const report::TextSink& sink) { sink(data); }, gate_failed, gates);
+}
+
+int FinishReport(const std::string& output,
+                 const std::function<void(const report::TextSink&)>& produce, bool gate_failed,
+                 const std::vector<analysis::GateResult>& gates) {
+  if (!StreamOutput(output, produce)) return kExitError;
   if (!gate_failed) return kExitOk;
   for (const analysis::GateResult& g : gates) {
     if (!g.passed) {

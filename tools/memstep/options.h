@@ -82,10 +82,15 @@ absl::Status ApplyOutputOption(const Arg& arg, absl::Span<const char* const> for
 // site and frame unless they are given (0 = all), text the defaults.
 report::ReportOptions ResolveReportOptions(bool json, int top, int frames);
 
-// Writes `data` (WriteOutput), names each failed gate on stderr and returns
-// the exit status: kExitError when the write failed, kExitGateFailed when a
-// gate failed, kExitOk otherwise.
+// Writes `data` to `output` ("" = stdout; StreamOutput), names each failed gate on stderr and
+// returns the exit status: kExitError when the write failed, kExitGateFailed when a gate failed,
+// kExitOk otherwise.
 int FinishReport(const std::string& output, const std::string& data, bool gate_failed,
+                 const std::vector<analysis::GateResult>& gates);
+// The same with the output streamed (StreamOutput): `produce` passes the
+// report to its sink piece by piece.
+int FinishReport(const std::string& output,
+                 const std::function<void(const report::TextSink&)>& produce, bool gate_failed,
                  const std::vector<analysis::GateResult>& gates);
 
 }  // namespace memstep::cli

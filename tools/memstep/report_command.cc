@@ -74,19 +74,36 @@ absl::Status ResolveView(ReportArgs* r) {
   return absl::OkStatus();
 }
 
-// The report in the chosen format and view.
+report::ReportOptions ReportOptionsOf(const ReportArgs& r) {
+  return ResolveReportOptions(r.out.format == "json", r.out.top, r.out.frames);
+}
+
+// Whether the chosen format is a JSON document, written to the output as it
+// is made (Stream) rather than built whole (Render): its size grows with the
+// steps and sites (issue 11 "Scale").
+bool Streams(const ReportArgs& r) { return r.out.format == "json" || r.out.format == "perfetto"; }
+
+// The report in a streamed format and view, to `sink`.
+void Stream(const analysis::Report& report, const ReportArgs& r, const report::TextSink& sink) {
+  if (r.out.format == "perfetto") {
+    report::WritePerfetto(report, sink);
+  } else if (r.churn) {
+    report::WriteChurnJson(report, ReportOptionsOf(r), sink);
+  } else {
+    report::WriteJson(report, ReportOptionsOf(r), sink);
+  }
+}
+
+// The report in any other format and view, whole.
 absl::StatusOr<std::string> Render(const analysis::Report& report, const ReportArgs& r) {
   const std::string& format = r.out.format;
-  const report::ReportOptions ro = ResolveReportOptions(format == "json", r.out.top, r.out.frames);
+  const report::ReportOptions ro = ReportOptionsOf(r);
   if (r.churn) {
     if (format == "csv") return report::FormatChurnCsv(report);
-    return format == "json" ? report::FormatChurnJson(report, ro)
-                            : report::FormatChurnText(report, ro);
+    return report::FormatChurnText(report, ro);
   }
-  if (format == "json") return report::FormatJson(report, ro);
   if (format == "folded") return report::FormatFolded(report, r.view);
   if (format == "csv") return report::FormatCsv(report);
-  if (format == "perfetto") return report::FormatPerfetto(report);
   if (format == "pprof") return report::FormatPprof(report);
   if (format == "html") return report::FormatHtml(report);
   return report::FormatText(report, ro);
@@ -115,6 +132,11 @@ int ReportMain(const std::vector<std::string>& args) {
   }
   for (const std::string& w : report->warnings) std::cerr << "memstep: warning: " << w << "\n";
   const bool gate_failed = analysis::EvaluateGates(r.out.gates, &*report);
+  if (Streams(r)) {
+    return FinishReport(
+        r.out.output, [&](const report::TextSink& sink) { Stream(*report, r, sink); }, gate_failed,
+        report->gates);
+  }
   absl::StatusOr<std::string> data = Render(*report, r);
   if (!data.ok()) {
     std::cerr << "memstep: error: " << data.status().message() << "\n";

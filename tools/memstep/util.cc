@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 #include <iterator>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -102,12 +103,16 @@ absl::Status ApplyAnalysisOption(const std::string& name, const std::string& val
   return absl::OkStatus();
 }
 
-// Writes `data` to `path` ("" = stdout); false with a message on failure.
-bool WriteOutput(const std::string& path, const std::string& data) {
+bool StreamOutput(const std::string& path,
+                  const std::function<void(const report::TextSink&)>& produce) {
   if (path.empty()) {
-    std::cout << data;
+    bool ok = true;
+    produce([&ok](std::string_view piece) {
+      if (ok) ok = static_cast<bool>(std::cout.write(piece.data(), piece.size()));
+      return ok;
+    });
     std::cout.flush();
-    if (!std::cout.good()) {
+    if (!ok || !std::cout.good()) {
       std::cerr << "memstep: error: cannot write the report to stdout\n";
       return false;
     }
@@ -118,11 +123,16 @@ bool WriteOutput(const std::string& path, const std::string& data) {
     std::cerr << "memstep: error: cannot create " << path << ": " << strerror(errno) << "\n";
     return false;
   }
-  const bool written = fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int err = errno;
-  if (fclose(f) != 0 || !written) {
-    std::cerr << "memstep: error: cannot write " << path << ": " << strerror(written ? errno : err)
-              << "\n";
+  int err = 0;  // errno of the first failed write
+  produce([f, &err](std::string_view piece) {
+    if (err == 0 && fwrite(piece.data(), 1, piece.size(), f) != piece.size()) {
+      err = errno != 0 ? errno : EIO;
+    }
+    return err == 0;
+  });
+  if (fclose(f) != 0 && err == 0) err = errno != 0 ? errno : EIO;
+  if (err != 0) {
+    std::cerr << "memstep: error: cannot write " << path << ": " << strerror(err) << "\n";
     return false;
   }
   return true;
@@ -238,7 +248,7 @@ std::string ReportUsage() {
          "options:\n"
          "  --format FORMAT      output format (default text):\n"
          "                         text      the report for people\n"
-         "                         json      everything, schema memstep.report/2\n"
+         "                         json      everything, schema memstep.report/3\n"
          "                         folded    folded stacks (flamegraph.pl, inferno, speedscope)\n"
          "                         csv       the per-step table, one row per step per process\n"
          "                         perfetto  Chrome trace-event JSON (ui.perfetto.dev):\n"
