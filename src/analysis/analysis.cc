@@ -427,6 +427,11 @@ struct HostPass {
   // what the sites did, not steps x sites): live at the step end, and of it
   // what was allocated before the step.
   std::vector<StepSeries> by_step, old_by_step;
+  // The same while pass 1 runs: recorded at each step end for the sites
+  // that changed in the step only (FinishStepSeries turns them into the
+  // above), and how many sites there were at the last step end.
+  StepEndSeries live_at_end, old_at_end;
+  size_t sites_at_end = 0;
   // Per site: its allocations live at the last step end by cohort (the row
   // they were allocated in), rows increasing; only cohorts with one.
   std::vector<std::vector<CohortCell>> cohorts;
@@ -511,16 +516,29 @@ std::vector<std::vector<CohortCell>> LiveCohorts(const HeapReplay& replay, size_
 }
 
 // Per-site live bytes at a step end, and (at the last one) the cohorts
-// still live.
+// still live. Visits only the sites that changed since the previous step
+// end (HeapReplay::changed_sites; set_cohort's resets included): the others
+// keep the values recorded before, so the work follows the changes, not
+// steps x sites (issue 11).
 void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
   const auto& sites = h.replay.sites();
-  h.by_step.resize(sites.size(), StepSeries(rows));
-  h.old_by_step.resize(sites.size(), StepSeries(rows));
-  for (size_t s = 0; s < sites.size(); ++s) {
-    h.by_step[s].Set(row, sites[s].live_bytes);
-    h.old_by_step[s].Set(row, sites[s].live_bytes - sites[s].young_bytes);
+  h.live_at_end.EndStep(row);
+  h.old_at_end.EndStep(row);
+  for (uint32_t s : h.replay.changed_sites()) {
+    h.live_at_end.Record(s, sites[s].live_bytes);
+    h.old_at_end.Record(s, sites[s].live_bytes - sites[s].young_bytes);
   }
+  h.replay.ClearChanged();
+  h.sites_at_end = sites.size();
   if (last) h.cohorts = LiveCohorts(h.replay, sites.size(), rows);
+}
+
+// After pass 1: the per-row series of the sites there were at the last step
+// end (none when no step ended), as setting every site's row at every step
+// end would have made them.
+void FinishStepSeries(HostPass& h, size_t rows) {
+  h.by_step = h.live_at_end.Finish(rows, h.sites_at_end);
+  h.old_by_step = h.old_at_end.Finish(rows, h.sites_at_end);
 }
 
 // The run's peak and each stage target's peak, found as pass 1 goes, with
@@ -640,6 +658,7 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
     }
   });
   peaks.Finish();
+  FinishStepSeries(h, rows);
   r.summary.est_live_bytes_end = replay.host_live_bytes();
   r.summary.est_peak_bytes = std::max(h.peak, 0.0);
   r.summary.est_peak_time_s = static_cast<double>(h.peak_ts) / 1e9;

@@ -17,6 +17,7 @@
 #include "src/analysis/replay.h"
 #include "src/analysis/select.h"
 #include "src/analysis/series_util.h"
+#include "src/analysis/step_series.h"
 #include "src/analysis/trend.h"
 #include "src/format/format.h"
 
@@ -137,8 +138,10 @@ class DevicePass {
   const IndexedPeak& pinned_peak() const { return pinned_peak_; }
   const std::map<std::pair<std::string, int32_t>, IndexedPeak>& best_stage() const { return best_; }
   const std::vector<Event>& fails() const { return fails_; }
-  // [site][row]: live bytes at each step end.
-  const std::vector<std::vector<double>>& site_by_step() const { return site_by_step_; }
+  // [site][row]: live bytes at each step end (after FinishSeries).
+  const std::vector<StepSeries>& site_by_step() const { return site_by_step_; }
+  // Once the pass is over: site_by_step() from what the step ends recorded.
+  void FinishSeries() { site_by_step_ = site_at_end_.Finish(rows_, sites_at_end_); }
   std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
 
  private:
@@ -432,12 +435,14 @@ class DevicePass {
     s.device_peak_bytes = std::max(track_.total, s.device_live_bytes_end);
     s.pinned_host_live_bytes_end = replay_.pinned();
     s.pinned_host_peak_bytes = std::max(track_.pinned, s.pinned_host_live_bytes_end);
+    // The sites' live bytes: only those that changed since the previous
+    // step end (the others keep theirs), so the work and the series' memory
+    // follow the changes, not steps x sites (issue 11).
     const auto& sites = replay_.sites();
-    site_by_step_.resize(sites.size());
-    for (size_t j = 0; j < sites.size(); ++j) {
-      site_by_step_[j].resize(rows_);
-      site_by_step_[j][row] = sites[j].live_bytes;
-    }
+    site_at_end_.EndStep(row);
+    for (uint32_t j : replay_.changed_sites()) site_at_end_.Record(j, sites[j].live_bytes);
+    replay_.ClearChanged();
+    sites_at_end_ = sites.size();
   }
 
   const Trace& t_;
@@ -493,8 +498,10 @@ class DevicePass {
     return it == t_.device_info.begin() ? nullptr : &*(it - 1);
   }
   std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
-  std::vector<Event> fails_;  // DEV_FAIL records
-  std::vector<std::vector<double>> site_by_step_;
+  std::vector<Event> fails_;   // DEV_FAIL records
+  StepEndSeries site_at_end_;  // while the pass runs
+  size_t sites_at_end_ = 0;    // sites at the last step end
+  std::vector<StepSeries> site_by_step_;
 };
 
 // The growth verdict of an exact per-step series.
@@ -836,8 +843,9 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
                     const DeviceSummary* dev, Site& s) {
   std::vector<double> live(c.rows, 0.0);
   if (j < c.pass.site_by_step().size()) {
-    const std::vector<double>& v = c.pass.site_by_step()[j];
-    for (size_t k = 0; k < v.size() && k < c.rows; ++k) live[k] = std::max(v[k], 0.0);
+    const StepSeries& v = c.pass.site_by_step()[j];
+    size_t k = 0;
+    for (auto it = v.begin(); it != v.end() && k < c.rows; ++it, ++k) live[k] = std::max(*it, 0.0);
   }
   s.live_bytes_by_step = StepSeries::FromDense(live);
   const size_t warmup = dev != nullptr ? dev->warmup_steps : c.host.warmup_steps;
@@ -976,6 +984,7 @@ void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
                             const std::map<size_t, std::vector<DeviceReplay::SiteAcc>>& captured) {
   const Trace& t = impl_->trace;
   DevicePass& pass = impl_->pass;
+  pass.FinishSeries();
   FillStepRows(t, pass, steps);
   FillDeviceSummaries(t, host, options, impl_->devices, pass, steps, summary);
   SiteContext c{t,

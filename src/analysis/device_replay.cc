@@ -52,7 +52,7 @@ void DeviceReplay::Remove(uint8_t kind, int32_t device, uint64_t size) {
 
 void DeviceReplay::Drop(const Live& l) {
   if (l.site != kNoSite) {
-    marks_.Touch(l.site, sites_);
+    Touch(l.site);
     SiteAcc& s = sites_[l.site];
     const double bytes = static_cast<double>(l.size) * l.weight;
     s.live_bytes -= bytes;
@@ -76,7 +76,7 @@ bool DeviceReplay::Apply(const reader::Event& e) {
       const double p = SampleProbability(e.size, e.interval);
       l.weight = 1 / p;
       max_interval_ = std::max(max_interval_, e.interval);
-      marks_.Touch(l.site, sites_);
+      Touch(l.site);
       SiteAcc& s = sites_[l.site];
       const double bytes = static_cast<double>(e.size) * l.weight;
       ++s.samples;

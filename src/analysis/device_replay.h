@@ -34,7 +34,7 @@
 // but in no total.
 //
 // Thread-compatible. Memory: one entry per live device allocation, one per
-// site and one per (kind, device).
+// site (with changed_sites()'s byte and list entry) and one per (kind, device).
 
 #ifndef MEMSTEP_SRC_ANALYSIS_DEVICE_REPLAY_H_
 #define MEMSTEP_SRC_ANALYSIS_DEVICE_REPLAY_H_
@@ -46,6 +46,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "src/analysis/site_marks.h"
+#include "src/analysis/step_series.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -100,6 +101,10 @@ class DeviceReplay {
   void set_in_step(bool in_step) { in_step_ = in_step; }
 
   const std::vector<SiteAcc>& sites() const { return sites_; }
+  // The sites whose accumulator may have changed since the last
+  // ClearChanged() (each once; HeapReplay::changed_sites).
+  const std::vector<uint32_t>& changed_sites() const { return changed_.list(); }
+  void ClearChanged() { changed_.Clear(); }
   // Marks (site_marks.h): SitesAt(m) is sites() as it was at the last
   // Mark(m) (the analysis keeps the sites at device peaks with them).
   size_t NewMark() { return marks_.New(); }
@@ -137,9 +142,15 @@ class DeviceReplay {
   uint32_t SiteIndex(const reader::Event& e);
   // Subtracts `size` from the totals of (kind, device), floored at 0.
   void Remove(uint8_t kind, int32_t device, uint64_t size);
+  // Before sites_[site] changes.
+  void Touch(uint32_t site) {
+    marks_.Touch(site, sites_);
+    changed_.Add(site);
+  }
 
   std::vector<SiteAcc> sites_;
   SiteMarks<SiteAcc> marks_;
+  ChangedSites changed_;  // since ClearChanged()
   absl::flat_hash_map<SiteKey, uint32_t> site_index_;
   absl::flat_hash_map<std::pair<uint8_t, uint64_t>, Live> allocations_;  // (kind, addr)
   std::map<std::pair<uint8_t, int32_t>, uint64_t> live_;

@@ -26,10 +26,12 @@ double SampleProbability(uint64_t size, uint64_t interval) {
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;
   cohort_ = c;
-  for (uint32_t i = 0; i < sites_.size(); ++i) {
+  // The sites not listed in young_ hold young_bytes +0.0 already.
+  for (uint32_t i : young_.list()) {
     Touch(i);
     sites_[i].young_bytes = 0;
   }
+  young_.Clear();
 }
 
 uint32_t HeapReplay::SiteIndex(Kind kind, uint64_t stack, uint64_t ts) {
@@ -53,7 +55,10 @@ void HeapReplay::RemoveLive(uint64_t addr) {
   s.live_count -= it->second.count;
   s.live_var -= ObjectVar(it->second.bytes, it->second.count);
   if (s.live_var < 0) s.live_var = 0;
-  if (it->second.cohort == cohort_) s.young_bytes -= it->second.bytes;
+  if (it->second.cohort == cohort_) {
+    s.young_bytes -= it->second.bytes;
+    young_.Add(it->second.site);
+  }
   host_live_ -= it->second.bytes;
   live_.erase(it);
 }
@@ -68,6 +73,7 @@ void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
   sites_[site].live_bytes += len;
   sites_[site].live_count += 1;
   sites_[site].young_bytes += len;
+  young_.Add(site);
   mmap_live_ += len;
 }
 
@@ -89,7 +95,10 @@ int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
     double cut = static_cast<double>(cut_end - cut_start);
     Touch(r.site);
     sites_[r.site].live_bytes -= cut;
-    if (r.cohort == cohort_) sites_[r.site].young_bytes -= cut;
+    if (r.cohort == cohort_) {
+      sites_[r.site].young_bytes -= cut;
+      young_.Add(r.site);
+    }
     mmap_live_ -= cut;
     uint32_t& pieces = object_pieces_[r.object];
     --pieces;
@@ -129,6 +138,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       s.live_count += count;
       s.live_var += ObjectVar(bytes, count);
       s.young_bytes += bytes;
+      young_.Add(site);
       if (in_step_) {
         s.step_alloc_bytes += bytes;
         s.step_alloc_count += count;

@@ -22,7 +22,7 @@
 // An ALLOC over an address still live replaces it (its FREE was not seen).
 //
 // Thread-compatible. Memory: one entry per sampled live allocation and per
-// live anonymous mapping range, plus one Accumulator per site.
+// live anonymous mapping range, plus one Accumulator and two ChangedSites entries per site.
 
 #ifndef MEMSTEP_SRC_ANALYSIS_REPLAY_H_
 #define MEMSTEP_SRC_ANALYSIS_REPLAY_H_
@@ -34,6 +34,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "src/analysis/site_marks.h"
+#include "src/analysis/step_series.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -83,7 +84,8 @@ class HeapReplay {
 
   // Allocations and mappings made from now on belong to cohort `c` (the
   // analysis uses the index of the step in progress). Changing the cohort
-  // makes every live byte "old": young_bytes restarts at 0.
+  // makes every live byte "old": young_bytes restarts at 0. O(sites whose
+  // young_bytes changed in the cohort ending), not O(sites).
   void set_cohort(uint32_t c);
   // While true, allocations also count in Accumulator::step_alloc_* (the
   // analysis sets it while a selected step is open).
@@ -100,6 +102,11 @@ class HeapReplay {
   }
 
   const std::vector<Accumulator>& sites() const { return sites_; }
+  // The sites whose accumulator may have changed since the last
+  // ClearChanged() (each once; a site not listed is as it was then): what
+  // the analysis reads at a step end instead of every site (issue 11).
+  const std::vector<uint32_t>& changed_sites() const { return changed_.list(); }
+  void ClearChanged() { changed_.Clear(); }
 
   // Marks (site_marks.h): SitesAt(m) is sites() as it was at the last
   // Mark(m), set_cohort's young_bytes included.
@@ -130,7 +137,11 @@ class HeapReplay {
     uint32_t cohort;
   };
 
-  void Touch(uint32_t site) { marks_.Touch(site, sites_); }
+  // Before sites_[site] changes.
+  void Touch(uint32_t site) {
+    marks_.Touch(site, sites_);
+    changed_.Add(site);
+  }
   uint32_t SiteIndex(Kind kind, uint64_t stack, uint64_t ts);
   void RemoveLive(uint64_t addr);
   void AddRange(uint64_t start, uint64_t end, uint32_t site);
@@ -149,6 +160,10 @@ class HeapReplay {
   double host_live_ = 0;
   double mmap_live_ = 0;
   SiteMarks<Accumulator> marks_;
+  ChangedSites changed_;  // since ClearChanged()
+  // Sites whose young_bytes changed since the cohort began: the others hold
+  // +0.0, as set_cohort left them (or as created).
+  ChangedSites young_;
 };
 
 }  // namespace memstep::analysis

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 namespace memstep::analysis {
@@ -151,6 +152,15 @@ class StepSeries {
     return s;
   }
 
+  // A series of `rows` rows from its change points: rows increasing and
+  // below `rows`, each value differing (bit for bit) from the one before
+  // (the first from 0). O(changes).
+  static StepSeries FromChanges(size_t rows, std::vector<Change> changes) {
+    StepSeries s(rows);
+    s.changes_ = std::move(changes);
+    return s;
+  }
+
   // Frees what the change points no longer use.
   void ShrinkToFit() { changes_.shrink_to_fit(); }
 
@@ -179,6 +189,139 @@ class StepSeries {
 
   size_t rows_ = 0;
   std::vector<Change> changes_;
+};
+
+// The sites changed since the last Clear(), each listed once, in the order of
+// their first change. A replay calls Add before it changes a site, so a pass
+// can visit at a step end only the sites that changed in the step (issue 11:
+// the work follows the changes, not steps x sites). Add O(1) amortized,
+// Clear O(listed). Memory: one byte per site plus the list.
+class ChangedSites {
+ public:
+  void Add(uint32_t site) {
+    if (site >= listed_.size()) listed_.resize(static_cast<size_t>(site) + 1, 0);
+    if (listed_[site] != 0) return;
+    listed_[site] = 1;
+    list_.push_back(site);
+  }
+  const std::vector<uint32_t>& list() const { return list_; }
+  void Clear() {
+    for (uint32_t s : list_) listed_[s] = 0;
+    list_.clear();
+  }
+
+ private:
+  std::vector<uint8_t> listed_;
+  std::vector<uint32_t> list_;
+};
+
+// Per-site series of a value read at step ends, recorded for the sites that
+// may have changed only. Finish gives what setting every site's row at every
+// step end would give (the dense way: StepSeries(rows) per site, then
+// Set(row, value) for every site at every step end): row r holds a site's
+// value at the last step end in row r, and 0 when no step end fell in row r
+// or the site did not exist yet. A site not recorded at a step end keeps the
+// value recorded before (0 before its first).
+//
+// Worked example (3 rows, step ends in rows 0, 1, 2; site 4 changed in
+// steps 0 and 2 only):
+//   EndStep(0); Record(4, 8)       site 4: (end 0, 8)
+//   EndStep(1)                     nothing recorded: site 4 still 8
+//   EndStep(2); Record(4, 0)       site 4: (end 0, 8) (end 2, 0)
+//   Finish(3, 5)[4]                rows 8, 8, 0: changes (0, 8) (2, 0)
+//
+// Cost: Record O(1) amortized. Finish: when the step ends came in row order,
+// one per row (the usual case), O(sites + changes); otherwise (rows revisited
+// or skipped) O(rows log changes) per site with a change, exact either way.
+// Memory: one change point per recorded change, plus one row per step end.
+class StepEndSeries {
+ public:
+  // A step end in row `row`: the Records that follow are its values.
+  void EndStep(size_t row) { row_of_end_.push_back(row); }
+  // Site `site`'s value at the current step end (after an EndStep).
+  void Record(uint32_t site, double value) {
+    if (site >= by_site_.size()) by_site_.resize(static_cast<size_t>(site) + 1);
+    std::vector<StepSeries::Change>& c = by_site_[site];
+    const double last = c.empty() ? 0.0 : c.back().value;
+    if (StepSeries::Same(value, last)) return;
+    const auto end = static_cast<uint32_t>(row_of_end_.size() - 1);
+    if (!c.empty() && c.back().row == end) {  // recorded twice at one step end
+      c.pop_back();
+      if (StepSeries::Same(value, c.empty() ? 0.0 : c.back().value)) return;
+    }
+    c.push_back({end, value});
+  }
+  size_t step_ends() const { return row_of_end_.size(); }
+
+  // The series of sites [0, sites), `rows` rows each; step ends in a row at
+  // or past `rows` are dropped. Leaves this empty.
+  std::vector<StepSeries> Finish(size_t rows, size_t sites) {
+    std::vector<StepSeries> out(sites, StepSeries(rows));
+    // last[r]: the last step end in row r (-1: none).
+    std::vector<int64_t> last(rows, -1);
+    for (size_t j = 0; j < row_of_end_.size(); ++j) {
+      if (row_of_end_[j] < rows) last[row_of_end_[j]] = static_cast<int64_t>(j);
+    }
+    bool in_order = true;
+    for (size_t r = 0; r < rows && in_order; ++r) {
+      in_order = last[r] >= 0 && (r == 0 || last[r] > last[r - 1]);
+    }
+    // In order: the change at step end j first shows in the first row whose
+    // last step end is j or later.
+    std::vector<uint32_t> first_row;
+    if (in_order) {
+      first_row.resize(row_of_end_.size());
+      size_t r = 0;
+      for (size_t j = 0; j < row_of_end_.size(); ++j) {
+        while (r < rows && last[r] < static_cast<int64_t>(j)) ++r;
+        first_row[j] = static_cast<uint32_t>(r);
+      }
+    }
+    for (size_t s = 0; s < sites && s < by_site_.size(); ++s) {
+      std::vector<StepSeries::Change> c = std::move(by_site_[s]);
+      if (c.empty()) continue;
+      out[s] = in_order ? InOrder(c, first_row, rows) : Revisited(c, last, rows);
+    }
+    by_site_.clear();
+    row_of_end_.clear();
+    return out;
+  }
+
+ private:
+  static StepSeries InOrder(const std::vector<StepSeries::Change>& c,
+                            const std::vector<uint32_t>& first_row, size_t rows) {
+    std::vector<StepSeries::Change> out;
+    auto before_back = [&out] { return out.size() >= 2 ? out[out.size() - 2].value : 0.0; };
+    for (const StepSeries::Change& ch : c) {
+      const uint32_t r = first_row[ch.row];
+      if (r >= rows) break;                       // first_row does not decrease
+      if (!out.empty() && out.back().row == r) {  // a later value of that row
+        out.back().value = ch.value;
+        if (StepSeries::Same(ch.value, before_back())) out.pop_back();
+      } else if (!StepSeries::Same(ch.value, out.empty() ? 0.0 : out.back().value)) {
+        out.push_back({r, ch.value});
+      }
+    }
+    out.shrink_to_fit();
+    return StepSeries::FromChanges(rows, std::move(out));
+  }
+  static StepSeries Revisited(const std::vector<StepSeries::Change>& c,
+                              const std::vector<int64_t>& last, size_t rows) {
+    std::vector<double> dense(rows, 0.0);
+    for (size_t r = 0; r < rows; ++r) {
+      if (last[r] < 0) continue;
+      auto it =
+          std::upper_bound(c.begin(), c.end(), static_cast<uint64_t>(last[r]),
+                           [](uint64_t j, const StepSeries::Change& ch) { return j < ch.row; });
+      if (it != c.begin()) dense[r] = std::prev(it)->value;
+    }
+    StepSeries s = StepSeries::FromDense(dense);
+    s.ShrinkToFit();
+    return s;
+  }
+
+  std::vector<size_t> row_of_end_;
+  std::vector<std::vector<StepSeries::Change>> by_site_;  // Change::row: the step end
 };
 
 // A site's allocations live at the end of the run that were made in one row
