@@ -369,7 +369,9 @@ TEST(HeapReplayTest, UnlistedSitesAreUnchanged) {
       std::vector<bool> listed(r.sites().size(), false);
       for (uint32_t s : r.changed_sites()) listed[s] = true;
       for (size_t s = 0; s < before.size(); ++s) {
-        if (!listed[s]) ASSERT_TRUE(same(r.sites()[s], before[s])) << "op " << op << " site " << s;
+        if (!listed[s]) {
+          ASSERT_TRUE(same(r.sites()[s], before[s])) << "op " << op << " site " << s;
+        }
       }
       for (size_t s = before.size(); s < r.sites().size(); ++s) ASSERT_TRUE(listed[s]);
       before = r.sites();
