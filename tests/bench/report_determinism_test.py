@@ -19,14 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/bench/checks.py
+
 MEMSTEP, GEN = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def report(path, fmt):
@@ -54,7 +49,4 @@ with tempfile.TemporaryDirectory() as tmp:
         for run in (2, 3):
             check(report(path, "text") == text, f"{stacks} stacks: text run {run} == run 1")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

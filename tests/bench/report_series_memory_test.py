@@ -27,14 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/bench/checks.py
+
 MEMSTEP, GEN = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def peak_rss(*args):
@@ -88,7 +83,4 @@ with tempfile.TemporaryDirectory() as tmp:
             a[0] < b[0] for a, b in zip(ch, ch[1:]))
     check(ok, "change rows increase within the steps")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

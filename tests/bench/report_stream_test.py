@@ -26,14 +26,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, finish  # tests/bench/checks.py
+
 MEMSTEP, GEN = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def gen(path, *args):
@@ -135,5 +130,4 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = report(timed)
     check(rc == 0 and err == "", "a pipe gets nothing on stderr (no bar, no warning)")
 
-print("FAILED: " + "; ".join(failures) if failures else "all passed")
-sys.exit(1 if failures else 0)
+finish()
