@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +25,71 @@ int g_held[kPreferredFloor];
 int g_nheld = 0;
 
 int Getpid() { return static_cast<int>(syscall(SYS_getpid)); }
+
+// Linux's numbers, the same on x86-64 and aarch64 (headers older than the
+// calls may lack the names).
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+__thread bool t_private_fds __attribute__((tls_model("initial-exec")));
+
+void WriteAllFd(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Closes every descriptor of the calling thread's table, where close_range
+// is missing (kernels before 5.9): by listing /proc/thread-self/fd, else
+// every number below the descriptor limit.
+void CloseEveryFdListed() {
+  struct LinuxDirent64 {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[1];
+  };
+  int dir = static_cast<int>(
+      syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir < 0) {
+    struct rlimit rl;
+    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    if (top == RLIM_INFINITY || top > (1u << 20)) top = 1u << 20;
+    for (rlim_t fd = 0; fd < top; ++fd) close(static_cast<int>(fd));
+    return;
+  }
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+      off += d->reclen;
+      int fd = 0;
+      const char* c = d->name;
+      if (*c < '0' || *c > '9') continue;
+      while (*c >= '0' && *c <= '9') fd = fd * 10 + (*c++ - '0');
+      if (fd != dir) close(fd);
+    }
+  }
+  close(dir);
+}
+
+// The queue of SayOnStderr (g_stderr_lock).
+SpinLock g_stderr_lock;
+char g_stderr_buf[4096];
 
 // Parses "<pid> (comm) S f4 f5 ...": the state (field 3), num_threads (20)
 // and rss in pages (24). comm may hold spaces and parentheses: the last ')'
@@ -64,6 +131,83 @@ bool ParseStat(const char* buf, size_t n, int pid, ProcStat* out) {
 
 }  // namespace
 
+std::atomic<uint32_t> g_stderr_queued{0};
+
+bool TakePrivateFdTable() {
+  ErrnoSaver errno_saver;
+  // close_range(CLOSE_RANGE_UNSHARE) over every number: the thread gets a new,
+  // empty table in one call, which container seccomp profiles allow (Docker's
+  // refuses unshare(2) without CAP_SYS_ADMIN). Kernels before 5.9: unshare.
+  constexpr unsigned kCloseRangeUnshare = 1u << 1;
+  if (syscall(SYS_close_range, 0u, ~0u, kCloseRangeUnshare) != 0) {
+    if (syscall(SYS_unshare, CLONE_FILES) != 0) return false;
+    CloseEveryFdListed();
+  }
+  t_private_fds = true;
+  return true;
+}
+
+bool HasPrivateFdTable() { return t_private_fds; }
+
+int OpenOwn(const char* path, int flags, unsigned mode) {
+  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC, mode));
+  if (fd < 0 || t_private_fds) return fd;
+  const int floor = FdFloor();
+  if (fd >= floor) return fd;
+  ErrnoSaver errno_saver;
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (high < 0) return fd;  // every number above is taken: keep the low one
+  close(fd);
+  return high;
+}
+
+int BorrowProgramFd(int fd, int lowest) {
+  if (!t_private_fds) return fcntl(fd, F_DUPFD_CLOEXEC, lowest);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, Getpid(), 0u));
+  if (pidfd < 0) return -1;
+  int got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0u));  // close-on-exec
+  ErrnoSaver errno_saver;
+  close(pidfd);
+  if (got < 0 || got >= lowest) return got;
+  int high = fcntl(got, F_DUPFD_CLOEXEC, lowest);
+  close(got);
+  return high;
+}
+
+void SayOnStderr(const char* p, size_t n) {
+  ErrnoSaver errno_saver;
+  if (!t_private_fds) {
+    WriteAllFd(2, p, n);
+    return;
+  }
+  int err = BorrowProgramFd(2, 0);
+  if (err >= 0) {
+    WriteAllFd(err, p, n);
+    close(err);
+    return;
+  }
+  SpinLockHolder lock(&g_stderr_lock);
+  uint32_t have = g_stderr_queued.load(std::memory_order_relaxed);
+  size_t room = sizeof(g_stderr_buf) - have;
+  if (n > room) n = room;
+  memcpy(g_stderr_buf + have, p, n);
+  g_stderr_queued.store(have + static_cast<uint32_t>(n), std::memory_order_relaxed);
+}
+
+void FlushQueuedStderr() {
+  if (!StderrQueued() || t_private_fds) return;
+  char copy[sizeof(g_stderr_buf)];
+  size_t n;
+  {
+    SpinLockHolder lock(&g_stderr_lock);
+    n = g_stderr_queued.load(std::memory_order_relaxed);
+    memcpy(copy, g_stderr_buf, n);
+    g_stderr_queued.store(0, std::memory_order_relaxed);
+  }
+  ErrnoSaver errno_saver;
+  WriteAllFd(2, copy, n);
+}
+
 int FdFloor() {
   int f = g_floor.load(std::memory_order_relaxed);
   if (f != 0) return f;
@@ -98,7 +242,7 @@ void ReleaseLowFds() {
 
 bool ReadProcStat(ProcStat* out) {
   ErrnoSaver errno_saver;
-  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC));
+  int fd = OpenOwn("/proc/self/stat", O_RDONLY);
   if (fd < 0) return false;
   char buf[1536];
   ssize_t r;

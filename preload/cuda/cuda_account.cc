@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "preload/core/addr_map.h"
+#include "preload/core/fds.h"
 #include "preload/cuda/cuda.h"
 #include "preload/cuda/cuda_internal.h"
 #include "preload/host/recorder.h"
@@ -239,7 +240,7 @@ void Notice(const char* message) {
     for (const char* p = "memstep: "; *p != '\0';) line[n++] = *p++;
     for (const char* p = message; *p != '\0' && n < sizeof(line) - 1;) line[n++] = *p++;
     line[n++] = '\n';
-    (void)!write(2, line, n);
+    SayOnStderr(line, n);
   }
   if (Recording() && !guard.was_set()) {
     EnsureThread(t);

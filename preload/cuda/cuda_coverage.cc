@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "preload/core/addr_map.h"
+#include "preload/core/fds.h"
 #include "preload/cuda/cuda_internal.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
@@ -473,7 +474,7 @@ void VmmExported(uint64_t handle, int fd) {
   if (fd < 0 || !VmmHandleSize(handle, &e.size, &e.device) || e.size == 0) return;
   char path[sizeof g_config.dir + 16];
   if (!ExportPath(path, sizeof path)) return;
-  const int f = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  const int f = OpenOwn(path, O_WRONLY | O_APPEND | O_CREAT, 0600);
   if (f < 0) return;
   if (write(f, &e, sizeof e) != static_cast<ssize_t>(sizeof e)) {
     // A short write leaves a partial entry, which readers skip by its size.
@@ -486,7 +487,7 @@ bool ExportLookup(int fd, uint64_t* size, int* device, bool* own) {
   if (fd < 0) return false;
   char path[sizeof g_config.dir + 16];
   if (!ExportPath(path, sizeof path)) return false;
-  const int f = open(path, O_RDONLY | O_CLOEXEC);
+  const int f = OpenOwn(path, O_RDONLY);
   if (f < 0) return false;
   const pid_t self = getpid();
   bool found = false;

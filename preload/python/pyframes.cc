@@ -48,6 +48,7 @@
 
 #include <atomic>
 
+#include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/python/pyframes_layout.h"
@@ -228,9 +229,11 @@ void Unsupported(const char* why) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   if (!g_config.quiet) {
-    (void)!write(2, "memstep: ", 9);
-    (void)!write(2, line, n);
-    (void)!write(2, "\n", 1);
+    char say[sizeof(line) + 16];
+    memcpy(say, "memstep: ", 9);
+    memcpy(say + 9, line, n);
+    say[9 + n] = '\n';
+    SayOnStderr(say, 10 + n);
   }
   if (Recording()) {
     EnsureThread(t);

@@ -48,6 +48,7 @@
 
 #include <atomic>
 
+#include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/python/pymem_layout.h"
@@ -429,7 +430,7 @@ size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n, bool* denie
 }
 
 void Say(const char* msg) {
-  if (!g_config.quiet) (void)!write(2, msg, strlen(msg));
+  if (!g_config.quiet) SayOnStderr(msg, strlen(msg));
 }
 
 void NoticeOnce(const char* text) {

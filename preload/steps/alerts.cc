@@ -10,6 +10,7 @@
 // pushes a kTagAlert record, queues MEMSTEP_ALERT_COMMAND for the writer
 // thread, and with MEMSTEP_ALERT_ABORT=1 flushes the trace and aborts.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "preload/core/fds.h"
 #include "preload/cuda/cuda.h"
 #include "preload/host/recorder.h"
 #include "preload/steps/config.h"
@@ -139,7 +141,7 @@ void Report(ThreadState& t, const Fired& f, uint32_t site) {
   int n = snprintf(line, sizeof(line), "memstep: ALERT %s%s%s: %s%s > %s%s at step %llu%s\n",
                    RuleName(f.rule), f.stage_rule >= 0 ? " " : "", stage, value, per, threshold,
                    per, static_cast<unsigned long long>(f.step), site_text);
-  if (n > 0) (void)!write(2, line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
+  if (n > 0) SayOnStderr(line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
   uint8_t buf[fmt::kMaxEncodedSize<fmt::AlertRecord>];
   fmt::AlertRecord rec;
   rec.ts = NowRel();
@@ -178,8 +180,27 @@ void Spawn(const Fired& f) {
   envp[n] = nullptr;
   char* argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"), g_features.alert_command,
                   nullptr};
+  // The command gets the program's standard descriptors (from the writer
+  // thread, which works in a table of its own, borrowed: core/fds.h), else
+  // /dev/null; nothing else of the program's.
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return;
+  int borrowed[3];
+  for (int fd = 0; fd < 3; ++fd) {
+    borrowed[fd] = BorrowProgramFd(fd, 3);
+    if (borrowed[fd] >= 0) {
+      posix_spawn_file_actions_adddup2(&actions, borrowed[fd], fd);
+    } else {
+      posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0);
+    }
+  }
   pid_t pid;
-  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp) != 0) return;
+  const int rc = posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  for (int fd : borrowed) {
+    if (fd >= 0) close(fd);
+  }
+  if (rc != 0) return;
   for (pid_t& c : g_children) {
     if (c == 0) {
       c = pid;
@@ -281,7 +302,7 @@ void AlertsStepEnd(ThreadState& t, uint64_t step, uint64_t live_end, uint64_t st
     WriterCycle(false);  // the alert record reaches the file first
     static const char kMsg[] =
         "memstep: aborting the process because of the alert above (MEMSTEP_ALERT_ABORT=1)\n";
-    (void)!write(2, kMsg, sizeof(kMsg) - 1);
+    SayOnStderr(kMsg, sizeof(kMsg) - 1);
     if (c.alert_command[0] != '\0') Spawn(fired[0]);  // best effort; not waited on
     abort();
   }

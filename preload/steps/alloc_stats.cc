@@ -61,6 +61,7 @@
 
 #include <atomic>
 
+#include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/steps/config.h"
@@ -143,7 +144,7 @@ SpinLock g_collect_lock;  // one collector (TryLock only)
 
 // Reads a small /proc file into buf (NUL-terminated); its length, or -1.
 ssize_t ReadProc(const char* path, char* buf, size_t cap) {
-  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+  int fd = OpenOwn(path, O_RDONLY);
   if (fd < 0) return -1;
   size_t n = 0;
   while (n + 1 < cap) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "memstep/memstep.h"
+#include "preload/core/fds.h"
 #include "preload/cuda/cuda.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
@@ -23,6 +24,7 @@ StageLevel g_stages[kMaxStageDepth];
 std::atomic<int> g_stage_depth{0};
 
 void FlushCounters(ThreadState* t) {
+  if (MEMSTEP_UNLIKELY(StderrQueued())) FlushQueuedStderr();  // the writer's messages
   if ((t->alloc_count | t->free_count) == 0) return;
   if (t->own) {
     // memstep's writer thread: zstd allocates and frees a context per chunk.

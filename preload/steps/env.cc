@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "preload/core/base.h"
+#include "preload/core/fds.h"
 #include "preload/steps/config.h"
 
 namespace memstep::preload {
@@ -32,7 +33,7 @@ void EnvReject(const char* name, const char* value, const char* what) {
   char line[512];
   int n = snprintf(line, sizeof(line), "memstep: %s='%.200s' is not %s; using the default\n", name,
                    value, what);
-  if (n > 0) (void)!write(2, line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
+  if (n > 0) SayOnStderr(line, static_cast<size_t>(n) < sizeof(line) ? n : sizeof(line) - 1);
 }
 
 bool EnvCount(const char* name, uint64_t* out) {

@@ -219,6 +219,7 @@ __attribute__((destructor)) static void MemstepFini() {
     SnapshotWriterPoll();  // a snapshot signal the writer had no cycle left to serve
     WriterCycle(true);
   }
+  FlushQueuedStderr();  // what the writer thread could not write itself
 }
 
 }  // namespace memstep::preload

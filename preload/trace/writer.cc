@@ -97,6 +97,16 @@ uint64_t g_kept_head = 0;  // flush_mu: the kept lane's head at the cycle's snap
 constexpr int kWakeFlush = 1, kWakeStats = 2;
 std::atomic<int> g_wake{0};
 uint64_t g_heads[kMaxRings];  // flush_mu
+// The keeper: a thread that shares the program's descriptor table while the
+// writer works in a table of its own (core/fds.h). It sleeps on this word
+// until the writer finds the program's threads gone, then ends the process
+// as glibc's last thread would (exit(0)): the program's exit handlers and
+// stdio flushes then run with the program's descriptors, which the keeper
+// alone keeps open once the program's threads have exited.
+// 0 while the writer runs, then why the keeper was woken.
+constexpr int kKeeperExitProcess = 1, kKeeperLeave = 2;
+std::atomic<int> g_keeper_exit{0};
+bool g_have_keeper = false;  // set before the writer starts
 std::atomic<bool> g_degraded{false};
 
 uint64_t NowRel() { return MonoNs() - g_w.start_mono; }
@@ -118,7 +128,7 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 // Opens the trace for one write, by path, if it is still the file memstep
 // created; -1 with errno set otherwise (ESTALE: another file has its name).
 int OpenTrace() {
-  int fd = open(g_w.path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  int fd = OpenOwn(g_w.path, O_WRONLY | O_APPEND | O_NOFOLLOW);
   if (fd < 0) return -1;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_dev != g_w.dev || st.st_ino != g_w.ino) {
@@ -226,7 +236,7 @@ int MkdirP(const char* dir) {
 }
 
 size_t ReadFile(const char* path, char* buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = OpenOwn(path, O_RDONLY);
   if (fd < 0) return 0;
   size_t n = 0;
   while (n < cap) {
@@ -507,10 +517,29 @@ void RunCycle(bool final) {
   pthread_mutex_unlock(&g_w.flush_mu);
 }
 
-// The leader has exited and every thread left is ours (the writer).
+// The leader has exited and every thread left is ours (the writer and the
+// keeper).
 bool ApplicationThreadsGone() {
   ProcStat st;
-  return ReadProcStat(&st) && st.state == 'Z' && st.num_threads <= 2;
+  return ReadProcStat(&st) && st.state == 'Z' && st.num_threads <= (g_have_keeper ? 3 : 2);
+}
+
+void* KeeperMain(void*) {
+  ThreadState& t = t_state;
+  t.guard = 1;  // permanently, as the writer
+  t.own = 1;
+  t.tid = GetTid();
+  int why;
+  while ((why = g_keeper_exit.load(std::memory_order_acquire)) == 0) {
+    syscall(SYS_futex, &g_keeper_exit, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  }
+  if (why == kKeeperExitProcess) exit(0);  // our destructor flushes
+  return nullptr;  // the writer has stopped: the program's last thread ends the process
+}
+
+void ReleaseKeeper(int why) {
+  g_keeper_exit.store(why, std::memory_order_release);
+  syscall(SYS_futex, &g_keeper_exit, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void* WriterMain(void*) {
@@ -518,6 +547,10 @@ void* WriterMain(void*) {
   t.guard = 1;  // permanently: this thread only forwards
   t.own = 1;    // and its allocations (zstd's contexts) never reach the counters
   t.tid = GetTid();
+  // Every file this thread opens from now on is out of the program's sight
+  // and reach (core/fds.h); where the system refuses, or no keeper could be
+  // started, OpenOwn keeps them high.
+  if (g_have_keeper) TakePrivateFdTable();
   const uint64_t period_ns = g_config.flush_ms * 1000000;
   // Liveness is checked at least this often, whatever the flush period.
   constexpr uint64_t kLivenessNs = 100000000;
@@ -539,8 +572,11 @@ void* WriterMain(void*) {
     if (g_state.load() != kRecording) break;
     if (MonoNs() >= next_liveness) {  // not on every early wake: it reads a /proc file
       next_liveness = MonoNs() + kLivenessNs;
-      if (ApplicationThreadsGone())
-        exit(0);  // as glibc's last thread would; our destructor flushes
+      if (ApplicationThreadsGone()) {
+        if (!HasPrivateFdTable()) exit(0);  // as glibc's last thread would; our destructor flushes
+        ReleaseKeeper(kKeeperExitProcess);
+        return nullptr;
+      }
     }
     if (stalled_until != 0 && MonoNs() < stalled_until) continue;
     // Before the cycle, so that its records are flushed in this one when it is due.
@@ -552,6 +588,7 @@ void* WriterMain(void*) {
     AlertsWriterPoll();
     WindowsWriterPoll();
   }
+  if (g_have_keeper) ReleaseKeeper(kKeeperLeave);
   return nullptr;
 }
 
@@ -612,7 +649,7 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
     }
     // O_EXCL|O_NOFOLLOW: never through a link another user planted (a shared
     // /tmp); 0600: traces hold command lines, paths and addresses.
-    fd = open(g_w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
+    fd = OpenOwn(g_w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -644,6 +681,8 @@ void WriterStartThread() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t th;
+  g_keeper_exit.store(0, std::memory_order_relaxed);
+  g_have_keeper = pthread_create(&th, &attr, KeeperMain, nullptr) == 0;
   if (pthread_create(&th, &attr, WriterMain, nullptr) != 0) {
     // No background thread: the final flush at exit still writes everything
     // that fits in the rings.
@@ -736,7 +775,7 @@ void Degrade(const char* what, const char* detail, int err) {
                    detail != nullptr ? " " : "", detail != nullptr ? detail : "", strerror(err));
   if (n <= 0) return;
   size_t len = static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n) : sizeof(line) - 1;
-  if (!g_config.quiet) (void)!write(2, line, len);
+  if (!g_config.quiet) SayOnStderr(line, len);
   // Best effort: a notice in the trace (a data chunk defining its own string),
   // in the room Reserve kept for it, if the file is still the one we created.
   if (!g_w.live || g_w.raw == nullptr || g_w.out == nullptr) return;

@@ -3,7 +3,10 @@
 // when the program behaved as it does without memstep.
 //
 //   pthread-exit          main ends with pthread_exit; a worker allocates and
-//                         returns: the process must end (status 0).
+//                         returns: the process must end (status 0), with its
+//                         exit handlers run and its stdio buffers flushed into
+//                         the program's descriptors (the worker's "ok" is
+//                         still buffered when it returns).
 //   fork-thread           a thread forks; in the child that thread returns
 //                         (CPython's pattern in test_threading): the child
 //                         must end with status 0 within 20 s.
@@ -23,6 +26,18 @@
 //   dup2over FILE         dup2s FILE over every descriptor the program did not
 //                         open, allocates across several flush periods: FILE
 //                         must stay empty.
+//   fdrace FILE           closes its stdout, then 4,000 times dup2s FILE onto
+//                         1, checks after a pause that 1 is still FILE,
+//                         allocates and closes 1 again, while memstep's writer
+//                         flushes every 20 ms (CPython's test_subprocess
+//                         swap_std_fds_with_one_closed): 1 must stay FILE and
+//                         FILE must stay empty. A writer that opened the trace
+//                         in the program's descriptor table would take number
+//                         1 while it is free: the program's dup2 would point
+//                         the trace write at FILE, and the writer's close
+//                         would close the program's descriptor.
+//   fdrace-fork FILE      the same in a fork child (the writer thread memstep
+//                         starts there).
 //   spawn                 vfork+exec, vfork+_exit, posix_spawn and
 //                         posix_spawnp (with file actions) of /bin/sh
 //                         children that exit with known statuses, 200 times,
@@ -89,13 +104,18 @@ static void* Worker(void* arg) {
   Churn(20000);
   SleepMs(100);
   Churn(20000);
-  printf("ok\n");
-  fflush(stdout);
+  printf("ok\n");  // left in the buffer: the exit of the last thread flushes it
   return NULL;
+}
+
+static void AtExit(void) {
+  static const char kLine[] = "atexit ok\n";
+  if (write(1, kLine, sizeof(kLine) - 1) != (ssize_t)(sizeof(kLine) - 1)) _exit(3);
 }
 
 static int PthreadExit(void) {
   Churn(1000);
+  atexit(AtExit);
   pthread_t t;
   if (pthread_create(&t, NULL, Worker, NULL) != 0) Fail("pthread_create");
   pthread_exit(NULL);
@@ -315,6 +335,49 @@ static int Dup2OverAll(const char* file) {
   return ExpectEmpty(file);
 }
 
+// ---- fdrace, fdrace-fork ----
+
+static int FdRace(const char* file) {
+  int out = dup(1);  // the report goes there
+  int fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0 || fd < 0) Fail("open FILE");
+  struct stat want;
+  if (fstat(fd, &want) != 0) Fail("fstat FILE");
+  close(1);
+  int lost = 0, closed = 0;
+  const struct timespec pause = {0, 100000};  // 100 us
+  for (int i = 0; i < 4000; ++i) {
+    if (dup2(fd, 1) != 1) Fail("dup2");
+    nanosleep(&pause, NULL);
+    struct stat st;
+    if (fstat(1, &st) != 0 || st.st_ino != want.st_ino || st.st_dev != want.st_dev) ++lost;
+    Churn(20);
+    if (close(1) != 0) ++closed;  // somebody closed it already
+    nanosleep(&pause, NULL);
+    nanosleep(&pause, NULL);
+  }
+  if (dup2(out, 1) != 1) Fail("dup2 back");
+  close(out);
+  if (lost != 0 || closed != 0) {
+    fprintf(stderr,
+            "FAIL: descriptor 1 was not the program's file %d times, closed under it %d times\n",
+            lost, closed);
+    return 1;
+  }
+  close(fd);
+  return ExpectEmpty(file);
+}
+
+static int FdRaceFork(const char* file) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) Fail("fork");
+  if (pid == 0) _exit(FdRace(file));
+  int status;
+  if (waitpid(pid, &status, 0) != pid) Fail("waitpid");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 // ---- spawn ----
 
 static volatile int g_stop;
@@ -509,6 +572,8 @@ int main(int argc, char** argv) {
   if (strcmp(c, "closeall") == 0 && argc > 2) return CloseAll(argv[2]);
   if (strcmp(c, "closeall-exec") == 0) return CloseAllExec();
   if (strcmp(c, "dup2over") == 0 && argc > 2) return Dup2OverAll(argv[2]);
+  if (strcmp(c, "fdrace") == 0 && argc > 2) return FdRace(argv[2]);
+  if (strcmp(c, "fdrace-fork") == 0 && argc > 2) return FdRaceFork(argv[2]);
   if (strcmp(c, "spawn") == 0) return Spawn();
   if (strcmp(c, "longjmp") == 0) return LongJmp();
   if (strcmp(c, "thread-storm") == 0) return ThreadStorm();

@@ -197,8 +197,12 @@ case "$CASE" in
     ;;
   alert-growth)  # 2 MiB/step kept, threshold 1 MiB/step: exactly one alert, command runs
     MEMSTEP_WARMUP=5 MEMSTEP_ALERT_GROWTH=1MiB ALERT_FILE="$WORK/alert.out" \
-      MEMSTEP_ALERT_COMMAND='echo "$MEMSTEP_ALERT_RULE $MEMSTEP_ALERT_STEP $MEMSTEP_ALERT_THRESHOLD" > "$ALERT_FILE.tmp" && mv "$ALERT_FILE.tmp" "$ALERT_FILE"' \
+      MEMSTEP_ALERT_COMMAND='echo "command out $MEMSTEP_ALERT_STEP"; echo "command err $MEMSTEP_ALERT_STEP" >&2; echo "$MEMSTEP_ALERT_RULE $MEMSTEP_ALERT_STEP $MEMSTEP_ALERT_THRESHOLD" > "$ALERT_FILE.tmp" && mv "$ALERT_FILE.tmp" "$ALERT_FILE"' \
       run "$BIN" alert-growth
+    # The command writes to the program's standard output and error (spawned
+    # from the writer thread, which has a descriptor table of its own).
+    grep -qx 'command out 14' "$WORK/stdout" || fail "the command's output is not the program's"
+    grep -qx 'command err 14' "$WORK/stderr" || fail "the command's errors are not the program's"
     n=$(grep -c '^memstep: ALERT' "$WORK/stderr")
     [ "$n" -eq 1 ] || fail "expected one alert line, got $n"
     grep -Eq '^memstep: ALERT growth: [0-9.]+ MiB/step > 1\.00 MiB/step at step 14 \(top growing site: stack [0-9]+\)$' \
@@ -290,7 +294,8 @@ case "$CASE" in
   pthread-exit)  # main calls pthread_exit: the process ends when its worker does
     TIMEOUT=30 bare "$BIN" pthread-exit
     TIMEOUT=30 run "$BIN" pthread-exit
-    grep -q '^ok$' "$WORK/stdout" || fail "the worker did not finish"
+    grep -q '^ok$' "$WORK/stdout" || fail "the worker did not finish (or its output was lost)"
+    grep -q '^atexit ok$' "$WORK/stdout" || fail "the exit handler did not run with the program's descriptors"
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 || fail "trace check"
     ;;
@@ -366,6 +371,18 @@ case "$CASE" in
     MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" dup2over "$WORK/file"
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 50000 || fail "trace check"
+    ;;
+  fdrace)  # the writer's opens never take a number the program closed
+    bare "$BIN" fdrace "$WORK/file"
+    run "$BIN" fdrace "$WORK/file"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 1 || fail "trace check"
+    ;;
+  fdrace-fork)  # the same in a fork child, whose writer thread memstep starts
+    bare "$BIN" fdrace-fork "$WORK/file"
+    run "$BIN" fdrace-fork "$WORK/file"
+    quiet
+    all_traces 2
     ;;
   # Issue 12, item 8 (BIN is preload_behavior).
   bad-env)  # bad values: one line each, the defaults, the program unharmed
