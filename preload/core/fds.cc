@@ -71,17 +71,23 @@ void CloseEveryFdListed() {
     return;
   }
   alignas(8) char buf[4096];
-  for (;;) {
-    long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
-      off += d->reclen;
-      int fd = 0;
-      const char* c = d->name;
-      if (*c < '0' || *c > '9') continue;
-      while (*c >= '0' && *c <= '9') fd = fd * 10 + (*c++ - '0');
-      if (fd != dir) close(fd);
+  // Closing while listing may hide entries from the listing: again from the
+  // start until a pass closes nothing.
+  for (bool closed = true; closed;) {
+    closed = false;
+    lseek(dir, 0, SEEK_SET);
+    for (;;) {
+      long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+        off += d->reclen;
+        int fd = 0;
+        const char* c = d->name;
+        if (*c < '0' || *c > '9') continue;
+        while (*c >= '0' && *c <= '9') fd = fd * 10 + (*c++ - '0');
+        if (fd != dir && close(fd) == 0) closed = true;
+      }
     }
   }
   close(dir);
@@ -206,6 +212,11 @@ void FlushQueuedStderr() {
   }
   ErrnoSaver errno_saver;
   WriteAllFd(2, copy, n);
+}
+
+void FdsForkChild() {
+  g_stderr_lock.Reset();  // its holder may have been the parent's writer
+  g_stderr_queued.store(0, std::memory_order_relaxed);  // the parent's messages
 }
 
 int FdFloor() {

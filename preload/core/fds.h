@@ -74,6 +74,8 @@ void SayOnStderr(const char* p, size_t n);
 extern std::atomic<uint32_t> g_stderr_queued;
 inline bool StderrQueued() { return g_stderr_queued.load(std::memory_order_relaxed) != 0; }
 void FlushQueuedStderr();
+// Fork child: the queue's lock freed, the parent's messages dropped.
+void FdsForkChild();
 
 // Fields of /proc/self/stat: the thread-group leader's state, the number of
 // threads (a zombie leader is still counted), and the resident set.

@@ -742,6 +742,7 @@ void WriterForkParent() { pthread_mutex_unlock(&g_w.flush_mu); }
 
 void WriterForkChild() {
   g_registry_lock.Reset();
+  FdsForkChild();
   g_kept.DropAll();  // the parent's records, written to the parent's trace
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_w.flush_mu, &fresh, sizeof(fresh));

@@ -1,12 +1,16 @@
 // Unit tests of libmemstep.so's internal pieces, compiled into this test
 // binary (not the .so): sampler, region allocator, dictionary, interval set,
-// glibc chunk-size read. The address tables: addr_map_test.cc.
+// glibc chunk-size read, memstep's own descriptors. The address tables:
+// addr_map_test.cc.
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 #include <thread>
@@ -14,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "preload/core/dictionary.h"
+#include "preload/core/fds.h"
 #include "preload/core/glibc_chunk.h"
 #include "preload/core/interval_set.h"
 #include "preload/core/region.h"
@@ -23,6 +28,90 @@
 
 namespace memstep::preload {
 namespace {
+
+// ---- memstep's own descriptors (preload/core/fds.h) ----
+
+// A thread with a private table holds none of the program's files (a pipe's
+// reader sees end-of-file once the program closes its end) and what it opens
+// is not in the program's table.
+TEST(PrivateFdTable, HoldsNothingOfTheProgramsAndShowsNothing) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  char path[] = "/tmp/memstep-fds-XXXXXX";
+  int keep = mkstemp(path);
+  ASSERT_GE(keep, 0);
+  struct stat want;
+  ASSERT_EQ(fstat(keep, &want), 0);
+  close(keep);
+  int opened = -1;
+  std::thread([&] {
+    ASSERT_TRUE(TakePrivateFdTable());
+    EXPECT_TRUE(HasPrivateFdTable());
+    EXPECT_EQ(fcntl(p[1], F_GETFD), -1) << "the program's pipe was copied and kept";
+    opened = OpenOwn(path, O_RDONLY);
+    EXPECT_EQ(opened, 0) << "the first number of an empty table";
+  }).join();
+  EXPECT_FALSE(HasPrivateFdTable());
+  close(p[1]);
+  char c;
+  EXPECT_EQ(read(p[0], &c, 1), 0) << "end-of-file once the program closed its end";
+  close(p[0]);
+  // No descriptor of the program's refers to the file the thread opened.
+  for (int fd = 0; fd < 1024; ++fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) continue;
+    EXPECT_FALSE(st.st_dev == want.st_dev && st.st_ino == want.st_ino) << "descriptor " << fd;
+  }
+  unlink(path);
+}
+
+// In the program's table, OpenOwn's descriptor is above the floor, and
+// close-on-exec.
+TEST(PrivateFdTable, OpenOwnInTheProgramsTableLandsHigh) {
+  int fd = OpenOwn("/proc/self/stat", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  EXPECT_GE(fd, FdFloor());
+  EXPECT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  close(fd);
+}
+
+// From a private table, the program's descriptors are borrowed by number;
+// where one cannot be (here: a closed number), SayOnStderr queues and a
+// program thread writes the queue to its own descriptor 2.
+TEST(PrivateFdTable, BorrowsTheProgramsDescriptorsAndQueuesWhatItCannotSay) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  std::thread([&] {
+    ASSERT_TRUE(TakePrivateFdTable());
+    int w = BorrowProgramFd(p[1], 3);
+    ASSERT_GE(w, 3);
+    EXPECT_EQ(write(w, "x", 1), 1);
+    close(w);
+  }).join();
+  char c = 0;
+  EXPECT_EQ(read(p[0], &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+
+  // The program's stderr closed: the message waits for a program thread.
+  int saved = dup(2);
+  ASSERT_GE(saved, 0);
+  close(2);
+  std::thread([] {
+    ASSERT_TRUE(TakePrivateFdTable());
+    SayOnStderr("queued\n", 7);
+  }).join();
+  EXPECT_TRUE(StderrQueued());
+  ASSERT_EQ(dup2(p[1], 2), 2);
+  FlushQueuedStderr();
+  EXPECT_FALSE(StderrQueued());
+  ASSERT_EQ(dup2(saved, 2), 2);
+  close(saved);
+  char got[16] = {};
+  EXPECT_EQ(read(p[0], got, sizeof(got) - 1), 7);
+  EXPECT_STREQ(got, "queued\n");
+  close(p[0]);
+  close(p[1]);
+}
 
 // ---- pymalloc's pool header (preload/python/pymem_layout.h) ----
 
