@@ -372,6 +372,32 @@ case "$CASE" in
     quiet
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 50000 || fail "trace check"
     ;;
+  refused-unshare)  # a seccomp filter refuses close_range and unshare (core/fds.h's fallback)
+    # The writer shares the program's table (its files moved above 512);
+    # the program is unharmed and recorded. $1: refuse_syscalls. Only the
+    # program is preloaded, not the filter's own process.
+    R=$1; L=$LIB; LIB=
+    TIMEOUT=30 run "$R" close_range,unshare env LD_PRELOAD="$L" "$BIN" pthread-exit
+    grep -q '^ok$' "$WORK/stdout" || fail "pthread-exit: the worker's output was lost"
+    grep -q '^atexit ok$' "$WORK/stdout" || fail "pthread-exit: the exit handler"
+    quiet
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 10 || fail "trace check"
+    rm -rf "$OUT"
+    MEMSTEP_SAMPLE_INTERVAL=4096 run "$R" close_range,unshare env LD_PRELOAD="$L" "$BIN" fds
+    grep -q '^child ok$' "$WORK/stdout" || fail "fds: exec'd child check"
+    quiet
+    all_traces 4 2
+    ;;
+  refused-pidfd)  # a seccomp filter refuses pidfd_open and pidfd_getfd, and the trace
+    # cannot grow past 16 KiB: exactly one line on the program's stderr,
+    # whichever thread writes it (the writer queues it for a program thread).
+    ulimit -f 32
+    R=$1; L=$LIB; LIB=
+    MEMSTEP_SAMPLE_INTERVAL=1 run "$R" pidfd_open,pidfd_getfd env LD_PRELOAD="$L" "$BIN" basic
+    lines=$(grep -c '^memstep: ' "$WORK/stderr")
+    [ "$lines" -eq 1 ] || fail "expected exactly one memstep line on stderr, got $lines"
+    grep -q 'cannot write' "$WORK/stderr" || fail "message text"
+    ;;
   fdrace)  # the writer's opens never take a number the program closed
     bare "$BIN" fdrace "$WORK/file"
     run "$BIN" fdrace "$WORK/file"
