@@ -30,8 +30,8 @@ static int Number(const char* name, size_t n) {
   static const struct {
     const char* name;
     int nr;
-  } kCalls[] = {{"close_range", 436}, {"unshare", SYS_unshare}, {"pidfd_open", 434},
-                {"pidfd_getfd", 438}};
+  } kCalls[] = {
+      {"close_range", 436}, {"unshare", SYS_unshare}, {"pidfd_open", 434}, {"pidfd_getfd", 438}};
   for (size_t i = 0; i < sizeof(kCalls) / sizeof(kCalls[0]); ++i) {
     if (strlen(kCalls[i].name) == n && strncmp(kCalls[i].name, name, n) == 0) return kCalls[i].nr;
   }
@@ -60,12 +60,12 @@ int main(int argc, char** argv) {
   // Architecture check, then one compare per refused call.
   struct sock_filter prog[4 + 2 * 8 + 1];
   int i = 0;
-  prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                           offsetof(struct seccomp_data, arch));
+  prog[i++] =
+      (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, THIS_AUDIT_ARCH, 1, 0);
   prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                           offsetof(struct seccomp_data, nr));
+  prog[i++] =
+      (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
   for (int k = 0; k < count; ++k) {
     prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[k], 0, 1);
     prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
