@@ -69,7 +69,8 @@ int BorrowProgramFd(int fd, int lowest);
 // descriptor 2 is borrowed with pidfd_getfd(2); where that fails (the main
 // thread has exited, a seccomp filter), the message is queued (4 KiB, the
 // rest dropped) and written by the next program thread that calls
-// FlushQueuedStderr (every counter flush, and the library's destructor).
+// FlushQueuedStderr (a sampled allocation, a step mark, exec and _exit, and
+// the library's destructor: never the unsampled fast path).
 void SayOnStderr(const char* p, size_t n);
 extern std::atomic<uint32_t> g_stderr_queued;
 inline bool StderrQueued() { return g_stderr_queued.load(std::memory_order_relaxed) != 0; }

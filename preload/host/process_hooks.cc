@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 
@@ -38,6 +39,7 @@ void FlushBeforeImageEnds(bool final) {
   ErrnoSaver errno_saver;
   FlushCounters(&t);
   WriterCycle(final);
+  FlushQueuedStderr();
 }
 
 template <typename Fn>

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/core/fds.h"
 #include "preload/host/runtime.h"
 #include "preload/host/unwinder.h"
 #include "preload/steps/config.h"
@@ -405,6 +406,7 @@ void* AllocSlow(AllocReq* r, bool countdown_hit) {
   ResolveReal();
   GuardScope guard(t);
   EnsureThread(t);
+  FlushQueuedStderr();  // the writer's messages it could not write itself (core/fds.h)
   uint64_t interval = 0;
   bool sample;
   if (countdown_hit) {

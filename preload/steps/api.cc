@@ -24,7 +24,6 @@ StageLevel g_stages[kMaxStageDepth];
 std::atomic<int> g_stage_depth{0};
 
 void FlushCounters(ThreadState* t) {
-  if (MEMSTEP_UNLIKELY(StderrQueued())) FlushQueuedStderr();  // the writer's messages
   if ((t->alloc_count | t->free_count) == 0) return;
   if (t->own) {
     // memstep's writer thread: zstd allocates and frees a context per chunk.
@@ -96,6 +95,7 @@ uint64_t g_steps_ended = 0;  // g_api_lock
 // `user`: a program marker (ends time windows); otherwise a time window from
 // the writer thread, ignored once the program marks steps.
 void StepCore(ThreadState& t, uint64_t step, bool begin, bool user) {
+  FlushQueuedStderr();  // the writer's messages it could not write itself
   FlushCounters(&t);
   bool rec = Recording();
   uint64_t rss = rec ? ReadRssBytes() : 0;

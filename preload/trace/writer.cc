@@ -685,7 +685,9 @@ void WriterStartThread() {
   g_have_keeper = pthread_create(&th, &attr, KeeperMain, nullptr) == 0;
   if (pthread_create(&th, &attr, WriterMain, nullptr) != 0) {
     // No background thread: the final flush at exit still writes everything
-    // that fits in the rings.
+    // that fits in the rings. Nor a keeper, which would keep the process
+    // alive after the program's last thread.
+    if (g_have_keeper) ReleaseKeeper(kKeeperLeave);
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
