@@ -50,12 +50,16 @@ class TorchRssTest(unittest.TestCase):
         # The JSON's RSS class is the verdict, as in the text report.
         self.assertEqual(p["rss_growth"]["class"], "FRAGMENTATION", evidence)
         self.assertEqual(p["live_growth"]["class"], "LEAK")
-        # Free space inside the heap, in the main arena, grows several times
-        # faster than the exact live bytes (14 KiB/step of tensor data; 6x to
-        # 38x in the runs of docs/analysis.md) and is the largest part of the
-        # growth net of memstep's own memory.
+        # Free space inside the heap, in the main arena, grows faster than the
+        # exact live bytes (14 KiB/step of tensor data) and is the largest part
+        # of the growth net of memstep's own memory. How much faster is
+        # glibc's doing, not memstep's, and varies from run to run: 6x to 38x
+        # in the runs of docs/analysis.md, 33x to 124x in nine runs at
+        # f4e155f, 1.8x in one CI run where glibc reused most of the freed
+        # space (RSS +103 KB/step; frag 31 KB of the 34 KB net of memstep's
+        # own). A bound of 3x failed that run: the report was right.
         self.assertEqual(x["arena"], 0, evidence)
-        self.assertGreater(x["frag_per_step"], 3 * x["live_per_step"], evidence)
+        self.assertGreater(x["frag_per_step"], x["live_per_step"], evidence)
         self.assertGreater(x["frag_per_step"], 0.25 * (x["rss_per_step"] - x["own_per_step"]),
                            evidence)
         self.assertGreater(x["arena_frag_per_step"], 0.9 * x["frag_per_step"], evidence)
