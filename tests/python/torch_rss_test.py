@@ -32,7 +32,15 @@ class TorchRssTest(unittest.TestCase):
         argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
                 str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN),
                 "--optimizer", "adam", "--leak", "small"]
-        r = common.run_profiled(argv, out, timeout=300, extra_env={"MEMSTEP_SEED": "7"})
+        # One intra-op thread: with PyTorch's two, how much the leak fragments
+        # the heap depends on the scheduling, so on the machine's load (glibc's
+        # doing, not memstep's). Alone the free space grew 33x-124x faster than
+        # the live bytes (9 runs); beside two busy loops 4.4x; in two CI runs
+        # 1.8x and 0x, where the report rightly said so (FRAGMENTATION with
+        # little of it; MEMSTEP, its own memory being most of the growth) and
+        # this test failed. With one thread: 124x alone, 127x beside the loops.
+        r = common.run_profiled(argv, out, timeout=300,
+                                extra_env={"MEMSTEP_SEED": "7", "OMP_NUM_THREADS": "1"})
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(TRAIN) as f:
             line = next(i for i, text in enumerate(f, 1) if "LEAK_SMALL_LINE" in text)
@@ -50,16 +58,11 @@ class TorchRssTest(unittest.TestCase):
         # The JSON's RSS class is the verdict, as in the text report.
         self.assertEqual(p["rss_growth"]["class"], "FRAGMENTATION", evidence)
         self.assertEqual(p["live_growth"]["class"], "LEAK")
-        # Free space inside the heap, in the main arena, grows faster than the
-        # exact live bytes (14 KiB/step of tensor data) and is the largest part
-        # of the growth net of memstep's own memory. How much faster is
-        # glibc's doing, not memstep's, and varies from run to run: 6x to 38x
-        # in the runs of docs/analysis.md, 33x to 124x in nine runs at
-        # f4e155f, 1.8x in one CI run where glibc reused most of the freed
-        # space (RSS +103 KB/step; frag 31 KB of the 34 KB net of memstep's
-        # own). A bound of 3x failed that run: the report was right.
+        # Free space inside the heap, in the main arena, grows several times
+        # faster than the exact live bytes (14 KiB/step of tensor data) and is
+        # the largest part of the growth net of memstep's own memory.
         self.assertEqual(x["arena"], 0, evidence)
-        self.assertGreater(x["frag_per_step"], x["live_per_step"], evidence)
+        self.assertGreater(x["frag_per_step"], 3 * x["live_per_step"], evidence)
         self.assertGreater(x["frag_per_step"], 0.25 * (x["rss_per_step"] - x["own_per_step"]),
                            evidence)
         self.assertGreater(x["arena_frag_per_step"], 0.9 * x["frag_per_step"], evidence)
