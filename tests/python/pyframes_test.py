@@ -61,6 +61,24 @@ GEN_SCRIPT = textwrap.dedent("""\
     """)
 GEN_LINE, CONSUME_LINE = 6, 9  # the consumer is at its `for` (FOR_ITER resumes the generator)
 
+# Functions made by exec and dropped at once: their code objects are freed and
+# the next ones often take the same addresses (with the same bytecode, so the
+# same offsets). Each keeps a 2 MiB bytearray (always recorded) from its one
+# line; the frame must name that function, its file and its line, never a dead
+# predecessor's (pyframes.cc caches frames by code address, with a check).
+REUSE_SCRIPT = textwrap.dedent("""\
+    import os
+    kept = []
+    for k in range(N):
+        src = "\\n" * (k % 7) + "def gen_%d():\\n    return bytearray(%d)\\n" % (k, 2 << 20 | k)
+        ns = {}
+        exec(compile(src, "<gen-%d>" % k, "exec"), ns)
+        kept.append(ns["gen_%d" % k]())
+        del ns
+    os._exit(0)
+    """)
+REUSE_FUNCTIONS = 120
+
 
 class PythonFramesTest(unittest.TestCase):
     def run_script(self, extra_env=None, source=SCRIPT, planted="planted_py_leak"):
@@ -104,6 +122,20 @@ class PythonFramesTest(unittest.TestCase):
                                   ("consume", script, CONSUME_LINE)])
         self.assertTrue(any(f[0].endswith("run") and f[1].endswith("threading.py")
                             for f in py[2:]), py)
+
+    def test_functions_at_reused_addresses(self):
+        source = REUSE_SCRIPT.replace("range(N)", "range(%d)" % REUSE_FUNCTIONS)
+        _, report, _ = self.run_script(source=source)
+        seen = {}
+        for site in report["sites"]:
+            for f in site["frames"]:
+                if f["module"] == "<python>" and f["file"].startswith("<gen-"):
+                    k = int(f["file"][len("<gen-"):-1])
+                    self.assertEqual((f["function"], f["line"]), ("gen_%d" % k, k % 7 + 2), f)
+                    seen[k] = site["live_bytes_end"]
+        self.assertEqual(sorted(seen), list(range(REUSE_FUNCTIONS)))
+        for k, live in seen.items():
+            self.assertAlmostEqual(live, (2 << 20 | k), delta=4096, msg="gen_%d" % k)
 
     def test_off_switch(self):
         _, report, sites = self.run_script({"MEMSTEP_PYTHON_FRAMES": "0"})
