@@ -169,56 +169,19 @@ namespace {
 
 // The stack of the current call, interned. CaptureStack times it: the leak
 // hunt (progressive.cc) sizes its sampling rate from this cost.
-//
-// On a thread running Python, only the native frames above the first
-// interpreter-loop frame are kept (pyframes.cc: the Python frames replace the
-// rest), so the unwind asks for no more frames than are likely to reach that
-// frame: a few more than it was found at in this thread's recent samples (it
-// is about 5-10 frames down in pure Python, 20-50 under PyTorch's operators),
-// and unwinds again, deep, only when it was not reached. The stack is the one
-// a deep unwind gives; a 30-frame Python-program stack unwinds 3-4 times
-// fewer frames.
-constexpr int kNativeDepth = static_cast<int>(fmt::kMaxFrames) + 16;
-constexpr int kPyDeep = 192;
-constexpr int kPyFirstDepth = 32, kPyMinDepth = 16, kPyMargin = 8;
-
-int FirstEval(void* const* buf, int n) {
-  for (int i = 0; i < n; ++i) {
-    if (PyFramesInEval(reinterpret_cast<uintptr_t>(buf[i]))) return i;
-  }
-  return -1;
-}
-
-// Unwinds a Python thread's native stack down to the interpreter loop (or
-// all of it, up to kPyDeep, when the loop is not on it); returns the count.
-int UnwindToEval(ThreadState& t, void** buf) {
-  const int depth = t.py_depth != 0 ? t.py_depth : kPyFirstDepth;
-  int n = g_unw_backtrace(buf, depth);
-  int at = FirstEval(buf, n);
-  if (at < 0 && n == depth) {
-    n = g_unw_backtrace(buf, kPyDeep);
-    at = FirstEval(buf, n);
-  }
-  if (at >= 0) {
-    // Up at once to reach it next time; down by one a sample, so one deep
-    // stack does not make every later unwind deep.
-    const int want = at + kPyMargin < kPyMinDepth ? kPyMinDepth : at + kPyMargin;
-    const int next = want >= depth ? want : depth - 1;
-    t.py_depth = static_cast<uint8_t>(next < kPyDeep ? next : kPyDeep);
-  }
-  return n;
-}
-
-uint32_t Unwind(ThreadState& t) {
-  void* buf[kPyDeep];
-  const bool py = PyFramesActive() && PyFramesOnThread();
-  const int n = py ? UnwindToEval(t, buf) : g_unw_backtrace(buf, kNativeDepth);
+uint32_t Unwind() {
+  // With Python frames the native stack is unwound deeper, down to the
+  // interpreter loop where the Python frames take over (pyframes.cc).
+  constexpr int kDeep = 192;
+  const bool py = PyFramesActive();
+  void* buf[kDeep];
+  int n = g_unw_backtrace(buf, py ? kDeep : static_cast<int>(fmt::kMaxFrames + 16));
   int i = 0;
   while (i < n && reinterpret_cast<uintptr_t>(buf[i]) - g_self_lo < g_self_hi - g_self_lo) ++i;
   uint64_t ips[fmt::kMaxFrames];
   uint32_t m = 0;
   if (py) {
-    uint64_t native[kPyDeep];
+    uint64_t native[kDeep];
     uint32_t k = 0;
     for (; i < n; ++i) native[k++] = reinterpret_cast<uintptr_t>(buf[i]);
     m = PyFramesMerge(native, k, ips, fmt::kMaxFrames);
@@ -231,8 +194,9 @@ uint32_t Unwind(ThreadState& t) {
 }  // namespace
 
 uint32_t CaptureStackUntimed(ThreadState& t) {
+  (void)t;
   if (g_unw_backtrace == nullptr || !Recording()) return 0;
-  return Unwind(t);
+  return Unwind();
 }
 
 uint32_t CaptureStack(ThreadState& t) {

@@ -106,8 +106,6 @@ void EmitFree(ThreadState& t, const void* p, uint64_t seq);
 void PyFramesPoll();     // writer thread: finds CPython 3.10-3.13 (once, again after dlopen)
 void PyFramesRecheck();  // after a dlopen while Python was not found
 bool PyFramesActive();
-bool PyFramesOnThread();           // this thread runs Python code now (PyFramesActive() first)
-bool PyFramesInEval(uint64_t ip);  // ip is in the interpreter loop (PyFramesActive() first)
 // native[0..n) innermost first -> out: native frames up to the interpreter
 // loop, then the thread's Python frames; returns the count (<= cap).
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap);

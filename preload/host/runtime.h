@@ -108,7 +108,6 @@ struct ThreadState {
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
   uint8_t own;        // memstep's own thread (the writer): its allocations are not the program's
-  uint8_t py_depth;   // native frames the next Python-thread unwind asks for (recorder.cc)
   uint32_t tid;
   Ring* ring;
   Sampler sampler;

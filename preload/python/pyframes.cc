@@ -91,139 +91,40 @@ T Read(const void* base, size_t off) {
   return v;
 }
 
-// Two caches, lock-free, each slot claimed once: a writer claims an empty
-// slot (kBusy), stores the check and the id, then publishes the key
-// (release); a reader that sees the key (acquire) reads the rest.
-//  - (code, line) -> string id: one STRING per frame text;
-//  - (code, byte offset) -> string id: a sample at a position seen before
-//    decodes no line table (decoding walks the table from its start: about
-//    2,300 instructions a frame on a small function, more on a long one).
-// A code object can be freed and another one allocated at its address (exec,
-// compile, torch.compile's generated code): each slot keeps a check of the
-// object (CodeCheck: its name and filename text, first line and line table),
-// and a slot whose check differs is not used (the frame is then decoded and
-// interned uncached). Before the check the (code, line) cache gave a new
-// function at an old one's address the old one's name.
+// (code, line) -> string id, lock-free: a writer claims an empty slot
+// (kBusy), stores the id, then publishes the key (release).
 constexpr uint32_t kCacheSize = 1u << 13;
-constexpr uint32_t kCacheProbe = 8;
-constexpr uint64_t kBusy = UINT64_MAX;  // never a key (keys < 2^63)
+constexpr uint64_t kBusy = UINT64_MAX;  // never a key (CacheKey < 2^62)
 struct CacheSlot {
   std::atomic<uint64_t> key;
-  std::atomic<uint64_t> check;
+  std::atomic<uint64_t> check;  // CodeCheck of the code object the slot was filled from
   std::atomic<uint32_t> id;
 };
-CacheSlot* g_line_cache = nullptr;  // kCacheSize each
-CacheSlot* g_pos_cache = nullptr;
+CacheSlot* g_cache = nullptr;
 
-constexpr int64_t kMaxCachedOffset = (int64_t{1} << 17) - 2;
-
-uint64_t LineKey(uintptr_t code, int line) {
+uint64_t CacheKey(uintptr_t code, int line) {
   uint64_t l = line < 0 ? 0 : (line > 0x7FFFF ? 0x7FFFF : static_cast<uint64_t>(line));
   return ((static_cast<uint64_t>(code) >> 3) | (l << 45)) + 1;  // never 0
 }
 
-// offset in [-1, kMaxCachedOffset]; bit 63 clear, so never kBusy.
-uint64_t PosKey(uintptr_t code, int64_t offset) {
-  return ((static_cast<uint64_t>(code) >> 3) | (static_cast<uint64_t>(offset + 1) << 45)) + 1;
-}
-
-// The text of a str object read in place (ASCII data, or an already
-// computed UTF-8 form; no conversion is made), or "?".
-void StrText(const void* obj, const char** data, size_t* len) {
-  const char* d = nullptr;
-  int64_t n = 0;
+// Appends the UTF-8 text of a str object, or "?" (no conversion is made).
+size_t AppendStr(const void* obj, char* out, size_t cap) {
+  const char* data = nullptr;
+  int64_t len = 0;
   if (obj != nullptr) {
     const MemstepPyLayout& l = g_layout;
     const uint32_t state = Read<uint32_t>(obj, l.str_state);
     const bool compact = (state >> kStateCompactBit) & 1, ascii = (state >> kStateAsciiBit) & 1;
     if (compact && ascii) {
-      d = static_cast<const char*>(obj) + l.str_ascii_data;
-      n = Read<int64_t>(obj, l.str_length);
+      data = static_cast<const char*>(obj) + l.str_ascii_data;
+      len = Read<int64_t>(obj, l.str_length);
     } else if (compact) {
-      d = Read<const char*>(obj, l.str_utf8);
-      n = Read<int64_t>(obj, l.str_utf8_length);
+      data = Read<const char*>(obj, l.str_utf8);
+      len = Read<int64_t>(obj, l.str_utf8_length);
     }
   }
-  if (d == nullptr || n < 0) d = "?", n = 1;
-  *data = d;
-  *len = static_cast<size_t>(n);
-}
-
-uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x9E3779B97F4A7C15ull; }
-
-uint64_t HashBytes(uint64_t h, const void* p, size_t len, size_t most) {
-  const size_t n = len < most ? len : most;
-  h = Mix(h, len);
-  const auto* b = static_cast<const uint8_t*>(p);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, b + i, 8);
-    h = Mix(h, w);
-  }
-  uint64_t tail = 0;
-  memcpy(&tail, b + i, n - i);
-  return Mix(h, tail);
-}
-
-// What tells one code object from another that took its address: its name
-// and filename (their text, up to 64 bytes), first line, and line table
-// (pointer, length, its first 32 bytes).
-uint64_t CodeCheck(const void* code) {
-  const MemstepPyLayout& l = g_layout;
-  const char* d;
-  size_t n;
-  StrText(Read<const void*>(code, l.code_name), &d, &n);
-  uint64_t h = HashBytes(0, d, n, 64);
-  StrText(Read<const void*>(code, l.code_filename), &d, &n);
-  h = HashBytes(h, d, n, 64);
-  h = Mix(h, static_cast<uint32_t>(Read<int32_t>(code, l.code_firstlineno)));
-  const void* table = Read<const void*>(code, l.code_linetable);
-  h = Mix(h, reinterpret_cast<uintptr_t>(table));
-  if (table != nullptr) {
-    const int64_t len = Read<int64_t>(table, l.bytes_size);
-    if (len >= 0) {
-      h = HashBytes(h, static_cast<const char*>(table) + l.bytes_data, static_cast<size_t>(len),
-                    32);
-    }
-  }
-  return h;
-}
-
-// The id cached under `key`, or what make() returns (cached when a slot is free).
-template <typename Make>
-uint32_t Cached(CacheSlot* cache, uint64_t key, uint64_t check, Make make) {
-  uint32_t h = static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 51) & (kCacheSize - 1);
-  for (uint32_t i = 0; i < kCacheProbe; ++i) {
-    CacheSlot& s = cache[(h + i) & (kCacheSize - 1)];
-    uint64_t k = s.key.load(std::memory_order_acquire);
-    if (k == 0) {
-      uint64_t expected = 0;
-      if (!s.key.compare_exchange_strong(expected, kBusy, std::memory_order_acquire)) {
-        if (expected != key) continue;  // another writer took the slot
-        k = expected;
-      } else {
-        const uint32_t id = make();
-        s.check.store(check, std::memory_order_relaxed);
-        s.id.store(id, std::memory_order_relaxed);
-        s.key.store(key, std::memory_order_release);
-        return id;
-      }
-    }
-    if (k == key) {
-      if (s.check.load(std::memory_order_relaxed) != check) break;  // another code object
-      return s.id.load(std::memory_order_relaxed);
-    }
-  }
-  return make();  // a crowded neighbourhood or a reused address: no caching
-}
-
-// Appends the UTF-8 text of a str object, or "?" (no conversion is made).
-size_t AppendStr(const void* obj, char* out, size_t cap) {
-  const char* data;
-  size_t len;
-  StrText(obj, &data, &len);
-  size_t n = len < cap ? len : cap;
+  if (data == nullptr || len < 0) data = "?", len = 1;
+  size_t n = static_cast<size_t>(len) < cap ? static_cast<size_t>(len) : cap;
   memcpy(out, data, n);
   return n;
 }
@@ -245,6 +146,49 @@ uint32_t FrameString(void* code, int line) {
   return g_dict.InternString(buf, n);
 }
 
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x9E3779B97F4A7C15ull; }
+
+// What tells one code object from another that took its address after it was
+// freed (exec, compile, torch.compile's generated code): its name and
+// filename text (up to 64 bytes each), its first line and its line table.
+// Without it the cache named such a function as the dead one
+// (python_frames' test_functions_at_reused_addresses).
+uint64_t CodeCheck(const void* code) {
+  char buf[136];
+  size_t n = AppendStr(Read<void*>(code, g_layout.code_name), buf, 64);
+  n += AppendStr(Read<void*>(code, g_layout.code_filename), buf + n, 64);
+  uint64_t h = Mix(0, n);
+  for (size_t i = 0; i < n; ++i) h = Mix(h, static_cast<uint8_t>(buf[i]));
+  h = Mix(h, static_cast<uint32_t>(Read<int32_t>(code, g_layout.code_firstlineno)));
+  return Mix(h, Read<uintptr_t>(code, g_layout.code_linetable));
+}
+
+uint32_t FrameId(void* code, int line) {
+  const uint64_t key = CacheKey(reinterpret_cast<uintptr_t>(code), line);
+  const uint64_t check = CodeCheck(code);
+  uint32_t h = static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 51) & (kCacheSize - 1);
+  for (uint32_t i = 0; i < 8; ++i) {
+    CacheSlot& s = g_cache[(h + i) & (kCacheSize - 1)];
+    uint64_t k = s.key.load(std::memory_order_acquire);
+    if (k == 0) {
+      uint64_t expected = 0;
+      if (s.key.compare_exchange_strong(expected, kBusy, std::memory_order_acquire)) {
+        const uint32_t id = FrameString(code, line);
+        s.check.store(check, std::memory_order_relaxed);
+        s.id.store(id, std::memory_order_relaxed);
+        s.key.store(key, std::memory_order_release);
+        return id;
+      }
+      k = expected;  // another writer took the slot
+    }
+    if (k == key) {
+      if (s.check.load(std::memory_order_relaxed) != check) break;  // another code object
+      return s.id.load(std::memory_order_relaxed);
+    }
+  }
+  return FrameString(code, line);  // a crowded neighbourhood or a reused address: no caching
+}
+
 bool InEval(uint64_t ip) { return ip - g_eval_lo < g_eval_hi - g_eval_lo; }
 
 // The line of `code` at byte offset `offset` of its instructions, from its
@@ -260,18 +204,6 @@ int CodeLine(const void* code, int64_t offset) {
   return l.lines == pylayout::kLines310
              ? pyline::Line310(bytes, static_cast<size_t>(len), first, offset)
              : pyline::Line311(bytes, static_cast<size_t>(len), first, offset);
-}
-
-// The frame id of `code` at byte `offset`: cached by position, then by line.
-uint32_t FrameIdAt(void* code, int64_t offset) {
-  const uint64_t check = CodeCheck(code);
-  auto by_line = [&] {
-    const int line = CodeLine(code, offset);
-    return Cached(g_line_cache, LineKey(reinterpret_cast<uintptr_t>(code), line), check,
-                  [&] { return FrameString(code, line); });
-  };
-  if (offset < -1 || offset > kMaxCachedOffset) return by_line();
-  return Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check, by_line);
 }
 
 void* CurrentFrame(void* tstate) {
@@ -436,14 +368,12 @@ void PyFramesPoll() {
     Unsupported("its code objects are not laid out as memstep expects (a debug build?)");
     return;
   }
-  if (g_line_cache == nullptr) {
-    auto* slots = static_cast<CacheSlot*>(RawMmap(sizeof(CacheSlot) * kCacheSize * 2));
-    if (slots == nullptr) {
+  if (g_cache == nullptr) {
+    g_cache = static_cast<CacheSlot*>(RawMmap(sizeof(CacheSlot) * kCacheSize));
+    if (g_cache == nullptr) {
       Unsupported("no memory for the frame cache");
       return;
     }
-    g_pos_cache = slots + kCacheSize;
-    g_line_cache = slots;
   }
   g_layout = layout;
   g_get_tstate = reinterpret_cast<GetTstateFn>(get);
@@ -457,14 +387,6 @@ void PyFramesPoll() {
 void PyFramesRecheck() { g_recheck.store(true, std::memory_order_relaxed); }
 
 bool PyFramesActive() { return g_py_state.load(std::memory_order_acquire) == 1; }
-
-bool PyFramesInEval(uint64_t ip) { return InEval(ip); }
-
-bool PyFramesOnThread() {
-  if (g_is_finalizing() != 0) return false;
-  void* tstate = g_get_tstate();
-  return tstate != nullptr && CurrentFrame(tstate) != nullptr;
-}
 
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap) {
   // Cut at the first interpreter-loop frame.
@@ -491,7 +413,7 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
     void* code = Read<void*>(frame, g_layout.frame_code);
     int64_t offset;
     if (FrameOffset(frame, code, &offset)) {
-      out[m++] = fmt::kPyFrameTag | FrameIdAt(code, offset);
+      out[m++] = fmt::kPyFrameTag | FrameId(code, CodeLine(code, offset));
     }
     frame = Read<void*>(frame, g_layout.frame_previous);
   }
