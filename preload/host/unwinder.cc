@@ -23,9 +23,11 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -173,20 +175,40 @@ NewPipes PipesSince(uint32_t before) {
 
 }  // namespace
 
-void LoadUnwinder() {
-  if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return;
-  void* h = g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return;
+const char* LoadUnwinder() {
+  if (getenv("MEMSTEP_NO_UNWIND") != nullptr) return nullptr;
+  const char* which = getenv("MEMSTEP_UNWINDER");
+  const bool want_glibc = which != nullptr && strcmp(which, "backtrace") == 0;
+  void* h = want_glibc ? nullptr : g_real.dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  UnwBacktraceFn bt = nullptr;
+  if (h != nullptr) {
     // libunwind prefixes its per-architecture symbols with the target's name.
 #if defined(__aarch64__)
-  g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Uaarch64_flush_cache"));
-  g_unw_local_as = static_cast<void**>(dlsym(h, "_ULaarch64_local_addr_space"));
+    g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Uaarch64_flush_cache"));
+    g_unw_local_as = static_cast<void**>(dlsym(h, "_ULaarch64_local_addr_space"));
 #else
-  g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Ux86_64_flush_cache"));
-  g_unw_local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
+    g_unw_flush_cache = reinterpret_cast<UnwFlushCacheFn>(dlsym(h, "_Ux86_64_flush_cache"));
+    g_unw_local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
 #endif
-  auto bt = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
-  if (bt == nullptr) return;
+    bt = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
+  }
+  if (bt == nullptr) {
+    // No libunwind (a container image without libunwind8, say): glibc's
+    // backtrace(), which walks the same .eh_frame tables through libgcc_s's
+    // unwinder (the one C++ exceptions use), without libunwind's caches.
+    // Its first call loads libgcc_s: paid here, before the program runs.
+    g_unw_flush_cache = nullptr;
+    g_unw_local_as = nullptr;
+    void* warm[fmt::kMaxFrames];
+    if (backtrace(warm, static_cast<int>(fmt::kMaxFrames)) <= 0) {
+      return "stacks not recorded: libunwind.so.8 was not found and glibc's backtrace() "
+             "returned nothing (install libunwind8)";
+    }
+    g_unw_backtrace = backtrace;
+    return want_glibc ? nullptr
+                      : "libunwind.so.8 not found: stacks are unwound with glibc's "
+                        "backtrace(), which costs more per sample (install libunwind8)";
+  }
   // The first call initialises libunwind (its pipe) and is slow: pay it now,
   // with the low descriptors held.
   int filler = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -206,6 +228,7 @@ void LoadUnwinder() {
     }
   }
   g_unw_backtrace = bt;
+  return nullptr;
 }
 
 }  // namespace memstep::preload

@@ -6,9 +6,12 @@
 
 namespace memstep::preload {
 
-// Loads libunwind.so.8 and sets g_unw_backtrace (recorder.h); nothing when it
-// is missing or MEMSTEP_NO_UNWIND is set. Constructor only (single-threaded).
-void LoadUnwinder();
+// Sets g_unw_backtrace (recorder.h): libunwind.so.8's unw_backtrace, or
+// glibc's backtrace() where libunwind is missing or MEMSTEP_UNWINDER=backtrace
+// asks for it; nothing when MEMSTEP_NO_UNWIND is set. Returns what the trace
+// and stderr should say (the fallback, or no stacks at all), else nullptr.
+// Constructor only (single-threaded).
+const char* LoadUnwinder();
 
 // Forgets the pages the unwinder has validated (after dlclose unmapped some).
 void UnwinderForgetPages();

@@ -25,7 +25,9 @@ Contract:
     forward or optimizer step; step k ends when the optimizer step returns and
     step k+1 begins at once, except when the training loader's iterator is
     exhausted: then it begins at the next training-loader iteration (after the
-    epoch marker) or forward/optimizer. The open step ends at exit (atexit).
+    epoch marker) or forward/optimizer. The open step ends at exit (atexit),
+    unless no forward or optimizer step ran in it (the program left its loop:
+    it is no step, and stays open).
   * Explicit markers win: an explicit memstep.step()/stage()/epoch() call
     turns the matching automatic markers off (the open automatic step and
     stage are ended first).
@@ -104,6 +106,7 @@ class _State:
         self.api = api
         self.torch = torch
         self.step = None         # number of the open automatic step
+        self.step_worked = False  # a forward or optimizer step ran in it
         self.next_step = 0
         self.stage = None        # open automatic stage (bytes)
         self.fwd_depth = 0       # module call depth inside the root forward
@@ -153,6 +156,7 @@ class _State:
             return
         self.set_stage(None)  # a stage opened between steps ends outside them
         self.step = self.next_step
+        self.step_worked = False
         self.next_step += 1
         self.api.step_begin(self.step)
         self.set_stage(b"data")
@@ -182,6 +186,7 @@ class _State:
         with self.lock:
             self.fwd_depth = 0
             self.open_step()
+            self.step_worked = True
             self.set_stage(b"optimizer")
 
     def on_replayed_begin(self, stage):
@@ -189,6 +194,7 @@ class _State:
         with self.lock:
             self.fwd_depth = 0
             self.open_step()
+            self.step_worked = True
             self.set_stage(stage)
 
     def on_optimizer_end(self):
@@ -250,6 +256,13 @@ class _State:
 
     def at_exit(self):
         with self.lock:
+            if self.step is not None and not self.step_worked:
+                # The step opened when the last optimizer step returned, and
+                # no forward or optimizer step came: the program left its
+                # loop. Not a step: it stays open (no row), so what the
+                # program frees on its way out (a list of kept tensors, say)
+                # is in no step, and the last step end is the last real one.
+                return
             self.close_step()
             self.set_stage(None)
 
@@ -285,6 +298,7 @@ def _forward_pre_hook(module, inputs):
             st.fwd_depth = 1
             if st.torch.is_grad_enabled():
                 st.open_step()
+            st.step_worked = True
             st.set_stage(b"forward")
     except Exception:
         pass

@@ -58,24 +58,33 @@ def leak(facts_path, report_path, variant):
     check(len(rows) >= steps, "%s: %d device step rows for %d steps" % (variant, len(rows),
                                                                           steps))
     # 1. Every cudaMalloc / cuMemCreate (the caching allocator's segments) and
-    # cuMemAlloc_v2 byte: live device bytes at each step end.
+    # cuMemAlloc_v2 byte: live device bytes at each step end. The libraries
+    # allocate device memory of their own, outside PyTorch's allocator, once,
+    # at their first use (cuBLAS its workspaces: 2 x 64 MiB on an H200 with
+    # CUDA 13): what is left over must be the same at every step end.
     cu = 0
-    bad_total, bad_blocks = [], []
+    bad_blocks, extra = [], []
     for k in range(steps):
         if k % 10 == 0:
             cu += facts["cu_mem_alloc"][k // 10]
         row = rows.get(k)
         if row is None:
-            bad_total.append((k, "no row"))
+            extra.append((k, None))
             continue
-        want = facts["reserved"][k] + cu
-        if row["live_bytes_end"] != want:
-            bad_total.append((k, row["live_bytes_end"], want))
+        extra.append((k, row["live_bytes_end"] - facts["reserved"][k] - cu))
         tb = row.get("tensor_blocks")
         if not tb or tb["allocated_bytes"] != facts["allocated"][k]:
             bad_blocks.append((k, tb and tb["allocated_bytes"], facts["allocated"][k]))
-    check(not bad_total, "%s: live device bytes == memory_reserved() + cuMemAlloc_v2 bytes at "
-          "every step end %s" % (variant, bad_total[:5]))
+    values = {v for _, v in extra}
+    const = next(iter(values)) if len(values) == 1 else None
+    check(const is not None and 0 <= const <= 1024 * MB,
+          "%s: live device bytes == memory_reserved() + cuMemAlloc_v2 bytes + %s B of the "
+          "libraries' own (the same at every step end) %s" %
+          (variant, const, [e for e in extra if e[1] != extra[0][1]][:5] or extra[:1]))
+    libs = sorted({os.path.basename(f.get("module") or "").split(".so")[0]
+                   for s in report["sites"] if s["kind"] == "device"
+                   for f in s.get("frames", [])[:1]} - {""})
+    print("  (device sites' innermost libraries: %s)" % ", ".join(libs))
     kinds = {kind for row in rows.values() for kind in row["live_by_kind"]}
     want_kind = "device_vmm" if variant == "expandable" else "device"
     check(want_kind in kinds, "%s: segments recorded as %s (kinds %s)" % (variant, want_kind,

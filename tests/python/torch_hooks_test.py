@@ -122,6 +122,34 @@ class MarkerSequenceTest(unittest.TestCase):
         i = exp.index("E1")
         self.assertEqual(calls, exp[:i] + evaluation + exp[i:] + evaluation)
 
+    def loop_without_loader(self, steps, then_forward):
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        x, y = torch.randn(4, 8), torch.randn(4, 1)
+        for _ in range(steps):
+            opt.zero_grad()
+            nn.functional.mse_loss(self.model(x), y).backward()
+            opt.step()
+        if then_forward:
+            self.model(x).sum().backward()  # a step that ran, cut short by exit
+        _torch_hooks._at_exit()
+        return self.api.calls
+
+    def test_exit_leaves_the_step_the_loop_never_ran_open(self):
+        # Without a DataLoader the next step opens when the optimizer step
+        # returns; the program then leaves its loop. That step saw no forward
+        # or optimizer step: at exit it is not ended (no row), so what the
+        # program frees on its way out belongs to no step.
+        calls = self.loop_without_loader(3, then_forward=False)
+        steps = [c for c in calls if c[0] in "Ss"]
+        self.assertEqual(steps, ["S0", "s0", "S1", "s1", "S2", "s2", "S3"])
+        self.assertEqual(calls[-2:], ["S3", "+data"])
+
+    def test_exit_ends_a_step_that_ran(self):
+        calls = self.loop_without_loader(3, then_forward=True)
+        steps = [c for c in calls if c[0] in "Ss"]
+        self.assertEqual(steps, ["S0", "s0", "S1", "s1", "S2", "s2", "S3", "s3"])
+        self.assertEqual(calls[-1], "s3")
+
     def test_explicit_steps_win(self):
         calls = self.train(torch.optim.SGD(self.model.parameters(), lr=0.1), explicit=True)
         # The automatic step 0 (opened by the loader) is left open for the
@@ -293,8 +321,9 @@ class CompiledStepLogicTest(unittest.TestCase):
         _torch_hooks._at_exit()
         steps = [c for c in self.api.calls if c[0] in "Ss"]
         # The first call learns it (no step was open: none ends); calls 2-4
-        # are steps 0-2; step 3, opened by the last, ends at exit.
-        self.assertEqual(steps, ["S0", "s0", "S1", "s1", "S2", "s2", "S3", "s3"])
+        # are steps 0-2; step 3, opened by the last, saw no call: it stays
+        # open at exit (no step).
+        self.assertEqual(steps, ["S0", "s0", "S1", "s1", "S2", "s2", "S3"])
         self.assertEqual(self.api.calls.count("+compiled"), 3)
         self.assertNotIn("+optimizer", self.api.calls)
 
@@ -312,7 +341,9 @@ class CompiledStepLogicTest(unittest.TestCase):
             compiled()
         _torch_hooks._at_exit()
         ends = [c for c in self.api.calls if c[0] == "s"]
-        self.assertEqual(ends, ["s0", "s1", "s2"])  # calls 2 and 3, then exit
+        # Calls 2 and 3; step 2, opened by the last, saw no call: it stays
+        # open at exit.
+        self.assertEqual(ends, ["s0", "s1"])
         self.assertEqual(self.api.calls.count("+optimizer"), 2)
 
     def test_untraced_optimizer_is_not_a_compiled_step(self):
