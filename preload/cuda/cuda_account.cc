@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "preload/core/addr_map.h"
-#include "preload/core/fds.h"
 #include "preload/cuda/cuda.h"
 #include "preload/cuda/cuda_internal.h"
 #include "preload/host/recorder.h"
@@ -234,18 +233,7 @@ void Notice(const char* message) {
   ThreadState& t = t_state;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
-  if (!g_config.quiet) {
-    char line[256];
-    size_t n = 0;
-    for (const char* p = "memstep: "; *p != '\0';) line[n++] = *p++;
-    for (const char* p = message; *p != '\0' && n < sizeof(line) - 1;) line[n++] = *p++;
-    line[n++] = '\n';
-    SayOnStderr(line, n);
-  }
-  if (Recording() && !guard.was_set()) {
-    EnsureThread(t);
-    EmitNoticeRecord(t, message);
-  }
+  SayNotice(t, message, !guard.was_set());
 }
 
 bool Active() {

@@ -201,13 +201,14 @@ const char* LoadUnwinder() {
     g_unw_local_as = nullptr;
     void* warm[fmt::kMaxFrames];
     if (backtrace(warm, static_cast<int>(fmt::kMaxFrames)) <= 0) {
-      return "stacks not recorded: libunwind.so.8 was not found and glibc's backtrace() "
-             "returned nothing (install libunwind8)";
+      return "stacks not recorded: no usable libunwind.so.8 (not found, or without "
+             "unw_backtrace) and glibc's backtrace() returned nothing (install libunwind8)";
     }
     g_unw_backtrace = backtrace;
     return want_glibc ? nullptr
-                      : "libunwind.so.8 not found: stacks are unwound with glibc's "
-                        "backtrace(), which costs more per sample (install libunwind8)";
+                      : "no usable libunwind.so.8 (not found, or without unw_backtrace): "
+                        "stacks are unwound with glibc's backtrace(), which costs more per "
+                        "sample (install libunwind8)";
   }
   // The first call initialises libunwind (its pipe) and is slow: pay it now,
   // with the low descriptors held.

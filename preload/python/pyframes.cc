@@ -48,7 +48,6 @@
 
 #include <atomic>
 
-#include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
 #include "preload/python/pyframes_layout.h"
@@ -256,17 +255,7 @@ void Unsupported(const char* why) {
   ThreadState& t = t_state;
   GuardScope guard(t);
   ErrnoSaver errno_saver;
-  if (!g_config.quiet) {
-    char say[sizeof(line) + 16];
-    memcpy(say, "memstep: ", 9);
-    memcpy(say + 9, line, n);
-    say[9 + n] = '\n';
-    SayOnStderr(say, 10 + n);
-  }
-  if (Recording()) {
-    EnsureThread(t);
-    EmitNoticeRecord(t, line);
-  }
+  SayNotice(t, line, true);
 }
 
 // "3.10.13 (main, ...)" -> 0x030A0000; 0 when not a version.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "preload/core/fds.h"
 #include "preload/cuda/cuda.h"
 #include "preload/host/recorder.h"
 #include "preload/steps/env.h"
@@ -209,6 +210,21 @@ void EmitNoticeRecord(ThreadState& t, const char* message) {
   rec.message_str = id;
   fmt::RecordEncoder e(buf, sizeof(buf));
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+void SayNotice(ThreadState& t, const char* message, bool record) {
+  if (!g_config.quiet) {
+    char line[512];
+    size_t n = 0;
+    for (const char* p = "memstep: "; *p != '\0';) line[n++] = *p++;
+    for (const char* p = message; *p != '\0' && n < sizeof(line) - 1;) line[n++] = *p++;
+    line[n++] = '\n';
+    SayOnStderr(line, n);
+  }
+  if (record && Recording()) {
+    EnsureThread(t);
+    EmitNoticeRecord(t, message);
+  }
 }
 
 namespace {

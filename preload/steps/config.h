@@ -147,6 +147,10 @@ void WindowsWriterPoll();
 void InitNvtx();
 // Notice record (kTagNotice, code 0) with a message.
 void EmitNoticeRecord(ThreadState& t, const char* message);
+// "memstep: MESSAGE" on the program's stderr (unless MEMSTEP_QUIET) and, when
+// `record` and recording, the same message as a notice record from thread t
+// (the caller holds its guard).
+void SayNotice(ThreadState& t, const char* message, bool record);
 
 }  // namespace memstep::preload
 

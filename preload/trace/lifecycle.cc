@@ -203,19 +203,7 @@ __attribute__((constructor(101))) static void MemstepInit() {
   const char* unwinder_note = LoadUnwinder();
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);
   g_state.store(kRecording);
-  if (unwinder_note != nullptr) {
-    EnsureThread(t);
-    EmitNoticeRecord(t, unwinder_note);
-    if (!g_config.quiet) {
-      char say[256];
-      size_t n = 0;
-      const char* parts[] = {"memstep: ", unwinder_note, "\n"};
-      for (const char* p : parts) {
-        while (*p != '\0' && n + 1 < sizeof say) say[n++] = *p++;
-      }
-      SayOnStderr(say, n);
-    }
-  }
+  if (unwinder_note != nullptr) SayNotice(t, unwinder_note, true);
   InitFeatures();
   // A python executable has CPython linked in: its frames are usable from
   // the first allocation after Py_Initialize (later loads: the writer polls).

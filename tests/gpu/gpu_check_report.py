@@ -79,8 +79,8 @@ def leak(facts_path, report_path, variant):
     const = next(iter(values)) if len(values) == 1 else None
     check(const is not None and 0 <= const <= 1024 * MB,
           "%s: live device bytes == memory_reserved() + cuMemAlloc_v2 bytes + %s B of the "
-          "libraries' own (the same at every step end) %s" %
-          (variant, const, [e for e in extra if e[1] != extra[0][1]][:5] or extra[:1]))
+          "libraries' own (the same at every step end; seen: %s)" %
+          (variant, const, sorted(values, key=str)[:5]))
     libs = sorted({os.path.basename(f.get("module") or "").split(".so")[0]
                    for s in report["sites"] if s["kind"] == "device"
                    for f in s.get("frames", [])[:1]} - {""})

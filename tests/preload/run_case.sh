@@ -52,6 +52,13 @@ case "$CASE" in
     MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" basic
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 9000 --min-frees 9000 || fail "trace check"
     ;;
+  basic-no-libunwind)  # no usable libunwind.so.8 ($1: a directory with one lacking unw_backtrace)
+    EXTRA_ENV="LD_LIBRARY_PATH=$1" run "$BIN" basic
+    "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 100 --min-stacks 100 --min-notices 1 \
+      || fail "trace check"
+    n=$(grep -c "^memstep: no usable libunwind.so.8 .*glibc's backtrace()" "$WORK/stderr")
+    [ "$n" = 1 ] || fail "the fallback said $n times on stderr, want 1"
+    ;;
   basic-nounwind)  # libunwind unavailable: stack id 0, everything else works
     MEMSTEP_NO_UNWIND=1 MEMSTEP_NO_ZSTD=1 run "$BIN" basic
     "$CHECK" "$(one_trace)" --expect-trailer --min-allocs 100 || fail "trace check"
