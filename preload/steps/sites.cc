@@ -243,7 +243,7 @@ void TakeTop(Snap* out) {
     out->bytes[k] = b;
     int64_t c = s.count.load(std::memory_order_relaxed);
     out->count[k] = c > 0 ? (c + 500) / 1000 : 0;
-    out->stack[k] = s.key.load(std::memory_order_relaxed) - 1;
+    out->stack[k] = s.key.load(std::memory_order_acquire) - 1;  // its STACK is logged by then
   }
   out->step = g_cur_step.load(std::memory_order_relaxed);
   out->stage = g_cur_stage.load(std::memory_order_relaxed);

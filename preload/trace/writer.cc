@@ -452,10 +452,8 @@ void AppendCounters(const int64_t values[kNumCounterNames], uint32_t tid) {
   }
 }
 
-// The run's peak composition by site, when a new run peak was taken.
-void AppendRunPeakSites() {
-  static uint8_t snap[2048];
-  size_t n = SitesTakeRunPeak(snap, sizeof(snap));
+// The run's peak composition by site (SitesTakeRunPeak's record, or n = 0).
+void AppendRunPeakSites(const uint8_t* snap, size_t n) {
   if (n > 0) Append(fmt::kChunkData, snap, n);
 }
 
@@ -498,6 +496,11 @@ void RunCycle(bool final) {
   int nrings = g_nrings.load(std::memory_order_acquire);
   for (int i = 0; i < nrings; ++i) g_heads[i] = g_rings[i]->head.load(std::memory_order_acquire);
   g_kept_head = g_kept.head.load(std::memory_order_acquire);
+  // The run-peak snapshot is taken before the dictionary is copied: every
+  // stack it names is then defined before it in the trace (a site made after
+  // the copy names a stack the next cycle defines).
+  static uint8_t run_peak[2048];
+  size_t run_peak_n = SitesTakeRunPeak(run_peak, sizeof(run_peak));
   // 2. Dictionary.
   AppendDictionary();
   EmitChunk(fmt::kChunkDict);
@@ -510,7 +513,7 @@ void RunCycle(bool final) {
     g_w.dict_dropped_reported = dropped;
   }
   AppendCounters(values, tid);
-  AppendRunPeakSites();
+  AppendRunPeakSites(run_peak, run_peak_n);
   EmitChunk(fmt::kChunkData);
   // 4. Trailer.
   if (final && g_w.live) WriteTrailer(values[0]);

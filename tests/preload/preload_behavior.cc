@@ -240,6 +240,55 @@ int Threads() {
   return 0;
 }
 
+// ---- peakrace ----
+// Threads allocate from ever new call stacks while the live bytes keep
+// setting new run peaks: every writer cycle has a run-peak snapshot to write
+// and stacks interned while it runs (a snapshot naming a stack the trace has
+// not defined yet is the bug this case guards).
+
+__attribute__((noinline)) void* PeakLeaf(size_t n) {
+  void* p = malloc(n);
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+__attribute__((noinline)) void* PeakA(unsigned bits, int depth, size_t n);
+__attribute__((noinline)) void* PeakB(unsigned bits, int depth, size_t n);
+// Each bit picks a function: 2^depth distinct return-address chains.
+void* PeakA(unsigned bits, int depth, size_t n) {
+  void* p = depth == 0   ? PeakLeaf(n)
+            : (bits & 1) ? PeakB(bits >> 1, depth - 1, n)
+                         : PeakA(bits >> 1, depth - 1, n);
+  asm volatile("" : : "r"(p) : "memory");  // no tail call: the frame stays on the stack
+  return p;
+}
+void* PeakB(unsigned bits, int depth, size_t n) {
+  void* p = depth == 0   ? PeakLeaf(n)
+            : (bits & 1) ? PeakA(bits >> 1, depth - 1, n)
+                         : PeakB(bits >> 1, depth - 1, n);
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+void* PeakWork(void* arg) {
+  unsigned id = static_cast<unsigned>(reinterpret_cast<uintptr_t>(arg));
+  for (unsigned i = 0; i < 4096; ++i) {
+    void* p = PeakA(i * 8 + id, 15, 64 + (i & 255));  // kept: the live bytes only rise
+    CHECK(p != nullptr);
+  }
+  return nullptr;
+}
+
+int PeakRace() {
+  pthread_t th[8];
+  MEMSTEP_STEP_BEGIN(1);
+  for (uintptr_t i = 0; i < 8; ++i)
+    CHECK(pthread_create(&th[i], nullptr, PeakWork, reinterpret_cast<void*>(i)) == 0);
+  for (auto& t : th) CHECK(pthread_join(t, nullptr) == 0);
+  MEMSTEP_STEP_END(1);
+  printf("peakrace ok\n");
+  return 0;
+}
+
 // ---- dlopen storm ----
 
 std::atomic<bool> g_stop{false};
@@ -505,6 +554,7 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "api") == 0) return Api();
   if (strcmp(cmd, "spin") == 0) return Spin();
   if (strcmp(cmd, "stall") == 0) return Stall();
+  if (strcmp(cmd, "peakrace") == 0) return PeakRace();
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;
 }
