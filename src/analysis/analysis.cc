@@ -472,49 +472,6 @@ uint64_t LastStepEndSeq(const Trace& t, const absl::flat_hash_map<uint64_t, size
   return seq;
 }
 
-// The allocations live at the last step end, summed per site and cohort.
-// The replay lists them in its hash table's order, which changes from run to
-// run (the table's hash is seeded per process): summed in that order, the
-// sums' last bits changed too (JSON `retained_bytes` differed between two
-// reports of one trace). Sorted first, every run adds them in one order.
-std::vector<std::vector<CohortCell>> LiveCohorts(const HeapReplay& replay, size_t sites,
-                                                 size_t rows) {
-  struct Live {
-    uint32_t site, cohort;
-    uint64_t bytes, count;  // the doubles' bits: a total order, NaN included
-  };
-  std::vector<Live> live;
-  live.reserve(replay.live_allocations());
-  replay.ForEachLive([&](uint32_t site, uint32_t cohort, double bytes, double count) {
-    if (cohort >= rows || site >= sites) return;
-    Live l{site, cohort, 0, 0};
-    std::memcpy(&l.bytes, &bytes, sizeof bytes);
-    std::memcpy(&l.count, &count, sizeof count);
-    live.push_back(l);
-  });
-  std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) {
-    if (a.site != b.site) return a.site < b.site;
-    if (a.cohort != b.cohort) return a.cohort < b.cohort;
-    if (a.bytes != b.bytes) return a.bytes < b.bytes;
-    return a.count < b.count;
-  });
-  std::vector<std::vector<CohortCell>> out(sites);
-  for (const Live& l : live) {
-    double bytes, count;
-    std::memcpy(&bytes, &l.bytes, sizeof bytes);
-    std::memcpy(&count, &l.count, sizeof count);
-    std::vector<CohortCell>& cells = out[l.site];
-    if (cells.empty() || cells.back().row != l.cohort) cells.push_back(CohortCell{l.cohort});
-    CohortCell& c = cells.back();
-    c.bytes += bytes;
-    c.samples += 1;
-    // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
-    if (count > 1) c.var += bytes * bytes * (1 - 1 / count);
-  }
-  for (std::vector<CohortCell>& cells : out) cells.shrink_to_fit();
-  return out;
-}
-
 // Per-site live bytes at a step end, and (at the last one) the cohorts
 // still live. Visits only the sites that changed since the previous step
 // end (HeapReplay::changed_sites; set_cohort's resets included): the others
@@ -530,7 +487,10 @@ void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
   }
   h.replay.ClearChanged();
   h.sites_at_end = sites.size();
-  if (last) h.cohorts = LiveCohorts(h.replay, sites.size(), rows);
+  if (last) {
+    h.cohorts = LiveCohorts([&](auto fn) { h.replay.ForEachLive(fn); }, sites.size(), rows,
+                            h.replay.live_allocations());
+  }
 }
 
 // After pass 1: the per-row series of the sites there were at the last step
@@ -887,21 +847,10 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
   return out;
 }
 
-// Call sites: the site bounds, or the exact series' smaller ones when the
-// exact heap itself grows (LEAK or BOUNDED_GROWTH): then a small leak that
-// the leak hunt sampled densely can be named at its site, while on a run
-// whose exact heap does not grow no site is held to less than the bounds.
+// Call sites: held to the exact heap's bounds when it grows (SiteBounds).
 GrowthOptions SiteGrowthOptions(const ProcessSummary& ps, const Options& options,
                                 const GrowthOptions& exact) {
-  GrowthOptions site_options = options.growth;
-  if (ps.live_growth.cls == GrowthClass::kLeak ||
-      ps.live_growth.cls == GrowthClass::kBoundedGrowth) {
-    site_options.min_rate = std::min(site_options.min_rate, exact.min_rate);
-    site_options.min_window_growth =
-        std::min(site_options.min_window_growth, exact.min_window_growth);
-  }
-  site_options.widen_sparse_halves = ps.live_growth.cls == GrowthClass::kLeak;
-  return site_options;
+  return SiteBounds(options.growth, exact, ps.live_growth.cls);
 }
 
 // What each host or mmap site of one process is built from.
@@ -975,24 +924,7 @@ void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::A
 // The growth class of a site (and, for a leak, its projection).
 void ClassifyHostSite(const HostSiteContext& c, const GrowthInput& in, Site& s) {
   const ProcessSummary& ps = c.ps;
-  const size_t rows = c.rows;
-  // The largest the site's long-lived bytes got, or what its cohorts kept
-  // per step over the steps after warm-up when that is more (a leak sampled
-  // densely for a few steps by a hunt, sparsely after it).
-  const double top = std::max(
-      in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end()),
-      rows > ps.warmup_steps + 1
-          ? KeptRate(in, ps.warmup_steps, rows - 1) * static_cast<double>(rows - ps.warmup_steps)
-          : 0.0);
-  if (top < c.site_options.min_window_growth &&
-      rows >= ps.warmup_steps + c.site_options.min_window) {
-    s.growth.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
-    s.growth.warmup = ps.warmup_steps;
-    s.growth.capacity = top;
-    s.growth.reason = "never above the window growth threshold";
-  } else {
-    s.growth = ClassifyGrowth(in, ps.warmup_steps, c.site_options);
-  }
+  s.growth = ClassifySiteGrowth(in, ps.warmup_steps, c.site_options);
   if (s.growth.cls == GrowthClass::kLeak) {
     Project(s.growth.slope, c.series.used, c.series.limit, ps.median_step_s, &s.steps_to_limit,
             &s.seconds_to_limit);
@@ -1104,6 +1036,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   BuildSteps(t, r, row_of_step, max_run, options.timeline);
   HostContext host;  // for the device analysis; filled in below
   host.row_of_step = &row_of_step;
+  host.last_step_end_seq = LastStepEndSeq(t, row_of_step);
+  host.cohort_before_rows = options.first_step <= 0;
   std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
   // Pass 1 after the scan: the whole replay (the device pass rides on it).
   HostPass h;

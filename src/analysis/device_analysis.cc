@@ -97,7 +97,10 @@ class DevicePass {
         devices_(devices),
         rows_(host.row_of_step->size()),
         by_row_(rows_),
-        stage_by_row_(rows_) {
+        stage_by_row_(rows_),
+        interval_by_row_(rows_, 0.0) {
+    cohort_ = host.cohort_before_rows ? 0 : UINT32_MAX;
+    replay_.set_cohort(cohort_);
     Reset();
   }
 
@@ -140,8 +143,17 @@ class DevicePass {
   const std::vector<Event>& fails() const { return fails_; }
   // [site][row]: live bytes at each step end (after FinishSeries).
   const std::vector<StepSeries>& site_by_step() const { return site_by_step_; }
-  // Once the pass is over: site_by_step() from what the step ends recorded.
-  void FinishSeries() { site_by_step_ = site_at_end_.Finish(rows_, sites_at_end_); }
+  // [site]: its sampled allocations live at the last step end by cohort (the
+  // row they were allocated in), rows increasing; only cohorts with one.
+  const std::vector<std::vector<CohortCell>>& cohorts() const { return cohorts_; }
+  // [row]: the device sampling interval T of the row (after FinishSeries).
+  const std::vector<double>& interval_by_row() const { return interval_by_row_; }
+  // Once the pass is over: site_by_step() from what the step ends recorded,
+  // and each row's T.
+  void FinishSeries() {
+    site_by_step_ = site_at_end_.Finish(rows_, sites_at_end_);
+    FillIntervals();
+  }
   std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
 
  private:
@@ -155,6 +167,12 @@ class DevicePass {
   }
 
   void OnAlloc(size_t i, const Event& e) {
+    // The row's T: the largest its samples were drawn with (a row's first
+    // samples may carry the previous row's T when it changed at the step end).
+    if (e.sampled && cohort_ < rows_) {
+      double& T = interval_by_row_[cohort_];
+      T = std::max(T, static_cast<double>(e.interval));
+    }
     if (e.kind == format::kDevPinnedHost) {
       track_.pinned = std::max(track_.pinned, replay_.pinned());
       if (replay_.pinned() > pinned_peak_.bytes) {
@@ -188,14 +206,23 @@ class DevicePass {
   }
 
   void OnStep(const Event& e) {
+    auto row = host_.row_of_step->find(e.step);
     if (e.phase == 0) {
       in_step_ = static_cast<int64_t>(e.step);
       replay_.set_in_step(true);
+      if (row != host_.row_of_step->end()) SetCohort(static_cast<uint32_t>(row->second));
       Reset();
       return;
     }
-    auto row = host_.row_of_step->find(e.step);
-    if (row != host_.row_of_step->end()) Record(row->second);
+    if (row != host_.row_of_step->end()) {
+      Record(row->second);
+      if (e.seq == host_.last_step_end_seq) {
+        cohorts_ = LiveCohorts([&](auto fn) { replay_.ForEachLive(fn); }, replay_.sites().size(),
+                               rows_, replay_.live_allocations());
+      }
+      // Between steps, allocations belong to the next step.
+      SetCohort(static_cast<uint32_t>(std::min(row->second + 1, rows_ - 1)));
+    }
     in_step_ = -1;
     replay_.set_in_step(false);
     Reset();
@@ -232,6 +259,30 @@ class DevicePass {
       }
     }
     DropMarks(run);
+  }
+
+  void SetCohort(uint32_t c) {
+    cohort_ = c;
+    replay_.set_cohort(c);
+  }
+
+  // Rows without a sample take the T of the row before (the first ones: of
+  // the first row with a sample); all 0 when no sample had a T (exact).
+  void FillIntervals() {
+    double prev = 0;
+    for (double T : interval_by_row_) {
+      if (T > 0) {
+        prev = T;
+        break;
+      }
+    }
+    for (double& T : interval_by_row_) {
+      if (T > 0) {
+        prev = T;
+      } else {
+        T = prev;
+      }
+    }
   }
 
   StageRun Begin(size_t i) {
@@ -498,7 +549,10 @@ class DevicePass {
     return it == t_.device_info.begin() ? nullptr : &*(it - 1);
   }
   std::map<int32_t, int64_t> prev_retries_, prev_ooms_;
-  std::vector<Event> fails_;   // DEV_FAIL records
+  std::vector<Event> fails_;  // DEV_FAIL records
+  uint32_t cohort_ = 0;       // of what the replay is told is allocated now
+  std::vector<std::vector<CohortCell>> cohorts_;
+  std::vector<double> interval_by_row_;
   StepEndSeries site_at_end_;  // while the pass runs
   size_t sites_at_end_ = 0;    // sites at the last step end
   std::vector<StepSeries> site_by_step_;
@@ -810,6 +864,11 @@ struct SiteContext {
   // The churn view's shares: the process's exact resident device
   // allocations in its steps (the step rows' device traffic).
   double step_dev_bytes = 0, step_dev_count = 0;
+  // The growth class of the exact series a sampled site's kind counts
+  // toward: each device's tensor blocks, and the pinned host bytes (the
+  // resident kinds': DeviceSummary::live_growth).
+  std::map<int32_t, GrowthClass> blocks_class = {};
+  GrowthClass pinned_class = GrowthClass::kInsufficient;
 
   // Site `site` of the replay right after event `index` (null when not captured).
   const DeviceReplay::SiteAcc* LiveAt(size_t index, size_t site) const {
@@ -837,8 +896,28 @@ void FillLiveAtPeak(const SiteContext& c, size_t j, size_t peak_index, Site& s) 
   }
 }
 
+// The class of the exact series site kind `kind` on `device` counts toward.
+GrowthClass ExactClassOf(const SiteContext& c, uint8_t kind, const DeviceSummary* dev) {
+  if (kind == format::kDevTensorBlock && dev != nullptr) {
+    auto it = c.blocks_class.find(dev->device);
+    return it != c.blocks_class.end() ? it->second : GrowthClass::kInsufficient;
+  }
+  if (IsResidentKind(kind) && dev != nullptr) return dev->live_growth.cls;
+  if (kind == format::kDevPinnedHost) return c.pinned_class;
+  return GrowthClass::kInsufficient;
+}
+
 // The site's live bytes at each step end, their growth class and, for a
-// leak, its projection against the device's (or the host's) memory.
+// leak, its projection against the device's (or the host's) memory. Exact
+// sites (every allocation recorded with p = 1) are classified as an exact
+// series. Sampled ones as host call sites are (docs/analysis.md "Intervals
+// of the estimates"): a LEAK's rate is what the window's cohorts (the rows
+// their blocks were allocated in) kept to the last step end, with its
+// Horvitz-Thompson interval, and the bounds are the exact ones when the exact
+// series of the site's kind grows (SiteBounds). As a plain series, a leak
+// sampled every few steps was a staircase whose Theil-Sen interval reached 0
+// (NO_TREND) in about half the runs, and the residuals alone gave intervals
+// that missed the truth.
 void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc& a,
                     const DeviceSummary* dev, Site& s) {
   std::vector<double> live(c.rows, 0.0);
@@ -849,8 +928,26 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
   }
   s.live_bytes_by_step = StepSeries::FromDense(live);
   const size_t warmup = dev != nullptr ? dev->warmup_steps : c.host.warmup_steps;
-  // Sampled sites are estimates: the call-site bounds, not the exact ones.
-  s.growth = ClassifyExact(live, warmup, c.sampled ? c.options.growth : c.host.exact);
+  if (!c.sampled) {
+    s.growth = ClassifyExact(live, warmup, c.host.exact);
+  } else {
+    GrowthInput in;
+    in.y = std::move(live);
+    in.end_bytes_by_cohort.assign(c.rows, 0.0);
+    in.end_samples_by_cohort.assign(c.rows, 0.0);
+    in.end_var_by_cohort.assign(c.rows, 0.0);
+    if (j < c.pass.cohorts().size()) {
+      for (const CohortCell& cell : c.pass.cohorts()[j]) {
+        in.end_bytes_by_cohort[cell.row] = cell.bytes;
+        in.end_samples_by_cohort[cell.row] = cell.samples;
+        in.end_var_by_cohort[cell.row] = cell.var;
+      }
+    }
+    in.interval_by_row = c.pass.interval_by_row();
+    const GrowthOptions bounds =
+        SiteBounds(c.options.growth, c.host.exact, ExactClassOf(c, a.key.kind, dev));
+    s.growth = ClassifySiteGrowth(in, warmup, bounds);
+  }
   if (s.growth.cls != GrowthClass::kLeak) return;
   if (dev != nullptr) {
     const double used =
@@ -861,6 +958,25 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
     Project(s.growth.slope, c.host.host_used_bytes, c.host.memory_limit, c.host.median_step_s,
             &s.steps_to_limit, &s.seconds_to_limit);
   }
+}
+
+// SiteContext's exact classes: each device's tensor blocks (where every step
+// row has them) and the pinned host bytes, at step ends.
+void ExactClasses(const std::vector<StepRow>& steps, const HostContext& host, SiteContext& c) {
+  std::map<int32_t, std::vector<double>> blocks;
+  std::vector<double> pinned;
+  for (const StepRow& row : steps) {
+    pinned.push_back(static_cast<double>(row.pinned_host_live_bytes_end));
+    for (const DeviceStep& ds : row.devices) {
+      if (ds.has_blocks) blocks[ds.device].push_back(static_cast<double>(ds.blocks_bytes));
+    }
+  }
+  for (const auto& [device, y] : blocks) {
+    const DeviceSummary* dev = c.SummaryOf(device);
+    if (y.size() != steps.size() || dev == nullptr) continue;
+    c.blocks_class[device] = ClassifyExact(y, dev->warmup_steps, host.exact).cls;
+  }
+  c.pinned_class = ClassifyExact(pinned, host.warmup_steps, host.exact).cls;
 }
 
 // Device site `j` of the replay.
@@ -998,6 +1114,7 @@ void DeviceAnalysis::Finish(const HostContext& host, const Options& options,
                 pass.replay().max_interval() > 0,
                 {}};
   for (const DeviceSummary& ds : summary.devices) c.summary_of[ds.device] = &ds;
+  if (c.sampled) ExactClasses(steps, host, c);
   for (const StepRow& row : steps) {
     for (const DeviceStep& ds : row.devices) {
       c.step_dev_bytes += static_cast<double>(ds.alloc_bytes);

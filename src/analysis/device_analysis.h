@@ -45,6 +45,12 @@ namespace memstep::analysis {
 // What the device analysis needs from the host analysis of the same process.
 struct HostContext {
   const absl::flat_hash_map<uint64_t, size_t>* row_of_step = nullptr;  // step -> row
+  // The seq of the last STEP end that has a row (UINT64_MAX: none): the
+  // sampled sites' cohorts are what is live then, as for host sites.
+  uint64_t last_step_end_seq = UINT64_MAX;
+  // What is allocated before the first row belongs to row 0's cohort, or
+  // (--steps A:B with A > 0) to none.
+  bool cohort_before_rows = true;
   size_t warmup_steps = 0;  // the process's W (pinned host sites)
   double median_step_s = 0;
   double host_used_bytes = 0;  // max(RSS, live) at the end (pinned host projections)

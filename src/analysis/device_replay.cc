@@ -70,7 +70,7 @@ bool DeviceReplay::Apply(const reader::Event& e) {
       Drop(old->second);
       allocations_.erase(old);
     }
-    Live l{kNoSite, e.size, 1.0, e.kind, e.device};
+    Live l{kNoSite, e.size, 1.0, e.kind, e.device, cohort_};
     if (e.sampled) {
       l.site = SiteIndex(e);
       const double p = SampleProbability(e.size, e.interval);

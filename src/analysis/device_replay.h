@@ -31,7 +31,9 @@
 //                         interval 8 MiB            site 8 live 8.51 MiB (1 / p = 8.51
 //                                                   allocations), resident(0) = 22 (exact)
 // Kinds other than format::DeviceKind's are kept as sites ("device_unknown")
-// but in no total.
+// but in no total. Cohorts: set_cohort(k) tags what is allocated from then on
+// (the analysis passes the step row) and ForEachLive reports each live
+// sampled allocation's, as HeapReplay's do for host sites.
 //
 // Thread-compatible. Memory: one entry per live device allocation, one per
 // site (with changed_sites()'s byte and list entry) and one per (kind, device).
@@ -99,6 +101,18 @@ class DeviceReplay {
   bool Apply(const reader::Event& e);
   // Allocations from now on are made in a step (churn) or not.
   void set_in_step(bool in_step) { in_step_ = in_step; }
+  // Allocations from now on belong to cohort `c` (the analysis passes the
+  // step row, as to HeapReplay::set_cohort).
+  void set_cohort(uint32_t c) { cohort_ = c; }
+  // Calls fn(site index, cohort, estimated bytes, 1 / p) for every live
+  // sampled allocation (LiveCohorts, step_series.h).
+  template <typename Fn>
+  void ForEachLive(Fn fn) const {
+    for (const auto& [key, l] : allocations_) {
+      if (l.site != kNoSite) fn(l.site, l.cohort, static_cast<double>(l.size) * l.weight, l.weight);
+    }
+  }
+  size_t live_allocations() const { return allocations_.size(); }
 
   const std::vector<SiteAcc>& sites() const { return sites_; }
   // The sites whose accumulator may have changed since the last
@@ -136,6 +150,7 @@ class DeviceReplay {
     double weight;  // 1 / p
     uint8_t kind;
     int32_t device;
+    uint32_t cohort;
   };
   // Takes a live allocation out of its site (if it has one) and the totals.
   void Drop(const Live& l);
@@ -162,6 +177,7 @@ class DeviceReplay {
   uint64_t ignored_frees_ = 0;
   uint64_t max_interval_ = 0;
   bool in_step_ = false;
+  uint32_t cohort_ = 0;
 };
 
 }  // namespace memstep::analysis

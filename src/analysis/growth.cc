@@ -335,4 +335,32 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   return g;
 }
 
+Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& o) {
+  const size_t rows = in.y.size();
+  const double top = std::max(
+      in.y.empty() ? 0 : *std::max_element(in.y.begin(), in.y.end()),
+      rows > warmup + 1 ? KeptRate(in, warmup, rows - 1) * static_cast<double>(rows - warmup)
+                        : 0.0);
+  if (top < o.min_window_growth && rows >= warmup + o.min_window) {
+    Growth g;
+    g.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
+    g.warmup = warmup;
+    g.capacity = top;
+    g.reason = "never above the window growth threshold";
+    return g;
+  }
+  return ClassifyGrowth(in, warmup, o);
+}
+
+GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
+                         GrowthClass exact_class) {
+  GrowthOptions o = site;
+  if (exact_class == GrowthClass::kLeak || exact_class == GrowthClass::kBoundedGrowth) {
+    o.min_rate = std::min(o.min_rate, exact.min_rate);
+    o.min_window_growth = std::min(o.min_window_growth, exact.min_window_growth);
+  }
+  o.widen_sparse_halves = exact_class == GrowthClass::kLeak;
+  return o;
+}
+
 }  // namespace memstep::analysis

@@ -135,6 +135,24 @@ struct Growth {
 // configured or detected, whichever is later).
 Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options = {});
 
+// A call site's series (with its cohorts): NO_TREND at once when neither its
+// largest value nor what its cohorts kept per step over the steps after
+// warm-up, times those steps, reaches options.min_window_growth (a leak
+// sampled densely for a few steps by a hunt and sparsely after it has a low
+// series but a high kept rate); ClassifyGrowth otherwise.
+Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options);
+
+// The bounds a call site is held to: `site`, or the exact series' smaller
+// ones when the exact series it counts toward (the heap, for host sites; the
+// device's tensor blocks or resident bytes, for device sites) grows
+// (`exact_class` LEAK or BOUNDED_GROWTH): then a small leak that a leak hunt
+// sampled densely can be named at its site, while on a run whose exact
+// series does not grow no site is held to less than the site bounds. Sparse
+// halves get the benefit of the doubt (widen_sparse_halves) when the exact
+// series is LEAK.
+GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
+                         GrowthClass exact_class);
+
 }  // namespace memstep::analysis
 
 #endif  // MEMSTEP_SRC_ANALYSIS_GROWTH_H_

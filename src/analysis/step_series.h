@@ -334,6 +334,55 @@ struct CohortCell {
   double var = 0;
 };
 
+// A replay's sampled allocations live now, summed per site and cohort:
+// `for_each_live(fn)` calls fn(site, cohort, estimated bytes, 1 / p) for each
+// (HeapReplay::ForEachLive, DeviceReplay::ForEachLive); cohorts >= `rows` and
+// sites >= `sites` are left out; `expected`: how many there are, to reserve.
+// Each cell's variance is the Horvitz-Thompson one, (s/p)^2 (1 - p) per
+// sample. The replays list their allocations in a hash table's order, which
+// changes from run to run (the table's hash is seeded per process): summed in
+// that order, the sums' last bits changed too (JSON `retained_bytes` differed
+// between two reports of one trace). Sorted first, every run adds them in one
+// order.
+template <typename ForEach>
+std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t sites, size_t rows,
+                                                 size_t expected) {
+  struct Live {
+    uint32_t site, cohort;
+    uint64_t bytes, count;  // the doubles' bits: a total order, NaN included
+  };
+  std::vector<Live> live;
+  live.reserve(expected);
+  for_each_live([&](uint32_t site, uint32_t cohort, double bytes, double count) {
+    if (cohort >= rows || site >= sites) return;
+    Live l{site, cohort, 0, 0};
+    std::memcpy(&l.bytes, &bytes, sizeof bytes);
+    std::memcpy(&l.count, &count, sizeof count);
+    live.push_back(l);
+  });
+  std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) {
+    if (a.site != b.site) return a.site < b.site;
+    if (a.cohort != b.cohort) return a.cohort < b.cohort;
+    if (a.bytes != b.bytes) return a.bytes < b.bytes;
+    return a.count < b.count;
+  });
+  std::vector<std::vector<CohortCell>> out(sites);
+  for (const Live& l : live) {
+    double bytes, count;
+    std::memcpy(&bytes, &l.bytes, sizeof bytes);
+    std::memcpy(&count, &l.count, sizeof count);
+    std::vector<CohortCell>& cells = out[l.site];
+    if (cells.empty() || cells.back().row != l.cohort) cells.push_back(CohortCell{l.cohort});
+    CohortCell& c = cells.back();
+    c.bytes += bytes;
+    c.samples += 1;
+    // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
+    if (count > 1) c.var += bytes * bytes * (1 - 1 / count);
+  }
+  for (std::vector<CohortCell>& cells : out) cells.shrink_to_fit();
+  return out;
+}
+
 }  // namespace memstep::analysis
 
 #endif  // MEMSTEP_SRC_ANALYSIS_STEP_SERIES_H_
