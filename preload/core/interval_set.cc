@@ -80,4 +80,15 @@ uint64_t IntervalSet::Remove(uintptr_t start, uintptr_t end) {
   return RemoveLocked(start, end);
 }
 
+size_t IntervalSet::Overlaps(uintptr_t start, uintptr_t end, uintptr_t* out, size_t cap) {
+  if (start >= end) return 0;
+  SpinLockHolder h(&lock_);
+  size_t k = 0;
+  for (size_t i = LowerBound(start); i < n_ && r_[i].start < end && k < cap; ++i, ++k) {
+    out[2 * k] = r_[i].start > start ? r_[i].start : start;
+    out[2 * k + 1] = r_[i].end < end ? r_[i].end : end;
+  }
+  return k;
+}
+
 }  // namespace memstep::preload

@@ -1,5 +1,6 @@
 // Live anonymous mappings as a sorted array of disjoint [start, end) ranges,
-// for the exact mmap_live_bytes counter (munmap may cut any part of them).
+// for the exact mmap_live_bytes counter (munmap may cut any part of them),
+// and the PROT_NONE ones apart (reserved address space, recorder.cc).
 //
 // Contract: thread-safe (one spinlock; mmap/munmap are rare compared with
 // malloc), memory from one raw mmap at Init, never allocates afterwards. When
@@ -22,6 +23,10 @@ class IntervalSet {
   int64_t Add(uintptr_t start, uintptr_t end);
   // Removes every byte of [start, end); returns the bytes removed.
   uint64_t Remove(uintptr_t start, uintptr_t end);
+  // The parts of [start, end) the set holds, in order, at most `cap` of them
+  // into `out` as [out[2k], out[2k+1]); returns how many. To go on past
+  // `cap`, call again from the last part's end.
+  size_t Overlaps(uintptr_t start, uintptr_t end, uintptr_t* out, size_t cap);
   size_t size() const { return n_; }
 
   void Lock() { lock_.Lock(); }

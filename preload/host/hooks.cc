@@ -147,6 +147,11 @@ void* StubMremap(void* o, size_t ol, size_t nl, int fl, void* na) {
   ResolveReal();
   return g_real.mremap(o, ol, nl, fl, na);
 }
+int StubMprotect(void* a, size_t l, int pr) {
+  if (t_resolving) return static_cast<int>(syscall(SYS_mprotect, a, l, pr));
+  ResolveReal();
+  return g_real.mprotect(a, l, pr);
+}
 void* StubDlopen(const char* f, int m) {
   ResolveReal();
   return g_real.dlopen(f, m);
@@ -198,7 +203,7 @@ RealFns g_real = {
     StubMalloc,           StubFree,         StubCalloc,   StubRealloc, StubReallocarray,
     StubPosixMemalign,    StubAlignedAlloc, StubMemalign, StubValloc,  StubPvalloc,
     StubMallocUsableSize, StubMmap,         StubMmap64,   StubMunmap,  StubMremap,
-    StubDlopen,           StubDlclose,
+    StubMprotect,         StubDlopen,       StubDlclose,
 };
 
 void ReadConfig();  // recorder.cc
@@ -271,7 +276,7 @@ void ResolveReal() {
   if (r.malloc == nullptr || r.free == nullptr || r.calloc == nullptr || r.realloc == nullptr ||
       r.posix_memalign == nullptr || r.aligned_alloc == nullptr || r.memalign == nullptr ||
       r.valloc == nullptr || r.malloc_usable_size == nullptr || r.munmap == nullptr ||
-      r.mremap == nullptr || r.dlopen == nullptr || r.dlclose == nullptr) {
+      r.mremap == nullptr || r.mprotect == nullptr || r.dlopen == nullptr || r.dlclose == nullptr) {
     static const char kMsg[] = "memstep: a required allocator function is missing\n";
     (void)!write(2, kMsg, sizeof(kMsg) - 1);
     abort();
@@ -508,6 +513,15 @@ MEMSTEP_EXPORT void* mremap(void* o, size_t ol, size_t nl, int fl, ...) noexcept
     return MremapSlow(o, ol, nl, fl, na);
   }
   return g_real.mremap(o, ol, nl, fl, na);
+}
+
+// PROT_NONE anonymous mappings are address space, not memory, until mprotect
+// gives them access (recorder.cc MprotectSlow).
+MEMSTEP_EXPORT int mprotect(void* a, size_t l, int pr) noexcept {
+  if (!t_state.guard && g_state.load(std::memory_order_relaxed) == kRecording) {
+    return MprotectSlow(a, l, pr);
+  }
+  return g_real.mprotect(a, l, pr);
 }
 
 // ---- dlopen and dlclose ------------------------------------------------------

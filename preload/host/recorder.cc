@@ -54,6 +54,7 @@ std::atomic<uint32_t> g_cur_stage{0};
 std::atomic<int> g_maps_dirty{1};
 
 IntervalSet g_mmaps;
+IntervalSet g_reserved;
 pthread_key_t g_key;
 bool g_key_ok = false;
 UnwBacktraceFn g_unw_backtrace = nullptr;
@@ -626,15 +627,30 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit) {
   return ReallocMove(t, old, n, target, interval, stack, guard.was_set(), rec, saved_errno);
 }
 
-void RecordMmap(void* p, size_t len, int prot, int flags) {
-  ThreadState& t = t_state;
-  GuardScope guard(t);
-  ErrnoSaver errno_saver;
-  EnsureThread(t);
-  uint32_t stack = CaptureStack(t);
-  uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  int64_t delta = g_mmaps.Add(a, a + ((len + 4095) & ~size_t{4095}));
-  g_counters.mmap_live.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+// Anonymous mappings. One with access (any prot but PROT_NONE) is memory:
+// counted in mmap_live (g_mmaps). A PROT_NONE one is address space reserved
+// for later (CUDA's driver reserves gigabytes so at cuInit; allocators
+// reserve, then commit): kept apart (g_reserved), counted only once
+// mprotect gives it access, when an MMAP record for the committed part is
+// written with the caller's stack. Every range is rounded out to pages.
+namespace {
+
+uintptr_t PageEnd(uintptr_t a, size_t len) { return a + ((len + 4095) & ~size_t{4095}); }
+
+// MAP_FIXED over memory with PROT_NONE decommits it; anything else commits.
+void AccountMapping(uintptr_t a, uintptr_t end, bool reserved) {
+  if (reserved) {
+    const uint64_t removed = g_mmaps.Remove(a, end);
+    g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
+    g_reserved.Add(a, end);
+  } else {
+    g_reserved.Remove(a, end);
+    const int64_t delta = g_mmaps.Add(a, end);
+    g_counters.mmap_live.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+  }
+}
+
+void EmitMmap(ThreadState& t, uint32_t stack, uintptr_t a, size_t len, int prot, int flags) {
   uint8_t buf[fmt::kMaxEncodedSize<fmt::MmapRecord>];
   fmt::MmapRecord rec;
   rec.ts = NowRel();
@@ -651,6 +667,19 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   if (fmt::Encode(e, rec) && Recording()) PushFromHook(t, buf, e.size());
 }
 
+}  // namespace
+
+void RecordMmap(void* p, size_t len, int prot, int flags) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  uint32_t stack = CaptureStack(t);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  AccountMapping(a, PageEnd(a, len), prot == PROT_NONE);
+  EmitMmap(t, stack, a, len, prot, flags);
+}
+
 int MunmapSlow(void* p, size_t len) {
   ThreadState& t = t_state;
   GuardScope guard(t);
@@ -660,8 +689,9 @@ int MunmapSlow(void* p, size_t len) {
   int e = errno;
   if (rc == 0) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    uint64_t removed = g_mmaps.Remove(a, a + ((len + 4095) & ~size_t{4095}));
+    uint64_t removed = g_mmaps.Remove(a, PageEnd(a, len));
     g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
+    g_reserved.Remove(a, PageEnd(a, len));
     uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
     fmt::MunmapRecord rec;
     rec.ts = NowRel();
@@ -686,11 +716,13 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
     uint32_t stack = CaptureStack(t);
     uintptr_t o = reinterpret_cast<uintptr_t>(old);
     uintptr_t n = reinterpret_cast<uintptr_t>(q);
-    uint64_t removed = g_mmaps.Remove(o, o + ((old_len + 4095) & ~size_t{4095}));
+    uint64_t removed = g_mmaps.Remove(o, PageEnd(o, old_len));
     g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
     if (removed != 0) {
-      int64_t d = g_mmaps.Add(n, n + ((new_len + 4095) & ~size_t{4095}));
+      int64_t d = g_mmaps.Add(n, PageEnd(n, new_len));
       g_counters.mmap_live.fetch_add(static_cast<uint64_t>(d), std::memory_order_relaxed);
+    } else if (g_reserved.Remove(o, PageEnd(o, old_len)) != 0) {
+      g_reserved.Add(n, PageEnd(n, new_len));  // reserved space moved: still no memory
     }
     uint8_t buf[fmt::kMaxEncodedSize<fmt::MremapRecord>];
     fmt::MremapRecord rec;
@@ -709,6 +741,44 @@ void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new
   }
   errno = e;
   return q;
+}
+
+// mprotect: access given to reserved space commits it (an MMAP record for
+// each reserved part, with this caller's stack and `prot`); PROT_NONE over
+// memory decommits it (an MMAP record with prot 0 for each part: the reader
+// takes it out of the live bytes). Other ranges (file mappings, the loader's
+// RELRO, memory whose access only changes) write nothing and capture no
+// stack.
+int MprotectSlow(void* p, size_t len, int prot) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  int rc = g_real.mprotect(p, len, prot);
+  if (rc != 0) return rc;  // errno as the call left it
+  ErrnoSaver errno_saver;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t end = PageEnd(a, len);
+  const bool reserve = prot == PROT_NONE;
+  IntervalSet& from = reserve ? g_mmaps : g_reserved;
+  constexpr size_t kParts = 16;
+  uintptr_t parts[2 * kParts];
+  uint32_t stack = 0;
+  bool captured = false;
+  for (uintptr_t at = a; at < end;) {
+    const size_t n = from.Overlaps(at, end, parts, kParts);
+    if (n == 0) break;
+    if (!captured) {
+      EnsureThread(t);
+      stack = CaptureStack(t);
+      captured = true;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      AccountMapping(parts[2 * k], parts[2 * k + 1], reserve);
+      EmitMmap(t, stack, parts[2 * k], parts[2 * k + 1] - parts[2 * k], prot,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
+    }
+    at = parts[2 * n - 1];
+  }
+  return rc;
 }
 
 void EnterDlopen(uintptr_t entry_sp, uintptr_t ret) {

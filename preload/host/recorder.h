@@ -19,8 +19,9 @@
 
 namespace memstep::preload {
 
-extern IntervalSet g_mmaps;  // live anonymous mappings
-extern pthread_key_t g_key;  // thread-exit destructor (ThreadExit)
+extern IntervalSet g_mmaps;     // live anonymous mappings with access: memory
+extern IntervalSet g_reserved;  // live anonymous PROT_NONE ones: address space only
+extern pthread_key_t g_key;     // thread-exit destructor (ThreadExit)
 extern bool g_key_ok;
 
 // libunwind, loaded at run time (RTLD_LOCAL keeps its _Unwind_* symbols off

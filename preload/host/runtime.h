@@ -66,6 +66,7 @@ namespace memstep::preload {
   X(mmap64, void*, (void* a, size_t l, int pr, int fl, int fd, off_t o), (a, l, pr, fl, fd, o)) \
   X(munmap, int, (void* a, size_t l), (a, l))                                                   \
   X(mremap, void*, (void* o, size_t ol, size_t nl, int fl, void* na), (o, ol, nl, fl, na))      \
+  X(mprotect, int, (void* a, size_t l, int pr), (a, l, pr))                                     \
   X(dlopen, void*, (const char* f, int m), (f, m))                                              \
   X(dlclose, int, (void* h), (h))
 
@@ -237,6 +238,7 @@ void* ReallocSlow(void* p, size_t n, bool countdown_hit);
 void RecordMmap(void* p, size_t len, int prot, int flags);
 int MunmapSlow(void* p, size_t len);
 void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr);
+int MprotectSlow(void* p, size_t len, int prot);
 // dlopen's entry (hooks.cc: nothing runs after the real one): marks the
 // module maps dirty and the thread inside the loader (InLoader). entry_sp is
 // the stack pointer at dlopen's entry (x86-64: the slot holding the caller's

@@ -110,9 +110,11 @@ void ForkPrepare() {
   g_big.LockAll();
   g_region.LockAll();
   g_mmaps.Lock();
+  g_reserved.Lock();
 }
 
 void ForkParent() {
+  g_reserved.Unlock();
   g_mmaps.Unlock();
   g_region.UnlockAll();
   g_big.UnlockAll();
@@ -128,6 +130,7 @@ void ForkParent() {
 void ForkChild() {
   OwnMappingsForkChild();  // first: any handler below may RawMmap
   g_mmaps.ResetLock();
+  g_reserved.ResetLock();
   g_region.ResetLocks();
   g_big.ResetLocks();
   g_dict.ResetLock();
@@ -190,7 +193,7 @@ __attribute__((constructor(101))) static void MemstepInit() {
   t.tid = GetTid();
   dl_iterate_phdr(FindSelf, reinterpret_cast<void*>(&FindSelf));
   if (!g_big.Init(13) || !g_dict.Init(size_t{1} << 30, size_t{1} << 20, size_t{1} << 16) ||
-      !g_mmaps.Init(size_t{1} << 16)) {
+      !g_mmaps.Init(size_t{1} << 16) || !g_reserved.Init(size_t{1} << 16)) {
     Degrade("cannot reserve memory", nullptr, ENOMEM);
     g_state.store(kStopped);
     return;

@@ -156,6 +156,10 @@ void HeapReplay::Apply(const reader::Event& e) {
       if (e.size == 0) break;
       const uint64_t end = End(e.addr, e.size);
       RemoveRange(e.addr, end);  // MAP_FIXED over an existing mapping
+      // PROT_NONE (the event's new_addr: the record's prot) reserves address
+      // space: no memory until access is given (a later MMAP record of the
+      // committed part), and over memory it decommits it.
+      if (e.new_addr == 0) break;
       const uint32_t site = SiteIndex(Kind::kMmap, e.stack, e.ts);
       Touch(site);
       Accumulator& s = sites_[site];

@@ -13,6 +13,10 @@
 //     [0x10000,0x11000) and [0x12000,0x14000); site 3 live = 12 KiB
 //   MREMAP 0x12000,0x2000 -> 0x40000,0x8000           moves that part (still
 //     site 3) and grows it: site 3 live = 4 KiB + 32 KiB = 36 KiB.
+//   MMAP addr=0x40000 len=0x4000 prot=0 stack=5       PROT_NONE: address space, not
+//     memory; over site 3's range it decommits it: site 3 live = 20 KiB, no site 5.
+//     (The library writes an MMAP record with the new prot, and the caller's
+//     stack, for each part of a reservation that mprotect commits.)
 // Cohorts: set_cohort(k) tags what is allocated from then on (the analysis
 // passes the step row); ForEachLive reports each live object's cohort and its estimated bytes and
 // count (1/p), and

@@ -174,6 +174,27 @@ NOINLINE void PlantedMmapFull4x32K() {
   }
 }
 
+NOINLINE char* PlantedReserve1G() {
+  void* p =
+      mmap(nullptr, kReserveLen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) abort();
+  return static_cast<char*>(p);
+}
+
+NOINLINE void PlantedCommit8x256K(char* reserved) {
+  for (int i = 0; i < kCommitCount; ++i) {
+    char* part = reserved + 2 * i * kCommitLen;  // every other 256 KiB
+    if (mprotect(part, kCommitLen, PROT_READ | PROT_WRITE) != 0) abort();
+    part[0] = 1;
+  }
+}
+
+NOINLINE void PlantedDecommit2(char* reserved) {
+  for (int i = kCommitCount - kDecommitCount; i < kCommitCount; ++i) {
+    if (mprotect(reserved + 2 * i * kCommitLen, kCommitLen, PROT_NONE) != 0) abort();
+  }
+}
+
 int ModeSites() {
   PlantedLeak3000x1000();
   PlantedChurn1000x777();
@@ -185,6 +206,14 @@ int ModeSites() {
   PlantedNewArray200x1284();
   PlantedMmapPartial10x64K();
   PlantedMmapFull4x32K();
+  char* reserved = PlantedReserve1G();  // kept: the reservation is live at exit
+  PlantedCommit8x256K(reserved);
+  PlantedDecommit2(reserved);
+  // A file mapping's protection changes nothing memstep counts.
+  if (mprotect(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(&ModeSites) & ~uintptr_t{4095}),
+               4096, PROT_READ | PROT_EXEC) != 0) {
+    abort();
+  }
   Say("sites done %ld\n", static_cast<long>(Kept().size()));
   return 0;
 }

@@ -37,6 +37,12 @@ inline constexpr size_t kMmapPartialLen = 64 << 10;
 inline constexpr size_t kMmapPartialCut = 16 << 10;  // munmap'ed head of each
 inline constexpr int kMmapFullCount = 4;
 inline constexpr size_t kMmapFullLen = 32 << 10;
+// A PROT_NONE reservation (address space, no memory), parts of which
+// mprotect commits (PlantedCommit8x256K) and later decommits (the last 2).
+inline constexpr size_t kReserveLen = size_t{1} << 30;
+inline constexpr int kCommitCount = 8;
+inline constexpr size_t kCommitLen = 256 << 10;
+inline constexpr int kDecommitCount = 2;
 
 // mode "sampled" (default interval).
 inline constexpr long kSampledChurnCount = 400 * 1024;  // 400 MiB in 1 KiB blocks

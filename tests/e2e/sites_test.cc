@@ -79,6 +79,10 @@ void ExpectExactSites(const analysis::Report& report) {
        kMmapPartialCount, kPartialLive, kMmapPartialCount},
       {"PlantedMmapFull4x32K", SiteKind::kMmap, kMmapFullCount * double{kMmapFullLen},
        kMmapFullCount, 0, 0},
+      // Memory is what mprotect commits of a PROT_NONE reservation, at the
+      // committing call; the decommitted parts are gone.
+      {"PlantedCommit8x256K", SiteKind::kMmap, kCommitCount * double{kCommitLen}, kCommitCount,
+       (kCommitCount - kDecommitCount) * double{kCommitLen}, kCommitCount - kDecommitCount},
   };
   for (const Expected& e : expected) {
     SCOPED_TRACE(e.function);
@@ -92,7 +96,17 @@ void ExpectExactSites(const analysis::Report& report) {
     EXPECT_NEAR(t.live_bytes_end, e.live_bytes, 0.5);
     EXPECT_NEAR(t.live_count_end, e.live_count, 0.01);
   }
+  // The reservation itself is address space: no site, and not in the exact
+  // anonymous-mapping bytes, which the mmap sites account for exactly.
+  EXPECT_EQ(FindSites(report, "PlantedReserve1G", SiteKind::kMmap).sites, 0);
+  EXPECT_EQ(FindSites(report, "PlantedDecommit2", SiteKind::kMmap).sites, 0);
+  double mmap_sites = 0;
+  for (const analysis::Site& s : report.sites) {
+    if (s.kind == SiteKind::kMmap) mmap_sites += s.live_bytes_end;
+  }
   ASSERT_EQ(report.processes.size(), 1u);
+  EXPECT_EQ(static_cast<double>(report.processes[0].mmap_live_bytes_end), mmap_sites);
+  EXPECT_LT(report.processes[0].mmap_live_bytes_end, kReserveLen);
   EXPECT_TRUE(report.processes[0].clean_exit);
   EXPECT_FALSE(report.processes[0].truncated);
 }

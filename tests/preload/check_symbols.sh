@@ -10,7 +10,7 @@ status=0
 cudart='cudaMalloc|cudaFree|cudaMallocManaged|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocPitch|cudaMalloc3D|cudaMallocAsync(_ptsz)?|cudaFreeAsync(_ptsz)?|cudaMallocFromPoolAsync(_ptsz)?|cudaGetDriverEntryPoint(ByVersion)?(_ptsz)?|cudaHostRegister|cudaHostUnregister|cudaMallocArray|cudaMalloc3DArray|cudaMallocMipmappedArray|cudaFreeArray|cudaFreeMipmappedArray|cudaIpcOpenMemHandle|cudaIpcCloseMemHandle|cudaMemPoolCreate|cudaMemPoolDestroy|cudaMemPoolTrimTo|cudaGraphAddMemAllocNode|cudaGraphAddMemFreeNode|cudaDeviceGraphMemTrim|cudaMemPoolSetAttribute'
 # The CUDA driver wrappers (unversioned, like libcuda.so.1's own symbols).
 cudadrv='cuMemAlloc_v2|cuMemFree_v2|cuMemAllocPitch_v2|cuMemAllocManaged|cuMemAllocHost_v2|cuMemHostAlloc|cuMemFreeHost|cuMemCreate|cuMemRelease|cuMemMap|cuMemUnmap|cuMemAllocAsync(_ptsz)?|cuMemFreeAsync(_ptsz)?|cuMemAllocFromPoolAsync(_ptsz)?|cuGetProcAddress(_v2)?|cuMemHostRegister_v2|cuMemHostUnregister|cuArrayCreate_v2|cuArray3DCreate_v2|cuMipmappedArrayCreate|cuArrayDestroy|cuMipmappedArrayDestroy|cuIpcOpenMemHandle(_v2)?|cuIpcCloseMemHandle|cuMemPoolCreate|cuMemPoolDestroy|cuMemPoolTrimTo|cuGraphAddMemAllocNode|cuGraphAddMemFreeNode|cuDeviceGraphMemTrim|cuMemImportFromShareableHandle|cuMulticastCreate|cuMulticastBindMem|cuMulticastBindAddr|cuMulticastUnbind|cuMemPoolSetAttribute|cuMemExportToShareableHandle'
-allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|dlopen|dlclose|dlsym|dlvsym|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2|_Zn[wa]m(RKSt9nothrow_t|St11align_val_t|St11align_val_tRKSt9nothrow_t)?|_Zd[la]Pv(m|RKSt9nothrow_t|St11align_val_t|mSt11align_val_t|St11align_val_tRKSt9nothrow_t)?|'"$cudadrv"'|('"$cudart"')@@?libcudart\.so\.1[23]|libcudart\.so\.1[23])$'
+allowed='^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|malloc_usable_size|mmap|mmap64|munmap|mremap|mprotect|dlopen|dlclose|dlsym|dlvsym|_exit|_Exit|execve|execv|execvp|execvpe|execl|execlp|execle|memstep_[a-z_]+|InitializeInjectionNvtx2|_Zn[wa]m(RKSt9nothrow_t|St11align_val_t|St11align_val_tRKSt9nothrow_t)?|_Zd[la]Pv(m|RKSt9nothrow_t|St11align_val_t|mSt11align_val_t|St11align_val_tRKSt9nothrow_t)?|'"$cudadrv"'|('"$cudart"')@@?libcudart\.so\.1[23]|libcudart\.so\.1[23])$'
 versioned=$(nm -D --defined-only --with-symbol-versions "$LIB" | awk '{print $3}')
 exports=$(echo "$versioned" | sed 's/@.*//')
 [ -n "$versioned" ] || { echo "no exported symbols?"; exit 1; }
@@ -30,7 +30,7 @@ for s in malloc free dlsym dlvsym cuMemAlloc_v2 cuGetProcAddress_v2 memstep_step
   echo "$versioned" | grep -qx "$s" || { echo "missing or versioned export: $s"; status=1; }
 done
 for s in malloc free calloc realloc posix_memalign memalign aligned_alloc malloc_usable_size \
-         mmap munmap mremap dlopen dlclose memstep_step_begin memstep_step_end \
+         mmap munmap mremap mprotect dlopen dlclose memstep_step_begin memstep_step_end \
          memstep_stage_begin memstep_stage_end memstep_counter memstep_epoch_begin \
          InitializeInjectionNvtx2 _Znwm _Znam _ZdlPv _ZdaPv _ZdlPvm; do
   echo "$exports" | grep -qx "$s" || { echo "missing export: $s"; status=1; }

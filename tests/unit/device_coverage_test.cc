@@ -85,14 +85,14 @@ std::vector<uint8_t> BuildTrace(const Workload& w, std::mt19937_64& rng) {
     const bool sampled = u(rng) < p;
     const uint64_t a = addr;
     addr += size;
-    b.DevAlloc(ts++, sampled ? stack : 0, f::kDevTensorBlock, 0, a, size, f::kApiTorchCachingAllocator, 0,
-               s < 0 ? 0 : static_cast<uint64_t>(s), 0, 1, T, sampled);
+    b.DevAlloc(ts++, sampled ? stack : 0, f::kDevTensorBlock, 0, a, size,
+               f::kApiTorchCachingAllocator, 0, s < 0 ? 0 : static_cast<uint64_t>(s), 0, 1, T,
+               sampled);
     blocks += size;
     // The caching allocator's segments (exact: p = 1 at these sizes) grow in
     // 20 MiB steps when the blocks need room.
     while (blocks > reserved) {
-      b.DevAlloc(ts++, kSegmentStack, f::kDevDevice, 0, segment_addr, 20 * kMiB,
-                 f::kApiCudaMalloc);
+      b.DevAlloc(ts++, kSegmentStack, f::kDevDevice, 0, segment_addr, 20 * kMiB, f::kApiCudaMalloc);
       segment_addr += 20 * kMiB;
       reserved += 20 * kMiB;
     }

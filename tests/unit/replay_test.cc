@@ -28,12 +28,13 @@ Event Free(uint64_t addr) {
   e.addr = addr;
   return e;
 }
-Event Mmap(uint64_t stack, uint64_t addr, uint64_t len) {
+Event Mmap(uint64_t stack, uint64_t addr, uint64_t len, uint64_t prot = 3) {
   Event e;
   e.tag = format::kTagMmap;
   e.stack = stack;
   e.addr = addr;
   e.size = len;
+  e.new_addr = prot;  // the record's prot (reader.cc): 3 PROT_READ | PROT_WRITE
   return e;
 }
 Event Munmap(uint64_t addr, uint64_t len) {
@@ -152,6 +153,28 @@ TEST(HeapReplayTest, MmapIntervalArithmetic) {
   EXPECT_EQ(r.sites()[0].live_bytes, 0);
   EXPECT_EQ(r.sites()[1].live_bytes, 0);
   EXPECT_EQ(r.host_live_bytes(), 0);
+}
+
+// PROT_NONE mappings reserve address space: no memory, no site; over memory
+// they decommit it. The library writes an MMAP record with the new prot for
+// each part of a reservation that mprotect commits (recorder.cc).
+TEST(HeapReplayTest, ProtNoneIsAddressSpaceNotMemory) {
+  HeapReplay r;
+  r.Apply(Mmap(1, 0x100000, 0x100000, 0));  // a 1 MiB reservation
+  EXPECT_EQ(r.mmap_live_bytes(), 0);
+  EXPECT_EQ(r.mmap_ranges(), 0u);
+  EXPECT_TRUE(r.sites().empty());
+  r.Apply(Mmap(2, 0x110000, 0x20000));  // mprotect(RW) of 128 KiB of it, from stack 2
+  EXPECT_EQ(r.mmap_live_bytes(), 0x20000);
+  ASSERT_EQ(r.sites().size(), 1u);
+  EXPECT_EQ(r.sites()[0].key.stack, 2u);
+  r.Apply(Mmap(3, 0x118000, 0x8000, 0));  // mprotect(PROT_NONE) of its last 32 KiB
+  EXPECT_EQ(r.mmap_live_bytes(), 0x18000);
+  EXPECT_EQ(r.sites()[0].live_bytes, 0x18000);
+  EXPECT_EQ(r.sites().size(), 1u);
+  r.Apply(Munmap(0x100000, 0x100000));  // the whole reservation
+  EXPECT_EQ(r.mmap_live_bytes(), 0);
+  EXPECT_EQ(r.sites()[0].live_count, 0);
 }
 
 TEST(HeapReplayTest, MremapShrinkInPlace) {
