@@ -130,6 +130,7 @@ TEST(TextReportTest, LeakFreedAtExitShowsTheLastStepEnd) {
   s.growth.slope_low = 3000;
   s.growth.slope_high = 5000;
   s.live_bytes_end = 0;
+  s.live_bytes_end_high = -1;  // no interval (an exact site) until set below
   std::vector<double> v(60);
   for (size_t k = 0; k < v.size(); ++k) v[k] = 4096.0 * static_cast<double>(k + 1);
   s.live_bytes_by_step = analysis::StepSeries::FromDense(v);
@@ -138,6 +139,11 @@ TEST(TextReportTest, LeakFreedAtExitShowsTheLastStepEnd) {
   // Still live at the end: nothing added.
   s.live_bytes_end = 240 * 1024;
   EXPECT_THAT(FormatText(r), Not(HasSubstr("freed after it")));
+  // A sampled site's live bytes come with their 95 % interval (issue 9 item 4).
+  EXPECT_THAT(FormatText(r), Not(HasSubstr("live at end 240 KiB [95% CI")));
+  s.live_bytes_end_low = 200 * 1024;
+  s.live_bytes_end_high = 300 * 1024;
+  EXPECT_THAT(FormatText(r), HasSubstr("live at end 240 KiB [95% CI 200 KiB-300 KiB]"));
 }
 
 TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
