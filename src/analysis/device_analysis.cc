@@ -560,16 +560,7 @@ class DevicePass {
 
 // The growth verdict of an exact per-step series.
 Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOptions& exact) {
-  const double top = y.empty() ? 0 : *std::max_element(y.begin(), y.end());
-  if (top < exact.min_window_growth && y.size() >= warmup + exact.min_window) {
-    Growth g;
-    g.cls = GrowthClass::kNoTrend;  // too small to pass the effect-size test
-    g.warmup = warmup;
-    g.capacity = top;
-    g.reason = "never above the window growth threshold";
-    return g;
-  }
-  return ClassifyGrowth(GrowthInput{y, {}, {}, {}, {}}, warmup, exact);
+  return ClassifySiteGrowth(GrowthInput{y, {}, {}, {}, {}}, warmup, exact);
 }
 
 double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }

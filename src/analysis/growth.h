@@ -135,11 +135,12 @@ struct Growth {
 // configured or detected, whichever is later).
 Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options = {});
 
-// A call site's series (with its cohorts): NO_TREND at once when neither its
-// largest value nor what its cohorts kept per step over the steps after
-// warm-up, times those steps, reaches options.min_window_growth (a leak
-// sampled densely for a few steps by a hunt and sparsely after it has a low
-// series but a high kept rate); ClassifyGrowth otherwise.
+// A call site's series with its cohorts, or an exact series (no cohorts):
+// NO_TREND at once when neither its largest value nor what its cohorts kept
+// per step over the steps after warm-up, times those steps, reaches
+// options.min_window_growth (a leak sampled densely for a few steps by a hunt
+// and sparsely after it has a low series but a high kept rate);
+// ClassifyGrowth otherwise.
 Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options);
 
 // The bounds a call site is held to: `site`, or the exact series' smaller
