@@ -452,11 +452,6 @@ void AppendCounters(const int64_t values[kNumCounterNames], uint32_t tid) {
   }
 }
 
-// The run's peak composition by site (SitesTakeRunPeak's record, or n = 0).
-void AppendRunPeakSites(const uint8_t* snap, size_t n) {
-  if (n > 0) Append(fmt::kChunkData, snap, n);
-}
-
 // The TRAILER chunk (the exact totals at a clean exit); recording stops.
 void WriteTrailer(int64_t rss_bytes) {
   fmt::Counters c;
@@ -513,7 +508,7 @@ void RunCycle(bool final) {
     g_w.dict_dropped_reported = dropped;
   }
   AppendCounters(values, tid);
-  AppendRunPeakSites(run_peak, run_peak_n);
+  if (run_peak_n > 0) Append(fmt::kChunkData, run_peak, run_peak_n);  // the run's peak by site
   EmitChunk(fmt::kChunkData);
   // 4. Trailer.
   if (final && g_w.live) WriteTrailer(values[0]);

@@ -847,12 +847,6 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
   return out;
 }
 
-// Call sites: held to the exact heap's bounds when it grows (SiteBounds).
-GrowthOptions SiteGrowthOptions(const ProcessSummary& ps, const Options& options,
-                                const GrowthOptions& exact) {
-  return SiteBounds(options.growth, exact, ps.live_growth.cls);
-}
-
 // What each host or mmap site of one process is built from.
 struct HostSiteContext {
   const Trace& t;
@@ -904,16 +898,7 @@ void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::A
       in.y[k++] = std::max(v, 0.0);
     }
   }
-  in.end_bytes_by_cohort.assign(rows, 0.0);
-  in.end_samples_by_cohort.assign(rows, 0.0);
-  in.end_var_by_cohort.assign(rows, 0.0);
-  if (i < h.cohorts.size()) {
-    for (const CohortCell& cell : h.cohorts[i]) {
-      in.end_bytes_by_cohort[cell.row] = cell.bytes;
-      in.end_samples_by_cohort[cell.row] = cell.samples;
-      in.end_var_by_cohort[cell.row] = cell.var;
-    }
-  }
+  SetCohorts(i < h.cohorts.size() ? &h.cohorts[i] : nullptr, rows, &in);
   if (a.key.kind == HeapReplay::Kind::kHost) {
     in.interval_by_row = h.interval_by_row;
   } else {
@@ -1000,7 +985,9 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
                     ProcessResult& r) {
   const auto& acc = h.replay.sites();
   const auto peak = both.host.find(h.peak_index);
-  const GrowthOptions site_options = SiteGrowthOptions(r.summary, options, series.exact);
+  // Held to the exact heap's bounds when it grows.
+  const GrowthOptions site_options =
+      SiteBounds(options.growth, series.exact, r.summary.live_growth.cls);
   HostSiteContext c{t,
                     h,
                     options,

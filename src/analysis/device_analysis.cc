@@ -924,16 +924,7 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
   } else {
     GrowthInput in;
     in.y = std::move(live);
-    in.end_bytes_by_cohort.assign(c.rows, 0.0);
-    in.end_samples_by_cohort.assign(c.rows, 0.0);
-    in.end_var_by_cohort.assign(c.rows, 0.0);
-    if (j < c.pass.cohorts().size()) {
-      for (const CohortCell& cell : c.pass.cohorts()[j]) {
-        in.end_bytes_by_cohort[cell.row] = cell.bytes;
-        in.end_samples_by_cohort[cell.row] = cell.samples;
-        in.end_var_by_cohort[cell.row] = cell.var;
-      }
-    }
+    SetCohorts(j < c.pass.cohorts().size() ? &c.pass.cohorts()[j] : nullptr, c.rows, &in);
     in.interval_by_row = c.pass.interval_by_row();
     const GrowthOptions bounds =
         SiteBounds(c.options.growth, c.host.exact, ExactClassOf(c, a.key.kind, dev));

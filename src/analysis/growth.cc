@@ -93,6 +93,19 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
 
 }  // namespace
 
+void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* in) {
+  in->end_bytes_by_cohort.assign(rows, 0.0);
+  in->end_samples_by_cohort.assign(rows, 0.0);
+  in->end_var_by_cohort.assign(rows, 0.0);
+  if (cells == nullptr) return;
+  for (const CohortCell& cell : *cells) {
+    if (cell.row >= rows) continue;
+    in->end_bytes_by_cohort[cell.row] = cell.bytes;
+    in->end_samples_by_cohort[cell.row] = cell.samples;
+    in->end_var_by_cohort[cell.row] = cell.var;
+  }
+}
+
 double KeptRate(const GrowthInput& in, size_t from, size_t to) {
   return RateOfCohorts(in, from, to).rate;
 }

@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "src/analysis/step_series.h"
+
 namespace memstep::analysis {
 
 enum class GrowthClass : uint8_t {
@@ -101,6 +103,10 @@ struct GrowthInput {
   // sampled sparsely never read as "nothing retained".
   std::vector<double> interval_by_row;
 };
+
+// Sets in->end_*_by_cohort for `rows` rows from a site's cohort cells
+// (LiveCohorts, step_series.h; null: none live).
+void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* in);
 
 // The per-step rate of what the cohorts of rows [from, to) kept to the end,
 // unbiased (inverse-variance mean over the cohorts; docs/analysis.md).

@@ -594,7 +594,7 @@ void AppendGrowingSite(const Report& r, const Site& s, const ReportOptions& o, s
                   internal::DeviceSiteTag(s), "  ", Rate(g), "  live at end ",
                   HumanBytes(s.live_bytes_end));
   if (s.live_bytes_end_high >= 0) {  // sampled: its 95 % interval
-    absl::StrAppend(&out, " [95% CI ", HumanBytes(s.live_bytes_end_low), "-",
+    absl::StrAppend(&out, " [95% CI ", HumanBytes(s.live_bytes_end_low), ", ",
                     HumanBytes(s.live_bytes_end_high), "]");
   }
   // A program that frees its leak at exit (Python's teardown frees a list of

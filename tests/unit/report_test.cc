@@ -143,7 +143,7 @@ TEST(TextReportTest, LeakFreedAtExitShowsTheLastStepEnd) {
   EXPECT_THAT(FormatText(r), Not(HasSubstr("live at end 240 KiB [95% CI")));
   s.live_bytes_end_low = 200 * 1024;
   s.live_bytes_end_high = 300 * 1024;
-  EXPECT_THAT(FormatText(r), HasSubstr("live at end 240 KiB [95% CI 200 KiB-300 KiB]"));
+  EXPECT_THAT(FormatText(r), HasSubstr("live at end 240 KiB [95% CI 200 KiB, 300 KiB]"));
 }
 
 TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
