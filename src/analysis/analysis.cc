@@ -986,8 +986,8 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
   const auto& acc = h.replay.sites();
   const auto peak = both.host.find(h.peak_index);
   // Held to the exact heap's bounds when it grows.
-  const GrowthOptions site_options =
-      SiteBounds(options.growth, series.exact, r.summary.live_growth.cls);
+  const GrowthOptions site_options = SiteBounds(
+      options.growth, series.exact, r.summary.live_growth.cls, r.summary.live_growth.rises);
   HostSiteContext c{t,
                     h,
                     options,

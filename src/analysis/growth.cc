@@ -328,7 +328,10 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
   // leaves flat stretches that pull the Theil-Sen slope down).
   const double effect = cohorts ? std::max(w.t.slope, w.kept.rate) : w.t.slope;
   if (w.t.p_increasing < o.p_value && w.t.slope > 0) {
-    if (!TooSmall(w, effect, o, &g)) ClassifyRise(w, o, &g);
+    if (!TooSmall(w, effect, o, &g)) {
+      g.rises = true;
+      ClassifyRise(w, o, &g);
+    }
   } else {
     ClassifyFlat(in, w, o, &g);
   }
@@ -366,9 +369,10 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 }
 
 GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
-                         GrowthClass exact_class) {
+                         GrowthClass exact_class, bool exact_rises) {
   GrowthOptions o = site;
-  if (exact_class == GrowthClass::kLeak || exact_class == GrowthClass::kBoundedGrowth) {
+  if (exact_class == GrowthClass::kLeak || exact_class == GrowthClass::kBoundedGrowth ||
+      exact_rises) {
     o.min_rate = std::min(o.min_rate, exact.min_rate);
     o.min_window_growth = std::min(o.min_window_growth, exact.min_window_growth);
   }

@@ -131,6 +131,11 @@ struct Growth {
   double warmup_bytes = 0;       // bytes live at the end allocated before W (site series)
   double capacity = 0;           // max y over the run (BOUNDED_GROWTH: estimated capacity)
   std::string reason;            // one line: which test decided the class
+  // The window's trend test and effect size passed (the class is then LEAK or
+  // BOUNDED_GROWTH, or NO_TREND only because the rate's interval reaches 0:
+  // strongly autocorrelated residuals, as in a heap that garbage collection
+  // saws down every few steps).
+  bool rises = false;
   // Set by CalibrateLeakRates (calibrate.h): slope and CI were rescaled to the
   // exact heap growth; sampled_slope is the raw sampled estimate.
   bool calibrated = false;
@@ -152,13 +157,14 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 // The bounds a call site is held to: `site`, or the exact series' smaller
 // ones when the exact series it counts toward (the heap, for host sites; the
 // device's tensor blocks or resident bytes, for device sites) grows
-// (`exact_class` LEAK or BOUNDED_GROWTH): then a small leak that a leak hunt
-// sampled densely can be named at its site, while on a run whose exact
-// series does not grow no site is held to less than the site bounds. Sparse
-// halves get the benefit of the doubt (widen_sparse_halves) when the exact
-// series is LEAK.
+// (`exact_class` LEAK or BOUNDED_GROWTH, or `exact_rises`: its trend test and
+// effect size passed but its rate's interval reaches 0): then a small leak
+// that a leak hunt sampled densely can be named at its site, while on a run
+// whose exact series does not grow no site is held to less than the site
+// bounds. Sparse halves get the benefit of the doubt (widen_sparse_halves)
+// when the exact series is LEAK.
 GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
-                         GrowthClass exact_class);
+                         GrowthClass exact_class, bool exact_rises = false);
 
 }  // namespace memstep::analysis
 
