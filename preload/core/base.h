@@ -48,6 +48,9 @@ namespace memstep::preload {
 // resident memory can be measured.
 void* RawMmap(size_t len);
 void RawMunmap(void* p, size_t len);
+// Commits the pages of [p, p + len) without changing their contents
+// (madvise MADV_POPULATE_WRITE); false where the kernel lacks it.
+bool RawPopulate(void* p, size_t len);
 
 // memstep's own memory (docs/analysis.md "RSS growth explained"): calls
 // f(start, len) for each listed RawMmap mapping. Lock-free reads of a list

@@ -12,6 +12,7 @@
 #include "preload/host/recorder.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,6 +37,7 @@ Config g_config = {uint64_t{512} << 10,
                    uint64_t{128} << 10,
                    true,
                    0.10,
+                   true,
                    0,
                    uint64_t{1} << 20,
                    100,
@@ -165,24 +167,63 @@ void PushFromHook(ThreadState& t, const uint8_t* rec, size_t n) {
 // held while calling into the loader (modules.cc collects before interning).
 std::atomic<uint64_t> g_capture_ns{0};
 std::atomic<uint64_t> g_capture_count{0};
+std::atomic<uint64_t> g_screen_ns{0};
+std::atomic<uint64_t> g_screen_count{0};
+std::atomic<uint64_t> g_full_interval{0};
 
 namespace {
 
 // The stack of the current call, interned. CaptureStack times it: the leak
 // hunt (progressive.cc) sizes its sampling rate from this cost.
-uint32_t Unwind() {
-  // With Python frames the native stack is unwound deeper, down to the
-  // interpreter loop where the Python frames take over (pyframes.cc).
-  constexpr int kDeep = 192;
-  const bool py = PyFramesActive();
-  void* buf[kDeep];
-  int n = g_unw_backtrace(buf, py ? kDeep : static_cast<int>(fmt::kMaxFrames + 16));
+//
+// On a thread running Python, only the native frames above the first
+// interpreter-loop frame are kept (pyframes.cc: the Python frames replace the
+// rest), so the unwind asks for no more frames than are likely to reach that
+// frame: a few more than it was found at in this thread's recent samples (it
+// is about 5-10 frames down in pure Python, 20-50 under PyTorch's operators),
+// and unwinds again, deep, only when it was not reached. The stack is the one
+// a deep unwind gives.
+constexpr int kNativeDepth = static_cast<int>(fmt::kMaxFrames) + 16;
+constexpr int kPyDeep = 192;
+constexpr int kPyFirstDepth = 32, kPyMinDepth = 16, kPyMargin = 8;
+
+int FirstEval(void* const* buf, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (PyFramesInEval(reinterpret_cast<uintptr_t>(buf[i]))) return i;
+  }
+  return -1;
+}
+
+// Unwinds a Python thread's native stack down to the interpreter loop (or
+// all of it, up to kPyDeep, when the loop is not on it); returns the count.
+int UnwindToEval(ThreadState& t, void** buf) {
+  const int depth = t.py_depth != 0 ? t.py_depth : kPyFirstDepth;
+  int n = g_unw_backtrace(buf, depth);
+  int at = FirstEval(buf, n);
+  if (at < 0 && n == depth) {
+    n = g_unw_backtrace(buf, kPyDeep);
+    at = FirstEval(buf, n);
+  }
+  if (at >= 0) {
+    // Up at once to reach it next time; down by one a sample, so one deep
+    // stack does not make every later unwind deep.
+    const int want = at + kPyMargin < kPyMinDepth ? kPyMinDepth : at + kPyMargin;
+    const int next = want >= depth ? want : depth - 1;
+    t.py_depth = static_cast<uint8_t>(next < kPyDeep ? next : kPyDeep);
+  }
+  return n;
+}
+
+uint32_t Unwind(ThreadState& t) {
+  void* buf[kPyDeep];
+  const bool py = PyFramesOnThread();
+  const int n = py ? UnwindToEval(t, buf) : g_unw_backtrace(buf, kNativeDepth);
   int i = 0;
   while (i < n && reinterpret_cast<uintptr_t>(buf[i]) - g_self_lo < g_self_hi - g_self_lo) ++i;
   uint64_t ips[fmt::kMaxFrames];
   uint32_t m = 0;
   if (py) {
-    uint64_t native[kDeep];
+    uint64_t native[kPyDeep];
     uint32_t k = 0;
     for (; i < n; ++i) native[k++] = reinterpret_cast<uintptr_t>(buf[i]);
     m = PyFramesMerge(native, k, ips, fmt::kMaxFrames);
@@ -195,9 +236,8 @@ uint32_t Unwind() {
 }  // namespace
 
 uint32_t CaptureStackUntimed(ThreadState& t) {
-  (void)t;
   if (g_unw_backtrace == nullptr || !Recording()) return 0;
-  return Unwind();
+  return Unwind(t);
 }
 
 uint32_t CaptureStack(ThreadState& t) {
@@ -264,6 +304,24 @@ uint8_t KindOf(AllocFn fn) {
 }  // namespace
 
 bool DecideSample(ThreadState& t, uint64_t* interval) { return DecideSampleImpl(t, interval); }
+
+SampleKind ChooseSample(ThreadState& t, size_t size, bool may_screen, uint64_t* interval,
+                        uint32_t* key) {
+  const uint64_t full = g_full_interval.load(std::memory_order_relaxed);
+  if (full == 0 || *interval == 0 || *interval >= full) return kSampleFull;
+  const uint32_t ctx = PyFramesContext();
+  if (ctx != 0 && SitesIsTarget(ctx)) return kSampleFull;
+  const double s1 = static_cast<double>(size) + 1.0;
+  const double p_drawn = -expm1(-s1 / static_cast<double>(*interval));
+  const double p_full = -expm1(-s1 / static_cast<double>(full));
+  if (t.sampler.NextUniform() * p_drawn <= p_full) {
+    *interval = full;
+    return kSampleFull;
+  }
+  if (ctx == 0 || !may_screen) return kSampleNone;
+  *key = ctx;
+  return kSampleScreen;
+}
 
 void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
                uint32_t stack) {
@@ -392,6 +450,38 @@ void* SampleBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval) 
   return p;
 }
 
+// A screen (ChooseSample): a region block tallied under its Python context
+// `key`, with no stack and no record; a request the region cannot serve is
+// only counted.
+void* ScreenBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval, uint32_t key) {
+  int saved_errno = errno;
+  size_t size = r->size;
+  if (r->fn == kFnPvalloc) size = size == 0 ? 4096 : (size + 4095) & ~size_t{4095};
+  if (size < r->size || align > Region::kMaxBlock) {
+    errno = saved_errno;
+    return ForwardCounted(t, r);
+  }
+  SampleCost cost(true);
+  cost.set_screen();
+  void* p = g_region.Alloc(size, align);
+  if (p == nullptr) {
+    errno = saved_errno;
+    return ForwardCounted(t, r);
+  }
+  // Untracked, its free would write a FREE record of an ALLOC never written.
+  if (!Recording() || !SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, key)) {
+    size_t unused;
+    g_region.Free(p, &unused);
+    errno = saved_errno;
+    return ForwardCounted(t, r);
+  }
+  if (r->fn == kFnCalloc) memset(p, 0, size);
+  CountAlloc(t, size);
+  r->ret = 0;
+  errno = saved_errno;
+  return p;
+}
+
 }  // namespace
 
 void* AllocSlow(AllocReq* r, bool countdown_hit) {
@@ -418,6 +508,15 @@ void* AllocSlow(AllocReq* r, bool countdown_hit) {
   size_t align = sample ? SampleAlign(*r) : 0;
   if (!sample || align == 0) return ForwardCounted(t, r);
   if (!countdown_hit) return RecordBigBlock(t, r);
+  uint32_t key = 0;
+  switch (ChooseSample(t, r->size, true, &interval, &key)) {
+    case kSampleNone:
+      return ForwardCounted(t, r);
+    case kSampleScreen:
+      return ScreenBlock(t, r, align, interval, key);
+    case kSampleFull:
+      break;
+  }
   return SampleBlock(t, r, align, interval);
 }
 
@@ -444,10 +543,11 @@ void FreeRegionSlow(void* p) {
   EnsureThread(t);
   SampleCost cost(false);    // a sample's cost goes on to its free
   uint64_t seq = NextSeq();  // before the block is released
-  SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  const bool recorded = SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  if (!recorded) cost.set_screen();
   size_t req;
   if (!g_region.Free(p, &req)) return;
-  EmitFree(t, p, seq);
+  if (recorded) EmitFree(t, p, seq);
   CountFree(t, req);
 }
 
@@ -457,8 +557,8 @@ void FreeBigSlow(void* p, size_t usable) {
   ErrnoSaver errno_saver;
   EnsureThread(t);
   uint64_t value;
-  if (g_big.Remove(reinterpret_cast<uintptr_t>(p), &value)) {
-    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  if (g_big.Remove(reinterpret_cast<uintptr_t>(p), &value) &&
+      SitesOnFree(reinterpret_cast<uintptr_t>(p))) {
     EmitFree(t, p, NextSeq());
   }
   CountFree(t, usable);
@@ -478,17 +578,17 @@ static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region,
       return;
     }
     uint64_t seq = NextSeq();
-    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+    const bool recorded = SitesOnFree(reinterpret_cast<uintptr_t>(p));
     size_t req;
     if (g_region.Free(p, &req)) {
-      if (rec) EmitFree(t, p, seq);
+      if (rec && recorded) EmitFree(t, p, seq);
       CountFree(t, req);
     }
     return;
   }
   uint64_t v;
-  if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v)) {
-    SitesOnFree(reinterpret_cast<uintptr_t>(p));
+  if (old_big && g_big.Remove(reinterpret_cast<uintptr_t>(p), &v) &&
+      SitesOnFree(reinterpret_cast<uintptr_t>(p))) {
     if (rec) EmitFree(t, p, NextSeq());
   }
   CountFree(t, old_len);
@@ -519,7 +619,11 @@ static ReallocTarget ChooseReallocTarget(ThreadState& t, size_t n, bool rec, boo
                                          uint64_t* interval) {
   if (rec) {
     if (n >= g_hot.always_bytes) return kRealSampled;
-    if (countdown_hit && DecideSample(t, interval)) return kRegion;
+    uint32_t unused_key;
+    if (countdown_hit && DecideSample(t, interval) &&
+        ChooseSample(t, n, false, interval, &unused_key) == kSampleFull) {
+      return kRegion;
+    }
   } else if (countdown_hit) {
     uint64_t unused;
     DecideSample(t, &unused);

@@ -76,27 +76,52 @@ uint32_t CaptureStackUntimed(ThreadState& t);
 // (big blocks, mappings, device memory) counts its capture.
 extern std::atomic<uint64_t> g_capture_ns;
 extern std::atomic<uint64_t> g_capture_count;
-// Adds the time from construction to destruction to g_capture_ns, and one
-// sample to g_capture_count if `sample`.
+// The same for screens (ChooseSample): their time and count, apart, since
+// the hunt budgets screens and samples with stacks apart.
+extern std::atomic<uint64_t> g_screen_ns;
+extern std::atomic<uint64_t> g_screen_count;
+// Adds the time from construction to destruction to g_capture_ns (or, once
+// set_screen() was called, to g_screen_ns), and one sample (screen) to the
+// count if `sample`.
 class SampleCost {
  public:
   explicit SampleCost(bool sample) : t0_(MonoNs()), sample_(sample) {}
   ~SampleCost() {
-    g_capture_ns.fetch_add(MonoNs() - t0_, std::memory_order_relaxed);
-    if (sample_) g_capture_count.fetch_add(1, std::memory_order_relaxed);
+    (screen_ ? g_screen_ns : g_capture_ns).fetch_add(MonoNs() - t0_, std::memory_order_relaxed);
+    if (sample_)
+      (screen_ ? g_screen_count : g_capture_count).fetch_add(1, std::memory_order_relaxed);
   }
+  void set_screen() { screen_ = true; }
   SampleCost(const SampleCost&) = delete;
   SampleCost& operator=(const SampleCost&) = delete;
 
  private:
   uint64_t t0_;
   bool sample_;
+  bool screen_ = false;
 };
 void ThreadExit(void*);
 // The sampling decision of an allocation whose countdown ran out: draws the
 // next gap; true with *interval (the T the gap was drawn with, 0 for T <= 1)
 // when it is sampled.
 bool DecideSample(ThreadState& t, uint64_t* interval);
+// Screening (docs/analysis.md "Leak hunt"): while a host leak hunt screens, the
+// countdown runs at the screening T and g_full_interval holds the T of the
+// samples with stacks (the schedule's, or the hunt's for stacks; what RATE
+// records say); 0 when not screening.
+extern std::atomic<uint64_t> g_full_interval;
+enum SampleKind : uint8_t { kSampleNone, kSampleFull, kSampleScreen };
+// What a drawn sample of `size` bytes at *interval becomes. Not screening, or
+// a gap drawn at g_full_interval or above: a sample with a stack. Else an
+// allocation of a targeted Python context (SitesIsTarget): a sample with a
+// stack at *interval. Else thinned to g_full_interval: with probability
+// p(full) / p(*interval) a sample with a stack at *interval = full, so that
+// every untargeted allocation is sampled with p(full) as RATE says;
+// otherwise, on a thread running Python and `may_screen`, a screen (a
+// sampled block without a stack or a record, tallied under *key), else
+// nothing.
+SampleKind ChooseSample(ThreadState& t, size_t size, bool may_screen, uint64_t* interval,
+                        uint32_t* key);
 // ALLOC record (and the in-process site estimate) of a sampled block; FREE
 // record with the sequence number taken before the block was released.
 void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, uint8_t kind,
@@ -110,6 +135,16 @@ bool PyFramesActive();
 // native[0..n) innermost first -> out: native frames up to the interpreter
 // loop, then the thread's Python frames; returns the count (<= cap).
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap);
+// The calling thread's Python context: its innermost shown frame's code
+// object and instruction, hashed into a screen key (config.h kScreenKeyBit);
+// 0 when the thread runs no Python (or Python frames are not read). A few
+// loads, no unwinding: what a screen is tallied under.
+uint32_t PyFramesContext();
+// Whether `ip` is in the interpreter loop (_PyEval_EvalFrameDefault).
+bool PyFramesInEval(uintptr_t ip);
+// Whether the calling thread has a Python thread state (Python frames are
+// read; not while the interpreter finalizes).
+bool PyFramesOnThread();
 
 // Progressive sampling (progressive.cc).
 void ProgressiveInit();  // after ReadConfig: sets g_interval

@@ -109,6 +109,7 @@ struct ThreadState {
   uint8_t seeded;
   uint8_t key_armed;  // thread-exit destructor armed
   uint8_t own;        // memstep's own thread (the writer): its allocations are not the program's
+  uint8_t py_depth;   // native frames the next Python-thread unwind asks for (recorder.cc)
   uint32_t tid;
   Ring* ring;
   Sampler sampler;
@@ -157,6 +158,7 @@ struct Config {
   uint64_t warm_interval;    // T_warm: warm-up and boosts (progressive sampling)
   bool progressive;          // T changes at step boundaries (progressive.cc)
   double hunt_budget;        // leak hunt: samples' share of wall time, 0..1 (0 = no hunt)
+  bool hunt_screen;          // the leak hunt screens Python contexts (MEMSTEP_HUNT_SCREEN)
   uint64_t seed;             // MEMSTEP_SEED: reproducible sampling gaps (0 = from the clock)
   uint64_t always_bytes;
   uint64_t flush_ms;

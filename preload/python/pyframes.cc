@@ -102,6 +102,15 @@ struct CacheSlot {
   std::atomic<uint32_t> id;
 };
 CacheSlot* g_cache = nullptr;
+// (code, byte offset) -> string id, the same way: a sample at a position seen
+// before decodes no line table (decoding walks it from its start, about
+// 2,300 instructions a frame of a small function, more of a long one).
+CacheSlot* g_pos_cache = nullptr;
+
+uint64_t PosKey(uintptr_t code, int64_t offset) {
+  const uint64_t o = offset < -1 ? 0 : (offset > 0x3FFFF ? 0x3FFFF : offset + 1);
+  return ((static_cast<uint64_t>(code) >> 3) | (o << 44)) + 1;  // never 0, never kBusy
+}
 
 uint64_t CacheKey(uintptr_t code, int line) {
   uint64_t l = line < 0 ? 0 : (line > 0x7FFFF ? 0x7FFFF : static_cast<uint64_t>(line));
@@ -168,17 +177,19 @@ uint64_t CodeCheck(const void* code) {
   return h;
 }
 
-uint32_t FrameId(void* code, int line) {
-  const uint64_t key = CacheKey(reinterpret_cast<uintptr_t>(code), line);
-  const uint64_t check = CodeCheck(code);
+// The id cached in `cache` under `key` for the code object whose check is
+// `check`, or make(), cached when a slot is free. A slot whose check differs
+// holds another code object that took a freed one's address: not used.
+template <typename Make>
+uint32_t Cached(CacheSlot* cache, uint64_t key, uint64_t check, Make make) {
   uint32_t h = static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 51) & (kCacheSize - 1);
   for (uint32_t i = 0; i < 8; ++i) {
-    CacheSlot& s = g_cache[(h + i) & (kCacheSize - 1)];
+    CacheSlot& s = cache[(h + i) & (kCacheSize - 1)];
     uint64_t k = s.key.load(std::memory_order_acquire);
     if (k == 0) {
       uint64_t expected = 0;
       if (s.key.compare_exchange_strong(expected, kBusy, std::memory_order_acquire)) {
-        const uint32_t id = FrameString(code, line);
+        const uint32_t id = make();
         s.check.store(check, std::memory_order_relaxed);
         s.id.store(id, std::memory_order_relaxed);
         s.key.store(key, std::memory_order_release);
@@ -191,7 +202,12 @@ uint32_t FrameId(void* code, int line) {
       return s.id.load(std::memory_order_relaxed);
     }
   }
-  return FrameString(code, line);  // a crowded neighbourhood or a reused address: no caching
+  return make();  // a crowded neighbourhood or a reused address: no caching
+}
+
+uint32_t FrameId(void* code, int line, uint64_t check) {
+  return Cached(g_cache, CacheKey(reinterpret_cast<uintptr_t>(code), line), check,
+                [&] { return FrameString(code, line); });
 }
 
 bool InEval(uint64_t ip) { return ip - g_eval_lo < g_eval_hi - g_eval_lo; }
@@ -364,7 +380,8 @@ void PyFramesPoll() {
     return;
   }
   if (g_cache == nullptr) {
-    g_cache = static_cast<CacheSlot*>(RawMmap(sizeof(CacheSlot) * kCacheSize));
+    g_cache = static_cast<CacheSlot*>(RawMmap(2 * sizeof(CacheSlot) * kCacheSize));
+    g_pos_cache = g_cache != nullptr ? g_cache + kCacheSize : nullptr;
     if (g_cache == nullptr) {
       Unsupported("no memory for the frame cache");
       return;
@@ -382,6 +399,32 @@ void PyFramesPoll() {
 void PyFramesRecheck() { g_recheck.store(true, std::memory_order_relaxed); }
 
 bool PyFramesActive() { return g_py_state.load(std::memory_order_acquire) == 1; }
+
+bool PyFramesInEval(uintptr_t ip) { return PyFramesActive() && InEval(ip); }
+
+bool PyFramesOnThread() {
+  return PyFramesActive() && g_is_finalizing() == 0 && g_get_tstate() != nullptr;
+}
+
+uint32_t PyFramesContext() {
+  if (!PyFramesActive() || g_is_finalizing() != 0) return 0;
+  void* tstate = g_get_tstate();
+  void* frame = tstate != nullptr ? CurrentFrame(tstate) : nullptr;
+  // The innermost frame a stack would show (PyFramesMerge's rules), within a
+  // few: an allocation's own line, cheaply.
+  for (int depth = 0; frame != nullptr && depth < 4; ++depth) {
+    void* code = Read<void*>(frame, g_layout.frame_code);
+    int64_t offset;
+    if (FrameOffset(frame, code, &offset)) {
+      uint64_t h = (reinterpret_cast<uintptr_t>(code) ^ (static_cast<uint64_t>(offset) << 40)) *
+                   0x9E3779B97F4A7C15ull;
+      h ^= h >> 31;
+      return kScreenKeyBit | static_cast<uint32_t>(h & (kScreenKeyBit - 1));
+    }
+    frame = Read<void*>(frame, g_layout.frame_previous);
+  }
+  return 0;
+}
 
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap) {
   // Cut at the first interpreter-loop frame.
@@ -408,7 +451,11 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
     void* code = Read<void*>(frame, g_layout.frame_code);
     int64_t offset;
     if (FrameOffset(frame, code, &offset)) {
-      out[m++] = fmt::kPyFrameTag | FrameId(code, CodeLine(code, offset));
+      const uint64_t check = CodeCheck(code);
+      const uint32_t id =
+          Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check,
+                 [&] { return FrameId(code, CodeLine(code, offset), check); });
+      out[m++] = fmt::kPyFrameTag | id;
     }
     frame = Read<void*>(frame, g_layout.frame_previous);
   }

@@ -253,7 +253,18 @@ MEMSTEP_NOINLINE void SampleSlow(ThreadState& t, const void* p, size_t req, cons
   EnsureThread(t);
   uint64_t interval = 0;
   if (!DecideSample(t, &interval)) return;
+  uint32_t key = 0;
+  const SampleKind what = ChooseSample(t, req, true, &interval, &key);
+  if (what == kSampleNone) return;
   SampleCost cost(true);  // the whole sample (recorder.h)
+  if (what == kSampleScreen) {
+    // No stack and no record: tallied under its Python context.
+    cost.set_screen();
+    if (Recording() && SitesOnAlloc(reinterpret_cast<uintptr_t>(p), req, interval, key)) {
+      BitSet(b, true);
+    }
+    return;
+  }
   uint32_t stack = CaptureStackUntimed(t);
   BitSet(b, true);
   EmitAlloc(t, p, req, interval, kind, stack);
@@ -265,8 +276,11 @@ MEMSTEP_NOINLINE void FreeSampledSlow(ThreadState& t, const void* p, const Block
   EnsureThread(t);
   SampleCost cost(false);
   BitSet(b, false);
-  SitesOnFree(reinterpret_cast<uintptr_t>(p));
-  EmitFree(t, p, NextSeq());
+  if (SitesOnFree(reinterpret_cast<uintptr_t>(p))) {
+    EmitFree(t, p, NextSeq());
+  } else {
+    cost.set_screen();
+  }
 }
 
 // The accounting of a new block p of `req` requested bytes.
@@ -342,8 +356,7 @@ void* WrapRealloc(void*, void* p, size_t n) {
       ErrnoSaver errno_saver;
       EnsureThread(t);
       BitSet(old, false);
-      SitesOnFree(reinterpret_cast<uintptr_t>(p));
-      EmitFree(t, p, free_seq);
+      if (SitesOnFree(reinterpret_cast<uintptr_t>(p))) EmitFree(t, p, free_seq);
     }
   }
   CountFree(t, old.size);

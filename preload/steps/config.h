@@ -82,10 +82,13 @@ void SnapshotWriterPoll();
 // ---- per-site live estimates (sites.cc) ----
 void InitSites();
 // Sampled allocation of `size` bytes with sampling interval `interval`
-// (0 = recorded with probability 1) at `stack`.
-void SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack);
-// The block at addr (if tracked) is freed. Call before the block can be reused.
-void SitesOnFree(uintptr_t addr);
+// (0 = recorded with probability 1) at `stack`; false when it is not
+// tracked (no site table, or the block table full).
+bool SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack);
+// The block at addr (if tracked) is freed. Call before the block can be
+// reused. False when it was a screen (its allocation wrote no record, so its
+// free writes none either).
+bool SitesOnFree(uintptr_t addr);
 // SitesOnFree that returns what it removed (0 = nothing), and its undo.
 uint64_t SitesRemove(uintptr_t addr);
 void SitesRestore(uintptr_t addr, uint64_t packed);
@@ -118,6 +121,18 @@ struct HuntTally {
 // The sites that grew most since the checkpoint, largest first, until their
 // growth reaches `growth` (at most 8).
 HuntTally SitesHuntExplain(int64_t growth);
+// Screening (progressive.cc, recorder.cc ChooseSample): a screen is tallied
+// under a key with kScreenKeyBit set (a hashed Python context, never a stack
+// id: those stay below 2^21) in place of a stack. At a step end, the screened
+// contexts whose long-lived screens grew since the checkpoint become targets
+// (at most kMaxHuntTargets, kept until the hunt ends); returns how many there
+// are. SitesIsTarget: lock-free, on the sampling slow path.
+inline constexpr uint32_t kScreenKeyBit = uint32_t{1} << 22;
+inline constexpr uint32_t kMaxHuntTargets = 16;
+uint32_t SitesHuntTargets();
+bool SitesIsTarget(uint32_t key);
+// Writer thread: commits the block table's pages once the first hunt began.
+void SitesWriterPoll();
 void SitesForkPrepare();
 void SitesForkParent();
 void SitesForkChild();

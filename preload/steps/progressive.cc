@@ -40,6 +40,17 @@
 //    kHuntCooldown steps later, if the growth goes on.
 // Each begin and end writes a HUNT record.
 //
+// Screening (docs/analysis.md "Screening Python lines"): in a process running
+// Python a host hunt has two T: its T for samples with stacks (what RATE
+// records say) and a smaller screening T S that the countdown runs at. A
+// draw at S is thinned back to T (recorder.cc ChooseSample); what is not
+// kept becomes a screen (a sampled block without a stack or a record, tallied
+// under its Python line, sites.cc), and lines whose screens outlive their
+// step become targets, sampled with stacks at S. Screens may spend
+// kScreenShare of the budget, samples with stacks what they leave; each T
+// halves and doubles by its own share as above. A COUNTER
+// (memstep.screen_interval) gives S at each change, 0 when screening stops.
+//
 // Device memory (docs/gpu.md "Sampling") has a schedule of its own with the
 // same rules, on T_dev (MEMSTEP_DEVICE_SAMPLE_INTERVAL) and the exact device-
 // resident bytes: warm-up at T_dev_warm, decay, a boost when the step's device
@@ -95,6 +106,11 @@ constexpr double kHuntCover = 0.75;      // share of the exact growth the sites 
 constexpr uint64_t kHuntCooldown = 32;   // steps after a hunt before the next may begin
 constexpr uint64_t kHuntMinT = 256;
 constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one sample before any was timed
+constexpr uint64_t kDefaultScreenNs = 1000;    // cost of one screen before any was timed
+// The share of the hunt's budget screens may spend (the rest: samples with
+// stacks, the targets' among them). Screens find a Python leak's line for a
+// tenth of a stack's cost, so they get most of it.
+constexpr double kScreenShare = 2.0 / 3.0;
 
 struct Hunt {
   enum Phase : uint8_t { kIdle, kHunting, kDecaying };
@@ -112,6 +128,13 @@ struct Hunt {
   uint64_t prev_cap_n = 0;
   double cap_ns_avg = 0;  // the samples' time and count, decayed by half each step
   double cap_n_avg = 0;
+  // Screening (host hunts in a process running Python): the screening T
+  // (0: not screening) and the screens' time and count, as above.
+  uint64_t S = 0;
+  uint64_t prev_scr_ns = 0;
+  uint64_t prev_scr_n = 0;
+  double scr_ns_avg = 0;
+  double scr_n_avg = 0;
 };
 
 struct State {
@@ -194,16 +217,23 @@ double CaptureCost(const Hunt& h) {
   return kDefaultCaptureNs;
 }
 
+// The cost of one screen (ns): as CaptureCost, for screens.
+double ScreenCost(const Hunt& h) {
+  if (h.scr_n_avg >= 8) return h.scr_ns_avg / h.scr_n_avg;
+  uint64_t all_n = g_screen_count.load(std::memory_order_relaxed);
+  if (all_n >= 16) return static_cast<double>(g_screen_ns.load(std::memory_order_relaxed)) / all_n;
+  return kDefaultScreenNs;
+}
+
 // The first T of a hunt: g/2 (rounded down to a power of two), but not so
 // small that sampling would exceed the CPU budget if every sampled byte were
 // a sample of its own (da/T samples of the step's da allocated bytes: an
 // upper bound), and at most the schedule's T.
 uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64_t da,
-                           uint64_t min_T = kHuntMinT) {
+                           uint64_t min_T, double cost_ns, double budget) {
   uint64_t T = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
-  const double budget = g_config.hunt_budget;
   if (dt_ns > 0) {
-    double floor = static_cast<double>(da) * CaptureCost(h) / (budget * static_cast<double>(dt_ns));
+    double floor = static_cast<double>(da) * cost_ns / (budget * static_cast<double>(dt_ns));
     if (floor >= static_cast<double>(sched)) return sched;
     uint64_t f = Pow2Ceil(static_cast<uint64_t>(floor) + 1);
     if (f > T) T = f;
@@ -214,10 +244,9 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 // A hunt's T for the next step, from the measured share of the last step's
 // wall time spent on samples: doubled above the budget, halved (down
 // to g/2) below 40 % of it.
-uint64_t HuntNextInterval(const Hunt& h, uint64_t sched, double spent, uint64_t min_T = kHuntMinT) {
-  const double budget = g_config.hunt_budget;
+uint64_t HuntNextInterval(const Hunt& h, uint64_t T, uint64_t sched, double spent, uint64_t min_T,
+                          double budget) {
   const uint64_t target = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
-  uint64_t T = h.T;
   if (spent > budget) {
     T *= 2;
   } else if (spent < 0.4 * budget && T / 2 >= target) {
@@ -244,12 +273,56 @@ void EmitHunt(ThreadState& t, const fmt::HuntRecord& h) {
   if (fmt::Encode(e, rec)) Push(t, buf, e.size());
 }
 
-// Sets T; returns whether it changed.
-bool SetInterval(uint64_t T) {
-  if (g_interval.load(std::memory_order_relaxed) == T) return false;
-  g_interval.store(T, std::memory_order_relaxed);
-  return true;
+// The T of samples with stacks that the last RATE record gave, and the
+// screening T that the last screen-interval COUNTER gave (0: none); both
+// protected by g_prog_lock.
+uint64_t g_rate_T = 0;
+uint64_t g_screen_T = 0;
+
+// What SetInterval changed: a RATE record and a COUNTER are due.
+struct IntervalChange {
+  bool rate = false;
+  bool screen = false;
+  uint64_t rate_T = 0;  // the values they give
+  uint64_t screen_T = 0;
+};
+
+// Sets the sampling T: `T` for samples with stacks (the schedule's, or the
+// hunt's), and, while the host hunt screens at a smaller T, the countdown to
+// the screening T (recorder.cc ChooseSample thins what it draws back to T).
+// g_prog_lock held.
+IntervalChange SetInterval(uint64_t T) {
+  const Hunt& h = g_prog.hunt;
+  const uint64_t screen = h.phase == Hunt::kHunting && h.S != 0 && h.S < T ? h.S : 0;
+  g_full_interval.store(screen != 0 ? T : 0, std::memory_order_relaxed);
+  g_interval.store(screen != 0 ? screen : T, std::memory_order_relaxed);
+  IntervalChange c;
+  c.rate = g_rate_T != T;
+  c.screen = g_screen_T != screen;
+  g_rate_T = c.rate_T = T;
+  g_screen_T = c.screen_T = screen;
+  return c;
 }
+
+// The RATE record and the screening COUNTER (docs/format.md) of a change.
+void EmitIntervals(ThreadState& t, const IntervalChange& c) {
+  if (!Recording()) return;
+  if (c.rate) EmitRate(t, c.rate_T);
+  if (!c.screen) return;
+  static constexpr char kName[] = "memstep.screen_interval";
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::CounterRecord>];
+  fmt::CounterRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.name_str = g_dict.InternString(kName, sizeof(kName) - 1);
+  rec.value = static_cast<int64_t>(c.screen_T);
+  fmt::RecordEncoder e(buf, sizeof(buf));
+  if (fmt::Encode(e, rec)) Push(t, buf, e.size());
+}
+
+// The finest T a hunt samples at: its screening T, or its T.
+uint64_t HuntFinest(const Hunt& h) { return h.S != 0 && h.S < h.T ? h.S : h.T; }
 
 // The schedule's T after this step end (warm-up, boosts, decay).
 uint64_t ScheduleStep(State& s, uint64_t peak, bool user_steps, uint64_t steady, uint64_t warm) {
@@ -292,6 +365,7 @@ struct HuntKind {
   void (*checkpoint)();
   void (*on)(bool);
   HuntTally (*tally)(int64_t growth);
+  bool (*screens)();  // the hunt may screen (else null)
 };
 
 uint64_t HostAllocated() { return g_counters.alloc_bytes.load(std::memory_order_relaxed); }
@@ -306,19 +380,23 @@ HuntTally DeviceTally(int64_t) {
   return t;
 }
 
-constexpr HuntKind kHostHunt = {HostAllocated, HostHuntEnabled, kHuntMinRate,
-                                kHuntMinT,     kHuntMinSamples, SitesHuntCheckpoint,
-                                SitesHuntOn,   SitesHuntExplain};
+// Screening needs Python frames (its contexts are Python lines).
+bool HostScreens() { return g_config.hunt_screen && PyFramesActive(); }
+
+constexpr HuntKind kHostHunt = {HostAllocated, HostHuntEnabled,  kHuntMinRate,
+                                kHuntMinT,     kHuntMinSamples,  SitesHuntCheckpoint,
+                                SitesHuntOn,   SitesHuntExplain, HostScreens};
 constexpr HuntKind kDeviceHunt = {
     CudaResidentAllocated, Always,     kDevHuntMinRate, kDevHuntMinT, kDevHuntMinSamples,
-    CudaHuntCheckpoint,    CudaHuntOn, DeviceTally};
+    CudaHuntCheckpoint,    CudaHuntOn, DeviceTally,     nullptr};
 
 // The last step as the hunt sees it: its wall time, the bytes allocated in
 // it and the share of that time spent on samples.
 struct HuntStepCost {
   uint64_t dt = 0;
   uint64_t da = 0;
-  double spent = 0;
+  double spent = 0;         // samples with stacks
+  double spent_screen = 0;  // screens
 };
 
 // Records the step's live bytes in the history and measures the step.
@@ -341,6 +419,14 @@ HuntStepCost MeasureHuntStep(State& s, uint64_t live, const HuntKind& k) {
   h.cap_ns_avg = h.cap_ns_avg / 2 + static_cast<double>(dcap_ns);
   h.cap_n_avg = h.cap_n_avg / 2 + static_cast<double>(dcap_n);
   c.spent = c.dt > 0 ? static_cast<double>(dcap_ns) / static_cast<double>(c.dt) : 0;
+  const uint64_t scr_ns = g_screen_ns.load(std::memory_order_relaxed);
+  const uint64_t scr_n = g_screen_count.load(std::memory_order_relaxed);
+  const uint64_t dscr_ns = scr_ns - h.prev_scr_ns, dscr_n = scr_n - h.prev_scr_n;
+  h.prev_scr_ns = scr_ns;
+  h.prev_scr_n = scr_n;
+  h.scr_ns_avg = h.scr_ns_avg / 2 + static_cast<double>(dscr_ns);
+  h.scr_n_avg = h.scr_n_avg / 2 + static_cast<double>(dscr_n);
+  c.spent_screen = c.dt > 0 ? static_cast<double>(dscr_ns) / static_cast<double>(c.dt) : 0;
   return c;
 }
 
@@ -355,13 +441,22 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emi
   h.phase = Hunt::kHunting;
   h.began = s.steps;
   h.rate = static_cast<uint64_t>(tr.slope);
-  h.T = HuntFirstInterval(h, s.sched, c.dt, c.da, k.min_T);
+  const double budget = g_config.hunt_budget;
+  if (k.screens != nullptr && k.screens()) {
+    // Screening: screens may spend kScreenShare of the budget.
+    h.T = HuntFirstInterval(h, s.sched, c.dt, c.da, k.min_T, CaptureCost(h),
+                            budget * (1 - kScreenShare));
+    h.S = HuntFirstInterval(h, h.T, c.dt, c.da, k.min_T, ScreenCost(h), budget * kScreenShare);
+  } else {
+    h.T = HuntFirstInterval(h, s.sched, c.dt, c.da, k.min_T, CaptureCost(h), budget);
+    h.S = 0;
+  }
   k.checkpoint();
   k.on(true);
   *emit = true;
   rec->phase = 0;
   rec->outcome = 0;
-  rec->interval = h.T;
+  rec->interval = HuntFinest(h);
   rec->rate = h.rate;
   return h.T;
 }
@@ -372,7 +467,19 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emi
 uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost& c, bool* emit,
                   fmt::HuntRecord* rec) {
   Hunt& h = s.hunt;
-  h.T = HuntNextInterval(h, s.sched, c.spent, k.min_T);
+  const double budget = g_config.hunt_budget;
+  if (h.S != 0) {
+    // Stacks get what the screens leave of the budget (their targets' too:
+    // once a target is hot, fewer untargeted samples), screens up to
+    // kScreenShare of it.
+    const double screens = budget * kScreenShare;
+    const double left = budget - std::min(c.spent_screen, screens);
+    h.T = HuntNextInterval(h, h.T, s.sched, c.spent, k.min_T, left);
+    h.S = HuntNextInterval(h, h.S, h.T, c.spent_screen, k.min_T, screens);
+    SitesHuntTargets();
+  } else {
+    h.T = HuntNextInterval(h, h.T, s.sched, c.spent, k.min_T, budget);
+  }
   const uint64_t in_hunt = s.steps - h.began;
   if (in_hunt == kHuntSettle) {
     // Objects that live a few steps (hunt-born, long-lived at a step end
@@ -397,12 +504,13 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
   }
   if (outcome == 0) return h.T;
   k.on(false);
+  rec->interval = HuntFinest(h);
+  h.S = 0;
   h.phase = Hunt::kDecaying;
   h.next_ok = s.steps + kHuntCooldown;
   *emit = true;
   rec->phase = 1;
   rec->outcome = outcome;
-  rec->interval = h.T;
   rec->rate = h.rate;
   rec->growth = growth > 0 ? static_cast<uint64_t>(growth) : 0;
   rec->explained = tally.explained > 0 ? static_cast<uint64_t>(tally.explained) : 0;
@@ -462,6 +570,7 @@ void ProgressiveInit() {
   }
   g_prog.sched = steady;
   g_interval.store(steady, std::memory_order_relaxed);
+  g_rate_T = steady;
   // Device: the same, on T_dev.
   const uint64_t dev = g_features.device_interval;
   if (g_features.device_warm_interval == 0 || g_features.device_warm_interval > dev) {
@@ -474,7 +583,7 @@ void ProgressiveInit() {
 
 void ProgressiveStepsBegin(ThreadState& t) {
   if (!g_config.progressive) return;
-  bool changed;
+  IntervalChange changed;
   {
     SpinLockHolder lock(&g_prog_lock);
     g_prog.warm_until = g_prog.steps + kWarmSteps;
@@ -492,12 +601,12 @@ void ProgressiveStepsBegin(ThreadState& t) {
       CudaSetSampleInterval(D);
     }
   }
-  if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
+  EmitIntervals(t, changed);
 }
 
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps) {
   if (!g_config.progressive) return;
-  uint64_t changed_to = 0;
+  IntervalChange changed;
   bool hunt_emit = false, dev_emit = false;
   fmt::HuntRecord hunt_rec, dev_rec;
   {
@@ -513,7 +622,7 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     if (hunt_T != 0 && hunt_T < T) T = hunt_T;
     hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
     hunt_rec.stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
-    if (SetInterval(T)) changed_to = T;
+    changed = SetInterval(T);
     if (g_dev_on) {
       dev_rec.step = hunt_rec.step;
       CudaSetSampleInterval(DevStepEnd(user_steps, &dev_emit, &dev_rec));
@@ -525,12 +634,12 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
   if (!Recording()) return;
   if (hunt_emit) EmitHunt(t, hunt_rec);
   if (dev_emit) EmitHunt(t, dev_rec);
-  if (changed_to != 0) EmitRate(t, changed_to);
+  EmitIntervals(t, changed);
 }
 
 void ProgressiveBoost(ThreadState& t, uint32_t steps) {
   if (!g_config.progressive || steps == 0) return;
-  bool changed;
+  IntervalChange changed;
   {
     SpinLockHolder lock(&g_prog_lock);
     if (g_prog.boost_left == 0) g_prog.resume = g_prog.sched;
@@ -548,7 +657,7 @@ void ProgressiveBoost(ThreadState& t, uint32_t steps) {
       CudaSetSampleInterval(D);
     }
   }
-  if (changed && Recording()) EmitRate(t, g_interval.load(std::memory_order_relaxed));
+  EmitIntervals(t, changed);
 }
 
 void ProgressiveForkChild() { g_prog_lock.Reset(); }

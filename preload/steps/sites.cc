@@ -9,6 +9,12 @@
 //  - g_sites: open addressing keyed by stack id + 1 (0 = empty), lock-free
 //    (CAS on the key, atomic adds), with a dense list of used slots so that a
 //    snapshot scans only the sites that exist.
+//  - screened contexts: while a leak hunt screens (progressive.cc), a screen
+//    (a sampled block taken without a stack, recorder.cc ChooseSample) is
+//    tallied under its Python context (a "site" whose key has
+//    kScreenKeyBit set: never a stack, never written to the trace, never in
+//    a snapshot); the contexts whose long-lived screens grow become the
+//    hunt's targets (SitesHuntTargets).
 // Snapshots are taken by whichever thread flushes counters past a threshold
 // (one try-lock, never waits), kept per open stage level (the last one wins)
 // and for the run peak; the stage's is emitted at stage end, the run peak's by
@@ -33,6 +39,12 @@ constexpr uint32_t kProbe = 128;
 // How far (in standard deviations of its sampling noise) a site's growth since
 // the hunt's checkpoint must stand above 0 to explain any of the exact growth.
 constexpr double kHuntSiteZ = 3;
+// A screened context becomes a target when it has at least this many
+// long-lived screens and their estimated bytes stand kTargetZ standard
+// deviations above their sampling noise. Lenient: a wrong
+// target costs stacks (within the hunt's budget), never an estimate.
+constexpr int32_t kTargetMinScreens = 2;
+constexpr double kTargetZ = 1.5;
 
 struct Site {
   std::atomic<uint32_t> key;  // stack + 1; 0 = empty
@@ -139,6 +151,7 @@ uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
 }
 
 uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 41); }
+bool IsScreenKey(uint32_t stack) { return (stack & kScreenKeyBit) != 0; }
 
 // A sample's share of its site's Horvitz-Thompson variance, w (w - size) for
 // weight w = size / p, in KiB^2 (rounded; 0 for blocks recorded with p = 1).
@@ -208,6 +221,33 @@ void Apply(uint64_t packed, int sign) {
   }
 }
 
+// The growth of a site's long-lived hunt-born bytes since the checkpoint,
+// when it stands `z` standard deviations above its own sampling noise (else
+// 0). The change's variance is at most what entered the tally plus what left
+// it since the checkpoint; a leak's samples only enter, so one of n samples
+// of a sparsely sampled leak stands at z = sqrt(n).
+int64_t GrowthSinceCheckpoint(const Site& s, double z) {
+  const int64_t v = s.hunt_old.load(std::memory_order_relaxed) - s.hunt_chk;
+  if (v <= 0) return 0;
+  const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
+                      s.hunt_var_out.load(std::memory_order_relaxed) - s.hunt_chk_var;
+  const double v_kib = static_cast<double>(v) / 1024.0;
+  return v_kib * v_kib < z * z * static_cast<double>(var) ? 0 : v;
+}
+
+// The hunt's targets: screened contexts whose allocations are sampled with
+// stacks at the screening T (recorder.cc ChooseSample). Written by the step
+// end (g_prog_lock held), read lock-free by every sample; cleared when the
+// hunt ends.
+std::atomic<uint32_t> g_targets[kMaxHuntTargets];
+std::atomic<uint32_t> g_ntargets{0};
+
+// g_blocks' pages: 0 as mapped (committed on touch), 1 to be committed by
+// the writer (the first hunt began: hunts sample, and screen, many blocks
+// at new addresses, each a page fault of 1-3 us in the sampling thread
+// until the table's 16 MiB are touched), 2 committed.
+std::atomic<int> g_populate{0};
+
 template <typename F>
 void ForEachSite(F f) {
   uint32_t n = g_nused.load(std::memory_order_acquire);
@@ -225,6 +265,7 @@ void TakeTop(Snap* out) {
     uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
     if (slot == 0) continue;
     Site& s = g_sites[slot - 1];
+    if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) continue;
     int64_t b = s.bytes.load(std::memory_order_relaxed);
     if (b <= 0) continue;
     uint32_t k = out->n;
@@ -282,16 +323,20 @@ void InitSites() {
   g_sites_on = true;
 }
 
-void SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack) {
-  if (!g_sites_on) return;
+bool SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack) {
+  if (!g_sites_on) return false;
   uint64_t packed = Pack(stack, size, interval);
-  if (g_blocks.Insert(addr, packed)) Apply(packed, +1);
+  if (!g_blocks.Insert(addr, packed)) return false;
+  Apply(packed, +1);
+  return true;
 }
 
-void SitesOnFree(uintptr_t addr) {
-  if (!g_sites_on) return;
+bool SitesOnFree(uintptr_t addr) {
+  if (!g_sites_on) return true;
   uint64_t packed;
-  if (g_blocks.Remove(addr, &packed)) Apply(packed, -1);
+  if (!g_blocks.Remove(addr, &packed)) return true;
+  Apply(packed, -1);
+  return !IsScreenKey(PackedStack(packed));
 }
 
 uint64_t SitesRemove(uintptr_t addr) {
@@ -386,6 +431,7 @@ uint32_t SitesTop(bool growth) {
     uint32_t slot = __atomic_load_n(&g_used[i], __ATOMIC_ACQUIRE);
     if (slot == 0) continue;
     Site& s = g_sites[slot - 1];
+    if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) continue;
     int64_t v = s.bytes.load(std::memory_order_relaxed);
     if (growth) v -= s.base.load(std::memory_order_relaxed);
     if (v > best) {
@@ -397,7 +443,16 @@ uint32_t SitesTop(bool growth) {
 }
 
 void SitesHuntOn(bool on) {
-  if (g_sites_on) g_hunt_on.store(on, std::memory_order_relaxed);
+  if (!g_sites_on) return;
+  g_hunt_on.store(on, std::memory_order_relaxed);
+  if (on && g_populate.load(std::memory_order_relaxed) == 0) {
+    g_populate.store(1, std::memory_order_relaxed);  // the writer commits g_blocks' pages
+    WakeWriter();
+  }
+  if (!on) {
+    g_ntargets.store(0, std::memory_order_release);
+    for (auto& k : g_targets) k.store(0, std::memory_order_relaxed);
+  }
 }
 
 void SitesHuntStepEnd() {
@@ -429,24 +484,21 @@ HuntTally SitesHuntExplain(int64_t growth) {
   if (!g_sites_on) return out;
   // The sites whose long-lived hunt-born bytes grew most since the
   // checkpoint, largest first, until they cover `growth`. A site counts only
-  // when its growth stands out of its own sampling noise: a large site whose
-  // true level is steady (objects that live a few steps, sampled at a T that
-  // changed since the checkpoint) moves by tens of KiB from the draws alone,
-  // more than a small leak grows; it once "explained" a 1 KiB/step leak and
-  // ended the hunt before the leak had samples. The change's variance is at
-  // most what entered the tally plus what left it since the checkpoint; a
-  // leak's samples only enter, so one of n samples stands at z = sqrt(n).
+  // when its growth stands out of its own sampling noise
+  // (GrowthSinceCheckpoint): a large site whose true level is steady
+  // (objects that live a few steps, sampled at a T that changed since the
+  // checkpoint) moves by tens of KiB from the draws alone, more than a small
+  // leak grows; it once "explained" a 1 KiB/step leak and ended the hunt
+  // before the leak had samples. Screened contexts are not sites: what they
+  // find is named only once their targeted samples (with stacks) show it.
   constexpr int kTop = 8;
   int64_t d[kTop];
   int32_t n[kTop];
   int k = 0;
   ForEachSite([&](Site& s) {
-    int64_t v = s.hunt_old.load(std::memory_order_relaxed) - s.hunt_chk;
+    if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) return;
+    const int64_t v = GrowthSinceCheckpoint(s, kHuntSiteZ);
     if (v <= 0) return;
-    const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
-                        s.hunt_var_out.load(std::memory_order_relaxed) - s.hunt_chk_var;
-    const double v_kib = static_cast<double>(v) / 1024.0;
-    if (v_kib * v_kib < kHuntSiteZ * kHuntSiteZ * static_cast<double>(var)) return;
     int32_t m = s.hunt_old_n.load(std::memory_order_relaxed) - s.hunt_chk_n;
     int i;
     if (k < kTop) {
@@ -469,6 +521,43 @@ HuntTally SitesHuntExplain(int64_t growth) {
     ++out.sites;
   }
   return out;
+}
+
+uint32_t SitesHuntTargets() {
+  if (!g_sites_on) return 0;
+  uint32_t n = g_ntargets.load(std::memory_order_relaxed);
+  ForEachSite([&](Site& s) {
+    const uint32_t key = s.key.load(std::memory_order_relaxed) - 1;
+    if (!IsScreenKey(key) || n >= kMaxHuntTargets) return;
+    // All its long-lived screens, not only those since the checkpoint: a
+    // context has screens only while hunts run, and the sooner a leak's
+    // context is targeted the more of its samples have stacks.
+    if (s.hunt_old_n.load(std::memory_order_relaxed) < kTargetMinScreens) return;
+    const double v_kib = static_cast<double>(s.hunt_old.load(std::memory_order_relaxed)) / 1024.0;
+    const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
+                        s.hunt_var_out.load(std::memory_order_relaxed);
+    if (!(v_kib > 0) || v_kib * v_kib < kTargetZ * kTargetZ * static_cast<double>(var)) return;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (g_targets[i].load(std::memory_order_relaxed) == key) return;
+    }
+    g_targets[n].store(key, std::memory_order_relaxed);
+    g_ntargets.store(++n, std::memory_order_release);
+  });
+  return n;
+}
+
+void SitesWriterPoll() {
+  if (!g_sites_on || g_populate.load(std::memory_order_relaxed) != 1) return;
+  g_populate.store(2, std::memory_order_relaxed);
+  g_blocks.Populate();
+}
+
+bool SitesIsTarget(uint32_t key) {
+  const uint32_t n = g_ntargets.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (g_targets[i].load(std::memory_order_relaxed) == key) return true;
+  }
+  return false;
 }
 
 void SitesForkPrepare() {

@@ -57,6 +57,8 @@ void ReadConfig() {
       EnvReject("MEMSTEP_HUNT_BUDGET", h, fmt::QuantityForms(fmt::kAcceptPercent));
     }
   }
+  const char* screen = getenv("MEMSTEP_HUNT_SCREEN");
+  if (screen != nullptr && screen[0] != '\0') g_config.hunt_screen = screen[0] != '0';
   const char* prog = getenv("MEMSTEP_PROGRESSIVE");
   if (prog != nullptr && prog[0] != '\0') g_config.progressive = prog[0] != '0';
   // Recording every allocation is a request for exact data: by default a full

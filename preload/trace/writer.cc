@@ -582,6 +582,7 @@ void* WriterMain(void*) {
     if (!(why & kWakeFlush) && MonoNs() < next_flush) continue;
     next_flush = MonoNs() + period_ns;
     SnapshotWriterPoll();  // before the cycle: a requested snapshot is written in this one
+    SitesWriterPoll();
     RunCycle(false);
     AlertsWriterPoll();
     WindowsWriterPoll();

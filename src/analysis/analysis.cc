@@ -315,6 +315,16 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
         h.min_interval = std::min(h.min_interval, r.interval);
       }
     }
+    // A hunt that screens samples its targets at its screening T (the
+    // memstep.screen_interval COUNTER): the finest it sampled at.
+    for (const reader::Event& e : t.events) {
+      if (device || e.tag != format::kTagCounter || e.ts < open->ts || e.ts > until ||
+          e.value <= 0 || t.String(e.str) != "memstep.screen_interval") {
+        continue;
+      }
+      h.min_interval = std::min(h.min_interval, static_cast<uint64_t>(e.value));
+      h.screened = true;
+    }
     h.stack_ns = open->stack_ns;
     if (end != nullptr) {
       h.outcome = end->outcome;
@@ -437,6 +447,9 @@ struct HostPass {
   std::vector<std::vector<CohortCell>> cohorts;
   // The largest sampling interval T in force during each row (RATE records).
   std::vector<double> interval_by_row;
+  // The leak hunt's screening T in force during each row (0: not screening;
+  // the memstep.screen_interval COUNTER), for the sites it targeted.
+  std::vector<double> screen_by_row;
   // The largest T that applied anywhere in the trace: the one-sample term of
   // the live-bytes intervals (HtSumInterval).
   double interval_max = 0;
@@ -571,6 +584,8 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
                 DeviceAnalysis* device, ProcessResult& r, HostPass& h) {
   const uint64_t last_step_end = LastStepEndSeq(t, row_of_step);
   h.interval_by_row.assign(rows, static_cast<double>(t.header.sample_interval));
+  h.screen_by_row.assign(rows, 0.0);
+  double screen_now = 0;
   std::vector<reader::Rate> rates(t.rates.begin(), t.rates.end());
   std::stable_sort(rates.begin(), rates.end(),
                    [](const reader::Rate& a, const reader::Rate& b) { return a.ts < b.ts; });
@@ -595,11 +610,17 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
       if (row_now < rows)
         h.interval_by_row[row_now] = std::max(h.interval_by_row[row_now], interval_now);
     }
+    if (e.tag == format::kTagCounter && t.String(e.str) == "memstep.screen_interval") {
+      screen_now = static_cast<double>(e.value);
+    }
     if (e.tag == format::kTagStep && e.phase == 0) {
       if (auto row = row_of_step.find(e.step); row != row_of_step.end()) {
         replay.set_cohort(static_cast<uint32_t>(row->second));
         row_now = row->second;
-        if (row_now < rows) h.interval_by_row[row_now] = interval_now;
+        if (row_now < rows) {
+          h.interval_by_row[row_now] = interval_now;
+          h.screen_by_row[row_now] = screen_now;
+        }
         replay.set_in_step(true);
         in_selection = true;
       }
@@ -825,11 +846,11 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
   ps.warmup_detected = detected > configured;
   out.exact = ExactSeriesOptions(options.growth);
   ps.live_growth =
-      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
+      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
   out.have_rss = std::any_of(out.rss.begin(), out.rss.end(), [](double v) { return v > 0; });
   if (out.have_rss) {
     ps.rss_growth =
-        ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
+        ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };
@@ -901,6 +922,7 @@ void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::A
   SetCohorts(i < h.cohorts.size() ? &h.cohorts[i] : nullptr, rows, &in);
   if (a.key.kind == HeapReplay::Kind::kHost) {
     in.interval_by_row = h.interval_by_row;
+    TargetRows(h.screen_by_row, &in);
   } else {
     in.interval_by_row.assign(rows, 0.0);
   }

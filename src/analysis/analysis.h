@@ -422,6 +422,7 @@ struct ProcessSummary {
     uint64_t samples = 0;       //   on this many long-lived samples
     uint64_t stack_ns = 0;      // cost of one stack capture, ns
     bool device = false;        // the device hunt (device-resident bytes; T is T_dev)
+    bool screened = false;      // it screened Python lines (min_interval: its screening T)
   };
   std::vector<Hunt> hunts;
   // Exact heap growth (live_growth LEAK or BOUNDED_GROWTH) against the heap

@@ -93,16 +93,38 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
 
 }  // namespace
 
+void TargetRows(const std::vector<double>& screen_by_row, GrowthInput* in) {
+  const size_t rows = std::min(
+      {screen_by_row.size(), in->interval_by_row.size(), in->end_interval_by_cohort.size()});
+  bool targeted = false;
+  for (size_t r = 0; r < rows; ++r) {
+    const double S = screen_by_row[r];
+    if (!(S > 0)) {
+      targeted = false;  // the hunt ended: its targets with it
+      continue;
+    }
+    const double own = in->end_interval_by_cohort[r];
+    // A sample drawn at the screening T: only a targeted context's are
+    // (every other one was thinned to its row's T).
+    if (!targeted && own > 0 && std::fabs(own - S) <= 1e-3 * S && S < in->interval_by_row[r]) {
+      targeted = true;
+    }
+    if (targeted) in->interval_by_row[r] = std::min(in->interval_by_row[r], S);
+  }
+}
+
 void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* in) {
   in->end_bytes_by_cohort.assign(rows, 0.0);
   in->end_samples_by_cohort.assign(rows, 0.0);
   in->end_var_by_cohort.assign(rows, 0.0);
+  in->end_interval_by_cohort.assign(rows, 0.0);
   if (cells == nullptr) return;
   for (const CohortCell& cell : *cells) {
     if (cell.row >= rows) continue;
     in->end_bytes_by_cohort[cell.row] = cell.bytes;
     in->end_samples_by_cohort[cell.row] = cell.samples;
     in->end_var_by_cohort[cell.row] = cell.var;
+    in->end_interval_by_cohort[cell.row] = cell.min_interval;
   }
 }
 

@@ -102,11 +102,26 @@ struct GrowthInput {
   // bytes (T) is added to the uncertainty of a cohort rate, so that rows
   // sampled sparsely never read as "nothing retained".
   std::vector<double> interval_by_row;
+  // The smallest sampling interval T among each cohort's samples live at the
+  // end (0: none, or recorded with p = 1); empty: unknown (TargetRows).
+  std::vector<double> end_interval_by_cohort;
 };
 
 // Sets in->end_*_by_cohort for `rows` rows from a site's cohort cells
 // (LiveCohorts, step_series.h; null: none live).
 void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* in);
+
+// A leak hunt that screens (docs/analysis.md "Leak hunt") samples the
+// allocations of the Python contexts it targets at its screening T
+// (`screen_by_row`, the screen-interval COUNTER in force in each row, 0 when
+// none), smaller than the T every other site is sampled at (the rows'
+// interval_by_row). A site targeted in a row therefore has that row's T at
+// the screening T. Which rows: from the first row whose cohort has a sample
+// drawn at exactly the screening T (no untargeted sample is: each is thinned
+// to its row's T) to the hunt's end. Sets in->interval_by_row accordingly
+// (after SetCohorts). The first such row is chosen by a sample in it, which
+// leans its weight up: by one cohort in the dozens a hunt targets.
+void TargetRows(const std::vector<double>& screen_by_row, GrowthInput* in);
 
 // The per-step rate of what the cohorts of rows [from, to) kept to the end,
 // unbiased (inverse-variance mean over the cohorts; docs/analysis.md).

@@ -15,6 +15,7 @@
 #define MEMSTEP_SRC_ANALYSIS_STEP_SERIES_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -332,6 +333,7 @@ struct CohortCell {
   double bytes = 0;
   double samples = 0;
   double var = 0;
+  double min_interval = 0;  // the smallest T its samples were drawn with (0: none, or p = 1)
 };
 
 // A replay's sampled allocations live now, summed per site and cohort:
@@ -377,7 +379,15 @@ std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t s
     c.bytes += bytes;
     c.samples += 1;
     // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
-    if (count > 1) c.var += bytes * bytes * (1 - 1 / count);
+    if (count > 1) {
+      c.var += bytes * bytes * (1 - 1 / count);
+      // Its T, from p = 1 - exp(-(size + 1) / T) and size = bytes * p.
+      const double p = 1 / count;
+      const double T = (bytes * p + 1) / -std::log1p(-p);
+      if (std::isfinite(T) && T > 0 && (c.min_interval == 0 || T < c.min_interval)) {
+        c.min_interval = T;
+      }
+    }
   }
   for (std::vector<CohortCell>& cells : out) cells.shrink_to_fit();
   return out;

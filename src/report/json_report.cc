@@ -220,6 +220,7 @@ void WriteHunt(JsonWriter& w, const ProcessSummary::Hunt& h) {
   w.Field("samples", h.samples);
   w.Field("stack_ns", h.stack_ns);
   w.Field("memory", h.device ? "device" : "host");
+  w.Field("screened", h.screened);
   w.EndObject();
 }
 

@@ -468,7 +468,8 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
     absl::StrAppend(&out, h.device ? "    device leak hunt: steps " : "    leak hunt: steps ",
                     h.begin_step, "-", h.end_step, ", growth ",
                     HumanBytes(static_cast<double>(h.rate)), "/step, T down to ",
-                    HumanBytes(static_cast<double>(h.min_interval)), ": ");
+                    HumanBytes(static_cast<double>(h.min_interval)),
+                    h.screened ? " (screening Python lines)" : "", ": ");
     switch (h.outcome) {
       case format::kHuntExplained:
         absl::StrAppend(&out, "explained (sites ", HumanBytes(static_cast<double>(h.explained)),

@@ -457,6 +457,29 @@ TEST(GrowthTest, NoLeakWithAnIntervalReachingZero) {
       leaks, false_leaks, flat_runs, demoted, flat_demoted);
 }
 
+// TargetRows: a site's rows take the screening T from the first row whose
+// cohort has a sample drawn at exactly it, to the hunt's end; a sample at the
+// rows' own T (thinned, untargeted) starts nothing, and a later hunt needs a
+// sample of its own.
+TEST(GrowthTest, TargetRowsFollowTheFirstSampleAtTheScreeningT) {
+  GrowthInput in;
+  const double T = 512 * kKiB, Tf = 128 * kKiB, S = 4 * kKiB;
+  in.interval_by_row = {T, Tf, Tf, Tf, Tf, Tf, T, T, Tf, Tf, Tf};
+  const std::vector<double> screen = {0, S, S, S, S, S, 0, 0, 2 * S, 2 * S, 2 * S};
+  // Cohort samples' smallest T: row 2 thinned (Tf), row 3 targeted (S),
+  // row 7 after the hunt, row 9 targeted in a second hunt at 2S.
+  in.end_interval_by_cohort = {T, 0, Tf, S, 0, S, 0, T, 0, 2 * S, 0};
+  TargetRows(screen, &in);
+  const std::vector<double> want = {T, Tf, Tf, S, S, S, T, T, Tf, 2 * S, 2 * S};
+  EXPECT_EQ(in.interval_by_row, want);
+  // Not screening anywhere: nothing changes.
+  GrowthInput plain;
+  plain.interval_by_row = {T, T, T};
+  plain.end_interval_by_cohort = {S, S, S};
+  TargetRows({0, 0, 0}, &plain);
+  EXPECT_EQ(plain.interval_by_row, std::vector<double>(3, T));
+}
+
 TEST(TrendTest, WorkedExample) {
   TrendResult t = TrendTest({1, 3, 2, 5, 4, 6});
   EXPECT_EQ(t.s, 11);
