@@ -122,9 +122,9 @@ identical arguments. `realistic` runs the same arguments (`--steps 100`) in
 every mode. Trace bytes: memstep's `*.trace` files; heaptrack's
 `ht.zst` (heaptrack compresses with zstd; memstep compresses its chunks with zstd too).
 bare, memstep and unsampled run interleaved (bare, memstep, ..., bare,
-memstep, ...) and the fastest of each is kept, so slow drift on a shared
-machine hits all alike; each run's notes (below its table) give the exact
-counts and repeats.
+memstep, ...) and the run with the best figure of each is kept (the fastest by
+wall time, in runs before stop 18), so slow drift on a shared machine hits all
+alike; each run's notes (below its table) give the exact counts and repeats.
 
 Columns: `x bare` is wall time over the bare run with the same arguments;
 `heaptrack bytes / these` is heaptrack's trace bytes over the row's, always
