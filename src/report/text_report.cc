@@ -629,8 +629,18 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   bool any_steps = false;
   size_t without_steps = 0;
   for (const ProcessSummary& p : r.processes) {
-    bool has_steps = false;
-    for (const StepRow& row : r.steps) has_steps |= row.pid == p.pid;
+    // By its own last step: the images a pid exec'd (a launcher script, then
+    // the interpreter: pyenv's shims are two bash scripts) are processes of
+    // their own with the pid's step rows, and only the one that marked steps
+    // has growth to show. Rows without an ended step (a run cut short in its
+    // first step) still count when no image of the pid ended one.
+    bool has_steps = p.last_step >= 0;
+    if (!has_steps) {
+      bool pid_ended_one = false;
+      for (const ProcessSummary& q : r.processes)
+        pid_ended_one |= q.pid == p.pid && q.last_step >= 0;
+      for (const StepRow& row : r.steps) has_steps |= !pid_ended_one && row.pid == p.pid;
+    }
     any_steps |= has_steps;
     if (has_steps) {
       AppendProcessGrowth(r, p, out);

@@ -146,6 +146,29 @@ TEST(TextReportTest, LeakFreedAtExitShowsTheLastStepEnd) {
   EXPECT_THAT(FormatText(r), HasSubstr("live at end 240 KiB [95% CI 200 KiB, 300 KiB]"));
 }
 
+// A launcher exec'd into the interpreter (pyenv's shims: bash, bash, then
+// python, one pid): three traces of pid 77, only the last marked steps. Its
+// growth is shown once; the launcher's images are processes without steps
+// (each was shown as "pid 77: ... INSUFFICIENT" before).
+TEST(TextReportTest, AnExecChainShowsTheGrowthOfTheImageThatMarkedSteps) {
+  Report r = SmallReport(40);
+  r.processes[0].last_step = 39;
+  for (int i = 0; i < 2; ++i) {
+    analysis::ProcessSummary shim;
+    shim.pid = 77;
+    shim.cmdline = "bash /root/.pyenv/libexec/pyenv exec python3 train.py";
+    r.processes.insert(r.processes.begin(), shim);
+  }
+  const std::string text = FormatText(r);
+  size_t shown = 0;
+  for (size_t at = text.find("pid 77: warm-up"); at != std::string::npos;
+       at = text.find("pid 77: warm-up", at + 1)) {
+    ++shown;
+  }
+  EXPECT_EQ(shown, 1u) << text;
+  EXPECT_THAT(text, HasSubstr("and 2 processes without steps"));
+}
+
 TEST(TextReportTest, RanksAreComparedAndTheOddOneIsNamed) {
   Report r;
   r.path = "/runs/ddp";
