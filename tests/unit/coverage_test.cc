@@ -181,6 +181,19 @@ TEST(CoverageTest, LiveBytesIntervalsCoverTheTruth) {
   }
 }
 
+// Among the seeds classified LEAK, how often the rate's 95 % interval covers
+// the truth, and on which side it missed.
+struct RateCoverage {
+  int leak = 0, covered = 0, above = 0, below = 0;
+  void Add(const Growth& g, double truth) {
+    if (g.cls != GrowthClass::kLeak) return;
+    ++leak;
+    covered += g.slope_low <= truth && truth <= g.slope_high;
+    above += g.slope_low > truth;
+    below += g.slope_high < truth;
+  }
+};
+
 // The rate of a LEAK site (growth.cc RateOfCohorts): the cohorts' kept bytes
 // over the window, with their Horvitz-Thompson variance, as analysis.cc
 // passes them. 220 steps, W = 20.
@@ -236,21 +249,18 @@ TEST(CoverageTest, LeakRateIntervalCoversTheTruth) {
   // growth_test's business), against the bound for that many.
   for (const Case& k : cases) {
     const double truth = k.size * static_cast<double>(k.per_step);
-    int leak = 0, covered = 0, above = 0, below = 0;
+    RateCoverage c;
     for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
       Growth g = ClassifyGrowth(LeakSeries(seed, k.size, k.per_step, k.churn_size, k.churn_n), 20);
-      leak += g.cls == GrowthClass::kLeak;
-      covered += g.cls == GrowthClass::kLeak && g.slope_low <= truth && truth <= g.slope_high;
-      above += g.cls == GrowthClass::kLeak && g.slope_low > truth;
-      below += g.cls == GrowthClass::kLeak && g.slope_high < truth;
+      c.Add(g, truth);
     }
-    const int min = MinCovered(leak);
+    const int min = MinCovered(c.leak);
     printf(
         "%s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d of them "
         "(accept >= %d; above the truth %d, below %d)\n",
-        k.name, leak, kSeeds, covered, min, above, below);
-    EXPECT_GE(leak, kSeeds / 2) << k.name;  // enough intervals to test
-    EXPECT_GE(covered, min) << k.name;
+        k.name, c.leak, kSeeds, c.covered, min, c.above, c.below);
+    EXPECT_GE(c.leak, kSeeds / 2) << k.name;  // enough intervals to test
+    EXPECT_GE(c.covered, min) << k.name;
   }
 }
 
@@ -280,7 +290,7 @@ TEST(CoverageTest, HuntScheduleLeakRateIntervalCoversTheTruth) {
   } cases[] = {{"1 KiB/step in 64 B objects", 64, 16}, {"8 KiB/step in 2 KiB objects", 2048, 4}};
   for (const Case& k : cases) {
     const double truth = k.size * static_cast<double>(k.per_step);
-    int leak = 0, covered = 0, above = 0, below = 0;
+    RateCoverage c;
     for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
       std::mt19937_64 rng(seed);
       GrowthInput in;
@@ -301,20 +311,17 @@ TEST(CoverageTest, HuntScheduleLeakRateIntervalCoversTheTruth) {
         in.end_var_by_cohort[r] = n * w * w * (1 - p);
       }
       Growth g = ClassifyGrowth(in, 20, o);
-      leak += g.cls == GrowthClass::kLeak;
-      covered += g.cls == GrowthClass::kLeak && g.slope_low <= truth && truth <= g.slope_high;
-      above += g.cls == GrowthClass::kLeak && g.slope_low > truth;
-      below += g.cls == GrowthClass::kLeak && g.slope_high < truth;
+      c.Add(g, truth);
     }
-    const int min = MinCovered(leak);
+    const int min = MinCovered(c.leak);
     printf(
         "hunt schedule, %s: LEAK in %d of %d seeds, its 95%% interval covers the rate in %d "
         "(accept >= %d; above the truth %d, below %d)\n",
-        k.name, leak, kSeeds, covered, min, above, below);
+        k.name, c.leak, kSeeds, c.covered, min, c.above, c.below);
     // Stated: LEAK in 99 % of seeds (measured 992 and 994 of 1,000); the
     // binomial bound MinCovered(1000, 0.99) = 979 (a false failure <= 0.1 %).
-    EXPECT_GE(leak, MinCovered(kSeeds, 0.99)) << k.name;
-    EXPECT_GE(covered, min) << k.name;
+    EXPECT_GE(c.leak, MinCovered(kSeeds, 0.99)) << k.name;
+    EXPECT_GE(c.covered, min) << k.name;
   }
 }
 
@@ -349,7 +356,8 @@ TEST(CoverageTest, ScreenedHuntLeakRateIntervalCoversTheTruth) {
     const double truth = k.size * static_cast<double>(k.per_step);
     const double p_screen =
         SampleProbability(static_cast<uint64_t>(k.size), static_cast<uint64_t>(kScreen));
-    int leak = 0, covered = 0, above = 0, below = 0, targeted = 0;
+    RateCoverage c;
+    int targeted = 0;
     for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
       std::mt19937_64 rng(seed);
       std::uniform_real_distribution<double> u(0, 1);
@@ -411,18 +419,15 @@ TEST(CoverageTest, ScreenedHuntLeakRateIntervalCoversTheTruth) {
       targeted += target;
       TargetRows(screen_by_row, &in);
       Growth g = ClassifyGrowth(in, 0, o);
-      leak += g.cls == GrowthClass::kLeak;
-      covered += g.cls == GrowthClass::kLeak && g.slope_low <= truth && truth <= g.slope_high;
-      above += g.cls == GrowthClass::kLeak && g.slope_low > truth;
-      below += g.cls == GrowthClass::kLeak && g.slope_high < truth;
+      c.Add(g, truth);
     }
-    const int min = MinCovered(leak);
+    const int min = MinCovered(c.leak);
     printf(
         "screened hunt, %s: targeted in %d, LEAK in %d of %d seeds, its 95%% interval covers "
         "the rate in %d (accept >= %d; above the truth %d, below %d)\n",
-        k.name, targeted, leak, kSeeds, covered, min, above, below);
-    EXPECT_GE(leak, kSeeds / 2) << k.name;  // enough intervals to test
-    EXPECT_GE(covered, min) << k.name;
+        k.name, targeted, c.leak, kSeeds, c.covered, min, c.above, c.below);
+    EXPECT_GE(c.leak, kSeeds / 2) << k.name;  // enough intervals to test
+    EXPECT_GE(c.covered, min) << k.name;
   }
 }
 
