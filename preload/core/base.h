@@ -91,6 +91,9 @@ void ForEachOwnMapping(F f) {
 
 // CLOCK_MONOTONIC in nanoseconds.
 uint64_t MonoNs();
+// CPU time of the calling thread, ns (CLOCK_THREAD_CPUTIME_ID; MonoNs where
+// that clock fails): a cost that a preemption does not inflate.
+uint64_t ThreadCpuNs();
 uint64_t RealNs();
 
 // Kernel thread id of the caller (a system call; cache it).

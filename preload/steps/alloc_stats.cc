@@ -41,8 +41,12 @@
 // end (AllocStatsRequest wakes it; AllocStatsWriterPoll), on its own clocks
 // (100 times their cost: smaps_rollup on one, statm and the mincore scan on
 // the other), and writes them after a `stats.step` COUNTER naming the step.
-// Each part records its cost (`memstep.stats_ns`; `rss.smaps_ns`,
-// `memstep.own_ns`). MEMSTEP_ALLOC_STATS=0 turns it off.
+// The writer's parts are timed in the writer's CPU time: on a loaded machine
+// a preemption inside a scan made it look ten times dearer and spaced the
+// next one out as much, and a short run was left with too few rows of
+// memstep's own memory to subtract (RssExplainE2E, 1 run in 8 beside two busy
+// loops). Each part records its cost (`memstep.stats_ns`; `rss.smaps_ns`,
+// `memstep.own_ns`, CPU ns). MEMSTEP_ALLOC_STATS=0 turns it off.
 //
 // Nothing here allocates from the hooked heap after the FILE above (the
 // caller holds the guard; mallctl may allocate internally, forwarded
@@ -415,7 +419,7 @@ void CollectJemalloc(MallctlFn ctl, AllocStats* s) {
 // ---- memstep's own memory ---------------------------------------------------
 
 void CollectOwn(AllocStats* s) {
-  const uint64_t start = MonoNs();
+  const uint64_t start = ThreadCpuNs();
   const uintptr_t rb = g_region.base(), re = rb + g_region.size();
   uint64_t own = 0, region = 0;
   ForEachOwnMapping([&](uintptr_t a, size_t len) {
@@ -428,7 +432,7 @@ void CollectOwn(AllocStats* s) {
   s->values[kOwn] = static_cast<int64_t>(own);
   s->values[kRegion] = static_cast<int64_t>(region);
   s->values[kSampled] = static_cast<int64_t>(g_region.LiveBytes());
-  const uint64_t end = MonoNs();
+  const uint64_t end = ThreadCpuNs();
   s->values[kOwnCost] = static_cast<int64_t>(end > start ? end - start : 0);
 }
 
@@ -522,10 +526,11 @@ void AllocStatsWriterPoll(ThreadState& t) {
   AllocStats s;
   Clear(&s);
   uint64_t anon = 0, file = 0;
+  const uint64_t cpu0 = ThreadCpuNs();
   if (start >= g_next_smaps_ns.load(std::memory_order_relaxed) && ReadSmapsRollup(&anon, &file)) {
-    const uint64_t t1 = MonoNs();
-    const uint64_t cost = t1 > start ? t1 - start : 0;
-    g_next_smaps_ns.store(t1 + kResidentBudget * cost, std::memory_order_relaxed);
+    const uint64_t cpu1 = ThreadCpuNs();
+    const uint64_t cost = cpu1 > cpu0 ? cpu1 - cpu0 : 0;
+    g_next_smaps_ns.store(MonoNs() + kResidentBudget * cost, std::memory_order_relaxed);
     s.values[kAnon] = static_cast<int64_t>(anon);
     s.values[kFile] = static_cast<int64_t>(file);
     s.values[kSource] = 1;
