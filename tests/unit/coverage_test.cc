@@ -264,6 +264,22 @@ TEST(CoverageTest, LeakRateIntervalCoversTheTruth) {
   }
 }
 
+// The bounds analysis.cc holds a site to when the exact heap is LEAK (the
+// exact series' smaller ones, sparse halves given the benefit of the doubt),
+// and a small leak of `per_step` objects of `size` bytes.
+GrowthOptions HuntedSiteOptions() {
+  GrowthOptions o;
+  o.min_rate = 512;
+  o.min_window_growth = 32 * 1024;
+  o.widen_sparse_halves = true;
+  return o;
+}
+struct SmallLeak {
+  const char* name;
+  double size;
+  int64_t per_step;
+};
+
 // A small leak under the interval schedule of a leak hunt: T = 512 KiB for
 // the first 60 steps, then a hunt samples 30 steps at T = 512 B and T
 // doubles back to 512 KiB (analysis.cc then holds the site to the exact
@@ -279,16 +295,10 @@ TEST(CoverageTest, HuntScheduleLeakRateIntervalCoversTheTruth) {
   for (size_t r = 90; r < kSteps; ++r) {
     t_by_row[r] = std::min(kT, 512.0 * std::pow(2.0, static_cast<double>(r - 89)));
   }
-  GrowthOptions o;
-  o.min_rate = 512;
-  o.min_window_growth = 32 * 1024;
-  o.widen_sparse_halves = true;
-  struct Case {
-    const char* name;
-    double size;
-    int64_t per_step;
-  } cases[] = {{"1 KiB/step in 64 B objects", 64, 16}, {"8 KiB/step in 2 KiB objects", 2048, 4}};
-  for (const Case& k : cases) {
+  const GrowthOptions o = HuntedSiteOptions();
+  const SmallLeak cases[] = {{"1 KiB/step in 64 B objects", 64, 16},
+                             {"8 KiB/step in 2 KiB objects", 2048, 4}};
+  for (const SmallLeak& k : cases) {
     const double truth = k.size * static_cast<double>(k.per_step);
     RateCoverage c;
     for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
@@ -341,18 +351,11 @@ TEST(CoverageTest, ScreenedHuntLeakRateIntervalCoversTheTruth) {
   constexpr int kSeeds = 1000;
   constexpr size_t kSteps = 60, kHunt = 7;
   constexpr double kRowT = 128 * kKiB, kScreen = 4 * kKiB;
-  GrowthOptions o;
-  o.min_rate = 512;
-  o.min_window_growth = 32 * 1024;
-  o.widen_sparse_halves = true;
-  struct Case {
-    const char* name;
-    double size;
-    int64_t per_step;
-  } cases[] = {{"6 KiB/step in one tensor", 6144, 1},
-               {"1.2 KiB/step in one string", 1200, 1},
-               {"5.4 KiB/step in 40 strings of 136 B", 136, 40}};
-  for (const Case& k : cases) {
+  const GrowthOptions o = HuntedSiteOptions();
+  const SmallLeak cases[] = {{"6 KiB/step in one tensor", 6144, 1},
+                             {"1.2 KiB/step in one string", 1200, 1},
+                             {"5.4 KiB/step in 40 strings of 136 B", 136, 40}};
+  for (const SmallLeak& k : cases) {
     const double truth = k.size * static_cast<double>(k.per_step);
     const double p_screen =
         SampleProbability(static_cast<uint64_t>(k.size), static_cast<uint64_t>(kScreen));
