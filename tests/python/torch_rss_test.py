@@ -5,12 +5,14 @@ tests/python/train_mlp.py --leak small keeps seven 2 KiB tensors per step
 (14 KiB of data) while RSS grows about a hundred times faster: glibc's main
 arena keeps the freed activations' chunks, which the kept tensors pin. The
 report must call that FRAGMENTATION (never LEAK: RSS grows far faster than the
-exact live bytes), name the kept tensors' line among its pins, say how much of
-the growth is memstep's own memory, and print the same class in the text and
-the JSON reports.
+exact live bytes), measure the free space as glibc itself counts it (the loop
+writes mallinfo2 after each step), name the kept tensors' line among its pins,
+say how much of the growth is memstep's own memory, and print the same class in
+the text and the JSON reports.
 """
 
 import os
+import statistics
 import subprocess
 import sys
 import unittest
@@ -22,6 +24,12 @@ common.require_torch()
 TRAIN = os.path.join(common.HERE, "train_mlp.py")
 
 
+def theil_sen(ys):
+    """The median of the pairwise slopes of ys over its index (rss_explain's estimator)."""
+    return statistics.median((ys[j] - ys[i]) / (j - i)
+                             for i in range(len(ys)) for j in range(i + 1, len(ys)))
+
+
 class TorchRssTest(unittest.TestCase):
     # The issue's loop (batch 512, hidden 1024) at half the hidden width: 60
     # steps, about a quarter of the time, the same shape of growth.
@@ -29,16 +37,18 @@ class TorchRssTest(unittest.TestCase):
 
     def test_small_leak_fragments_the_main_arena(self):
         out = common.temp_dir(self)
+        stats_path = os.path.join(out, "malloc-stats.txt")
         argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
                 str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN),
-                "--optimizer", "adam", "--leak", "small"]
+                "--optimizer", "adam", "--leak", "small", "--malloc-stats", stats_path]
         # One intra-op thread: with PyTorch's two, how much the leak fragments
         # the heap depends on the scheduling, so on the machine's load (glibc's
-        # doing, not memstep's). Alone the free space grew 33x-124x faster than
-        # the live bytes (9 runs); beside two busy loops 4.4x; in two CI runs
-        # 1.8x and 0x, where the report rightly said so (FRAGMENTATION with
-        # little of it; MEMSTEP, its own memory being most of the growth) and
-        # this test failed. With one thread: 124x alone, 127x beside the loops.
+        # doing, not memstep's); in two CI runs 1.8x and 0x the live bytes.
+        # With one, how much it fragments still depends on the machine (the
+        # CPU's kernels, the hunt's sampled blocks that live outside glibc's
+        # heap): 10x-29x the live bytes here (2-vCPU Intel, 10 runs, alone and
+        # beside three busy loops), 2.2x in one CI run. So the test holds
+        # memstep's free space to glibc's own count, whatever it comes to.
         # No screening (docs/analysis.md "Screening Python lines"): this test
         # checks the RSS split of one sampling plan. When the machine is loaded
         # the hunt's budget binds and it screens, and how many of the loop's
@@ -61,16 +71,26 @@ class TorchRssTest(unittest.TestCase):
             "other_per_step", "arena", "arena_frag_per_step", "file_source", "pins",
             "rise_bytes", "rate_established")}
         evidence["rss_ci"] = p["rss_growth"]["ci"]
+        with open(stats_path) as f:
+            rows = [[int(v) for v in line.split()] for line in f]
+        self.assertEqual(len(rows), self.EPOCHS * self.BATCHES)
+        # glibc's own free bytes (less the top chunk) per step, over the
+        # steps memstep's split uses (its last stat_rows).
+        glibc_free = theil_sen([r[1] for r in rows][-x["stat_rows"]:])
+        evidence["glibc_free_per_step"] = glibc_free
         self.assertEqual(x["verdict"], "FRAGMENTATION", evidence)
         self.assertEqual(x["allocator"], "glibc", evidence)
         # The JSON's RSS class is the verdict, as in the text report.
         self.assertEqual(p["rss_growth"]["class"], "FRAGMENTATION", evidence)
         self.assertEqual(p["live_growth"]["class"], "LEAK")
-        # Free space inside the heap, in the main arena, grows several times
-        # faster than the exact live bytes (14 KiB/step of tensor data) and is
-        # the largest part of the growth net of memstep's own memory.
+        # Free space inside the heap, in the main arena, grows faster than
+        # the exact live bytes (14 KiB/step of tensor data), as glibc counts
+        # it (within 10 %: 1-2 % in 10 runs here; the program reads it at
+        # the end of its step, memstep a moment later), and is the largest
+        # part of the growth net of memstep's own memory.
         self.assertEqual(x["arena"], 0, evidence)
-        self.assertGreater(x["frag_per_step"], 3 * x["live_per_step"], evidence)
+        self.assertGreater(glibc_free, x["live_per_step"], evidence)
+        self.assertLess(abs(x["frag_per_step"] - glibc_free), 0.1 * glibc_free + 4096, evidence)
         self.assertGreater(x["frag_per_step"], 0.25 * (x["rss_per_step"] - x["own_per_step"]),
                            evidence)
         self.assertGreater(x["arena_frag_per_step"], 0.9 * x["frag_per_step"], evidence)

@@ -13,10 +13,15 @@ only, with tests/python/fake_torch_cuda.py (round = step number), since CI
 has no GPU; `--nvtx-steps` wraps each iteration in an NVTX range
 "train_step N" (tests/python/nvtx_client.py).
 
+`--malloc-stats PATH` writes glibc's own view of its heap after each step
+(mallinfo2: the free bytes less the top chunk, and the bytes in use), one line
+"step free in_use" per step: the truth a test holds memstep's RSS split to.
+
 Prints one line `RESULT steps=N epochs=E kept=K cuda_init=0|1` at the end.
 """
 
 import argparse
+import ctypes
 import os
 import sys
 
@@ -35,6 +40,25 @@ class Mlp(nn.Module):
     def forward(self, x):
         features = self.body(x)
         return self.head(features), features
+
+
+class MallocStats:
+    """glibc's mallinfo2() per step, through ctypes (glibc 2.33 and newer)."""
+
+    class _Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+
+    def __init__(self, path):
+        self._call = ctypes.CDLL(None).mallinfo2
+        self._call.restype = self._Mallinfo2
+        self._out = open(path, "w")
+
+    def record(self, step):
+        mi = self._call()
+        self._out.write("%d %d %d\n" % (step, mi.fordblks - mi.keepcost, mi.uordblks))
+        self._out.flush()
 
 
 class MySgd(torch.optim.SGD):
@@ -58,6 +82,8 @@ def main():
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--fake-cuda-stats", action="store_true",
                    help="planted torch.cuda statistics (tests/python/fake_torch_cuda.py)")
+    p.add_argument("--malloc-stats", metavar="PATH",
+                   help="write glibc's free and in-use bytes after each step to PATH")
     p.add_argument("--nvtx-steps", action="store_true", help='NVTX range "train_step N" per step')
     args = p.parse_args()
     if args.fake_cuda_stats or args.nvtx_steps:
@@ -84,6 +110,7 @@ def main():
     if args.fake_cuda_stats:
         from fake_torch_cuda import FakeCuda
         fake = FakeCuda().install()
+    stats = MallocStats(args.malloc_stats) if args.malloc_stats else None
     kept = []
     steps = 0
     for _ in range(args.epochs):
@@ -109,6 +136,8 @@ def main():
                 kept.extend([torch.randn(512) * 1.0 for _ in range(7)])  # LEAK_SMALL_LINE
             else:
                 kept.append(loss.item())
+            if stats is not None:
+                stats.record(steps)
             steps += 1
         if args.eval:
             with torch.no_grad():
