@@ -286,6 +286,57 @@ TEST(GrowthTest, HuntedLeakWithSparseHalvesIsLeak) {
   EXPECT_LE(cache_leaks, testing::MaxSuccesses(100, 0.01, 1e-3));
 }
 
+// A hunt that targeted the site (docs/analysis.md "Screening Python lines")
+// and ended when the site explained the growth: T = 128 KiB for 8 rows,
+// 2 KiB in rows 8-35, 512 KiB after. One 6.5 KiB object a step is kept:
+// after the hunt it draws a sample every 80 steps, so the second half's
+// series is flat over rows 36-59 in most seeds and its inverse-variance rate
+// rests on rows 30-35. A GRU loop on pip torch read BOUNDED_GROWTH ("slowing:
+// second half 0.0 KiB/step vs first half 7.4 KiB/step") in 3 of 30 runs.
+// Slowing must be shown by the sparse rows themselves: LEAK in >= 95 % of
+// seeds. A site that stops at row 30, whose dense rows 30-35 show the stop
+// before T rises, is still BOUNDED_GROWTH (LEAK in at most 1 % of seeds).
+TEST(GrowthTest, HuntedLeakWhoseLastRowsAreSparseIsLeak) {
+  constexpr size_t kRows = 60;
+  int leaks = 0, stopped_leaks = 0;
+  const double obj = 6656;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto empty = [] {
+      GrowthInput in;
+      in.y.assign(kRows, 0);
+      in.end_bytes_by_cohort.assign(kRows, 0);
+      in.end_samples_by_cohort.assign(kRows, 0);
+      in.end_var_by_cohort.assign(kRows, 0);
+      for (size_t r = 0; r < kRows; ++r) {
+        in.interval_by_row.push_back(r < 8 ? 128 * kKiB : r < 36 ? 2 * kKiB : 512 * kKiB);
+      }
+      return in;
+    };
+    auto keep = [&](GrowthInput& in, size_t row) {
+      const double p = 1 - std::exp(-(obj + 1) / in.interval_by_row[row]);
+      if (std::uniform_real_distribution<double>(0, 1)(rng) >= p) return;
+      const double w = obj / p;
+      for (size_t r = row + 1; r < kRows; ++r) in.y[r] += w;
+      in.end_bytes_by_cohort[row] += w;
+      in.end_samples_by_cohort[row] += 1;
+      in.end_var_by_cohort[row] += w * w * (1 - p);
+    };
+    GrowthInput leak = empty(), stopped = empty();
+    for (size_t r = 0; r < kRows; ++r) {
+      keep(leak, r);
+      if (r < 30) keep(stopped, r);
+    }
+    leaks += ClassifyGrowth(leak, 0, ExactBounds(true)).cls == GrowthClass::kLeak;
+    stopped_leaks += ClassifyGrowth(stopped, 0, ExactBounds(true)).cls == GrowthClass::kLeak;
+  }
+  printf("hunted leak, sparse last rows: LEAK %d; stopped at row 30: LEAK %d (of 200)\n", leaks,
+         stopped_leaks);
+  // Correct rates of 95 % and 1 % fail these with probability < 1e-3.
+  EXPECT_GE(leaks, testing::MinCovered(200, 0.95, 1e-3));
+  EXPECT_LE(stopped_leaks, testing::MaxSuccesses(200, 0.01, 1e-3));
+}
+
 // An exact series (no sampling) that slows but keeps growing: a cache of
 // 96 KiB/step filling until step 96 over a 64 KiB/step leak, 200 steps, 0-4
 // KiB of noise. LEAK at the second half's rate (the leak), in every seed; the
