@@ -404,7 +404,11 @@ GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
     o.min_rate = std::min(o.min_rate, exact.min_rate);
     o.min_window_growth = std::min(o.min_window_growth, exact.min_window_growth);
   }
-  o.widen_sparse_halves = exact_class == GrowthClass::kLeak;
+  // Sparse halves: while the exact series grows on (LEAK, or a significant
+  // rise whose rate's interval reaches 0 only for its autocorrelation), not
+  // when it slowed (BOUNDED_GROWTH) or does not rise.
+  o.widen_sparse_halves =
+      exact_class == GrowthClass::kLeak || (exact_class == GrowthClass::kNoTrend && exact_rises);
   return o;
 }
 

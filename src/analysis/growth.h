@@ -177,7 +177,7 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 // that a leak hunt sampled densely can be named at its site, while on a run
 // whose exact series does not grow no site is held to less than the site
 // bounds. Sparse halves get the benefit of the doubt (widen_sparse_halves)
-// when the exact series is LEAK.
+// when the exact series is LEAK, or rises with a rate interval reaching 0.
 GrowthOptions SiteBounds(const GrowthOptions& site, const GrowthOptions& exact,
                          GrowthClass exact_class, bool exact_rises = false);
 
