@@ -260,18 +260,25 @@ std::vector<uint8_t> SawtoothTrace(bool leak, bool hunted = false) {
   return b.Finish();
 }
 
-TEST(SawtoothHeapTest, SmallLeakIsNamedWhenCollectionsSawTheHeap) {
+// The report of one sawtooth trace (SawtoothTrace's arguments).
+Report AnalyzeSawtooth(bool leak, bool hunted = false) {
   testing::TempDir dir;
-  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), SawtoothTrace(true)));
+  EXPECT_TRUE(testing::WriteFile(dir.File("p.trace"), SawtoothTrace(leak, hunted)));
   Options options;
   options.symbolize = false;
   absl::StatusOr<Report> r = AnalyzeRun(dir.path(), options);
-  ASSERT_TRUE(r.ok()) << r.status();
-  const Growth& heap = r->processes[0].live_growth;
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : Report{};
+}
+
+TEST(SawtoothHeapTest, SmallLeakIsNamedWhenCollectionsSawTheHeap) {
+  const Report r = AnalyzeSawtooth(true);
+  ASSERT_EQ(r.processes.size(), 1u);
+  const Growth& heap = r.processes[0].live_growth;
   EXPECT_EQ(heap.cls, GrowthClass::kNoTrend) << heap.reason;
   EXPECT_TRUE(heap.rises) << heap.reason;
   EXPECT_LT(heap.p_value, 1e-3);
-  const Site* leak = SiteWithStack(*r, 1);
+  const Site* leak = SiteWithStack(r, 1);
   ASSERT_NE(leak, nullptr);
   EXPECT_EQ(leak->growth.cls, GrowthClass::kLeak) << leak->growth.reason;
   // Every block sampled at p = 1 - exp(-6145/4096) = 0.777: 7.9 KiB a step,
@@ -279,7 +286,7 @@ TEST(SawtoothHeapTest, SmallLeakIsNamedWhenCollectionsSawTheHeap) {
   EXPECT_FALSE(leak->growth.calibrated);
   EXPECT_NEAR(leak->growth.slope, 6144 / (1 - std::exp(-6145.0 / 4096)), 1);
   for (uint64_t other : {2, 4}) {
-    EXPECT_NE(SiteWithStack(*r, other)->growth.cls, GrowthClass::kLeak) << other;
+    EXPECT_NE(SiteWithStack(r, other)->growth.cls, GrowthClass::kLeak) << other;
   }
 }
 
@@ -291,16 +298,12 @@ TEST(SawtoothHeapTest, SmallLeakIsNamedWhenCollectionsSawTheHeap) {
 // stopped: the site gets the benefit of the doubt while the heap rises, as
 // when it is LEAK, and is LEAK.
 TEST(SawtoothHeapTest, HuntedLeakIsNamedWhenCollectionsSawTheHeap) {
-  testing::TempDir dir;
-  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), SawtoothTrace(true, true)));
-  Options options;
-  options.symbolize = false;
-  absl::StatusOr<Report> r = AnalyzeRun(dir.path(), options);
-  ASSERT_TRUE(r.ok()) << r.status();
-  const Growth& heap = r->processes[0].live_growth;
+  const Report r = AnalyzeSawtooth(true, true);
+  ASSERT_EQ(r.processes.size(), 1u);
+  const Growth& heap = r.processes[0].live_growth;
   EXPECT_EQ(heap.cls, GrowthClass::kNoTrend) << heap.reason;
   EXPECT_TRUE(heap.rises) << heap.reason;
-  const Site* leak = SiteWithStack(*r, 1);
+  const Site* leak = SiteWithStack(r, 1);
   ASSERT_NE(leak, nullptr);
   EXPECT_EQ(leak->growth.cls, GrowthClass::kLeak) << leak->growth.reason;
   // Each sampled block weighs 6 KiB / (1 - exp(-6145/4096)) = 7.9 KiB: the
@@ -311,14 +314,10 @@ TEST(SawtoothHeapTest, HuntedLeakIsNamedWhenCollectionsSawTheHeap) {
 }
 
 TEST(SawtoothHeapTest, CollectedGarbageAloneRaisesNothing) {
-  testing::TempDir dir;
-  ASSERT_TRUE(testing::WriteFile(dir.File("p.trace"), SawtoothTrace(false)));
-  Options options;
-  options.symbolize = false;
-  absl::StatusOr<Report> r = AnalyzeRun(dir.path(), options);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->processes[0].live_growth.rises) << r->processes[0].live_growth.reason;
-  for (const Site& s : r->sites) EXPECT_NE(s.growth.cls, GrowthClass::kLeak) << s.stack_id;
+  const Report r = AnalyzeSawtooth(false);
+  ASSERT_EQ(r.processes.size(), 1u);
+  EXPECT_FALSE(r.processes[0].live_growth.rises) << r.processes[0].live_growth.reason;
+  for (const Site& s : r.sites) EXPECT_NE(s.growth.cls, GrowthClass::kLeak) << s.stack_id;
 }
 
 INSTANTIATE_TEST_SUITE_P(Numbering, StepAnalysisTest, ::testing::Bool(),
