@@ -97,10 +97,15 @@ class TorchRssTest(unittest.TestCase):
         # memstep's own memory (the leak hunt's stacks and sites: most of it in
         # steps 7-27) is measured and kept out of the program's components:
         # it is not left in "other" (which can be negative: free chunks that
-        # are not resident, RSS read a moment apart).
+        # are not resident, RSS read a moment apart). "other" is a residual
+        # of rates read a moment apart: up to 12 % of the RSS rate in 10 runs
+        # alone or beside three busy loops, 16.5 % in one CI run beside two
+        # tests of ten profiled runs each (the test now runs alone:
+        # RUN_SERIAL); memstep's own is 10-18 % of it, so "other" with it
+        # left in would read 20-30 %.
         self.assertTrue(x["has_own"], evidence)
         self.assertGreater(x["own_per_step"], 0, evidence)
-        self.assertLess(x["other_per_step"], 0.15 * x["rss_per_step"], evidence)
+        self.assertLess(x["other_per_step"], 0.2 * x["rss_per_step"], evidence)
         # The pin: a growing site at the line that keeps the tensors.
         sites = {s["id"]: s for s in report["sites"]}
         pinned = [sites[pin["site_id"]] for pin in x["pins"] if pin["site_id"] in sites]
