@@ -248,15 +248,15 @@ void ClassifyRise(const Window& w, const GrowthOptions& o, Growth* g) {
   // cohorts kept (and one sample's worth of bytes), so that a half sampled
   // sparsely (after a leak hunt, say) never reads as slowing; a cache that
   // stopped growing because it frees as much as it allocates still does.
-  // And a half whose first rows were sampled densely and its last sparsely
-  // (a hunt that targeted the site, then decayed): its series is flat over
-  // the sparse rows for want of samples, while what its cohorts kept, their
-  // inverse-variance rate, rests on the dense rows; it is slowing only when
-  // that rate's upper bound is below the first half's as well.
+  // The widened bound starts from the larger of the series' bound and what
+  // the half's cohorts kept (their inverse-variance rate): a half sampled
+  // densely and then sparsely (a hunt that targeted the site, then decayed)
+  // has a series flat over the sparse rows for want of samples, while that
+  // rate rests on the dense rows.
   const bool widen = cohorts && o.widen_sparse_halves;
-  const bool persistent =
-      h2.slope_high + (widen ? w.kept2.half_width : 0.0) >= o.persistence * h1.slope_low ||
-      (widen && w.kept2.high >= o.persistence * h1.slope_low);
+  const double h2_high =
+      widen ? std::max(h2.slope_high, w.kept2.rate) + w.kept2.half_width : h2.slope_high;
+  const bool persistent = h2_high >= o.persistence * h1.slope_low;
   // Retention, with the same benefit of the doubt for a sparse half.
   const double retained_hi =
       g->retained_bytes + (widen ? w.kept1.half_width * static_cast<double>(half) : 0.0);

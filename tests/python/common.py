@@ -141,6 +141,25 @@ def slope(values):
     return num / den
 
 
+def run_step_script(test, text, name, steps, extra_env=None):
+    """Writes `text` into a temporary file NAME and runs it with the argument
+    STEPS under memstep, its steps its own (memstep.step: no Python hooks, no
+    time windows). Returns (its process in the JSON report, the report, the
+    script's path); fails the test unless one process marked steps."""
+    d = temp_dir(test)
+    script = os.path.join(d, name)
+    with open(script, "w") as f:
+        f.write(text)
+    out = os.path.join(d, "run")
+    r = run_profiled([sys.executable, script, str(steps)], out, hooks=False, window=0,
+                     extra_env=extra_env)
+    test.assertEqual(r.returncode, 0, r.stderr)
+    report = report_json(out)
+    procs = [p for p in report["processes"] if p["last_step"] >= 0]
+    test.assertEqual(len(procs), 1, [p["cmdline"] for p in report["processes"]])
+    return procs[0], report, script
+
+
 def temp_dir(test):
     d = tempfile.TemporaryDirectory(prefix="memstep-pytest-")
     test.addCleanup(d.cleanup)

@@ -55,21 +55,12 @@ MIN_NAMED = 5
 
 class ScreenTest(unittest.TestCase):
     def run_seed(self, seed, steps=80):
-        d = common.temp_dir(self)
-        script = os.path.join(d, "screen_leak.py")
-        with open(script, "w") as f:
-            f.write(SCRIPT)
-        out = os.path.join(d, "run")
-        r = common.run_profiled([sys.executable, script, str(steps)], out, hooks=False, window=0,
-                                extra_env={"MEMSTEP_SEED": str(seed)})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        report = common.report_json(out)
-        procs = [p for p in report["processes"] if p["last_step"] >= 0]
-        self.assertEqual(len(procs), 1, [p["cmdline"] for p in report["processes"]])
+        p, report, script = common.run_step_script(self, SCRIPT, "screen_leak.py", steps,
+                                                   {"MEMSTEP_SEED": str(seed)})
         leaks = [s for s in report["sites"] if s["growth"]["class"] == "LEAK"]
         keeper = [s for s in leaks
                   if any(f["file"] == script and f["line"] == KEEP_LINE for f in s["frames"][:6])]
-        return procs[0], keeper, leaks, report
+        return p, keeper, leaks, report
 
     def test_a_small_leak_in_heavy_churn_is_named_at_its_line(self):
         named = 0

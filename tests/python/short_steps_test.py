@@ -49,22 +49,13 @@ KEEP_LINE = 6
 
 class ShortStepsTest(unittest.TestCase):
     def run_leak(self, steps, extra_env=None):
-        d = common.temp_dir(self)
-        script = os.path.join(d, "short_steps.py")
-        with open(script, "w") as f:
-            f.write(SCRIPT)
-        out = os.path.join(d, "run")
-        r = common.run_profiled([sys.executable, script, str(steps)], out, hooks=False, window=0,
-                                extra_env=extra_env)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        report = common.report_json(out)
-        procs = [p for p in report["processes"] if p["last_step"] >= 0]
-        self.assertEqual(len(procs), 1, [p["cmdline"] for p in report["processes"]])
+        p, report, script = common.run_step_script(self, SCRIPT, "short_steps.py", steps,
+                                                   extra_env)
         keepers = [s for s in report["sites"]
                    if any(f["function"] == "make_record" and f["file"] == script
                           and f["line"] == KEEP_LINE for f in s["frames"][:4])]
         leaks = [s for s in report["sites"] if s["growth"]["class"] == "LEAK"]
-        return procs[0], keepers, leaks
+        return p, keepers, leaks
 
     def test_default_names_the_line_or_says_what_is_unattributed(self):
         p, keepers, leaks = self.run_leak(60)
