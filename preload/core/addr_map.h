@@ -178,6 +178,15 @@ class ShardedAddrMap {
     SpinLockHolder h(&s.lock);
     return s.map.Find(key) != nullptr;
   }
+  // The value of key in *out (a copy); false if absent.
+  bool Get(uint64_t key, Value* out) {
+    Shard& s = ShardOf(key);
+    SpinLockHolder h(&s.lock);
+    const Value* v = s.map.Find(key);
+    if (v == nullptr) return false;
+    *out = *v;
+    return true;
+  }
   void Populate() {
     for (Shard& s : shards_) s.map.Populate();
   }

@@ -140,6 +140,9 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
 // 0 when the thread runs no Python (or Python frames are not read). A few
 // loads, no unwinding: what a screen is tallied under.
 uint32_t PyFramesContext();
+// A 64-bit hash of the code objects and instructions of the calling thread's
+// first `frames` shown Python frames (0: none), without unwinding.
+uint64_t PyFramesKey(int frames);
 // Whether `ip` is in the interpreter loop (_PyEval_EvalFrameDefault).
 bool PyFramesInEval(uintptr_t ip);
 // Whether the calling thread has a Python thread state (Python frames are

@@ -117,6 +117,7 @@ struct ThreadState {
   uintptr_t dl_sp;         // sp at the entry of the outermost dlopen running (0: none)
   uintptr_t dl_ret;        // its caller's return address (x86-64: left at dl_sp)
   uintptr_t guarded_mmap;  // the last anonymous mmap made with the guard set (pymem.cc: arenas)
+  uintptr_t pymem_fresh;   // the pymalloc block this thread sampled last (pymem.cc: re-stamps)
 };
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 

@@ -406,24 +406,32 @@ bool PyFramesOnThread() {
   return PyFramesActive() && g_is_finalizing() == 0 && g_get_tstate() != nullptr;
 }
 
-uint32_t PyFramesContext() {
+uint64_t PyFramesKey(int frames) {
   if (!PyFramesActive() || g_is_finalizing() != 0) return 0;
   void* tstate = g_get_tstate();
   void* frame = tstate != nullptr ? CurrentFrame(tstate) : nullptr;
-  // The innermost frame a stack would show (PyFramesMerge's rules), within a
-  // few: an allocation's own line, cheaply.
-  for (int depth = 0; frame != nullptr && depth < 4; ++depth) {
+  // The innermost frames a stack would show (PyFramesMerge's rules), within
+  // a few more: an allocation's own line (and its callers'), cheaply.
+  uint64_t key = 0;
+  int got = 0;
+  for (int depth = 0; frame != nullptr && got < frames && depth < frames + 3; ++depth) {
     void* code = Read<void*>(frame, g_layout.frame_code);
     int64_t offset;
     if (FrameOffset(frame, code, &offset)) {
       uint64_t h = (reinterpret_cast<uintptr_t>(code) ^ (static_cast<uint64_t>(offset) << 40)) *
                    0x9E3779B97F4A7C15ull;
       h ^= h >> 31;
-      return kScreenKeyBit | static_cast<uint32_t>(h & (kScreenKeyBit - 1));
+      key = got == 0 ? h : (key * 0x100000001B3ull) ^ h;
+      ++got;
     }
     frame = Read<void*>(frame, g_layout.frame_previous);
   }
-  return 0;
+  return key;
+}
+
+uint32_t PyFramesContext() {
+  const uint64_t h = PyFramesKey(1);
+  return h == 0 ? 0 : kScreenKeyBit | static_cast<uint32_t>(h & (kScreenKeyBit - 1));
 }
 
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap) {

@@ -32,6 +32,20 @@
 // cannot fault) and does not hook anything when it fails: PYTHONMALLOC=malloc
 // or debug, a free-threaded build (mimalloc), an unknown layout.
 //
+// Free-listed objects (CPython 3.13+): CPython keeps freed objects of some
+// types (floats, tuples, lists, dicts, ...) on free lists and hands them out
+// again without calling the allocator, so a sampled block's stack is the line
+// that allocated it, not the line that created the object living in it now.
+// While a host leak hunt runs, a reference tracer (PyRefTracer_SetTracer,
+// called at every object creation with the GIL held) re-stamps a sampled
+// block of a free-listed type (float, tuple, list, dict, slice) when an
+// object is created in it at another Python place (two frames): FREE and
+// ALLOC records with the block's size and T (its weight does not change),
+// and the new stack; a screen moves to the new line's tally (or becomes a
+// sample when that line is a hunt target, drawn at the same T). Installed
+// only when no other tracer is (tracemalloc's), removed when the hunt ends;
+// 3.10-3.12 have no such hook. MEMSTEP_PY_RESTAMP=0 turns it off.
+//
 // Sampled blocks are marked in a bitmap per arena (one bit per 16 bytes), read
 // at every free of a counted block. The object and mem domains are called with
 // the GIL held (one GIL per obmalloc state, also with 3.12's per-interpreter
@@ -245,17 +259,218 @@ MEMSTEP_ALWAYS_INLINE void BitSet(const Block& b, bool on) {
   }
 }
 
+// ---- free-listed objects: re-stamping (3.13+) ----
+
+using RefTracerFn = int (*)(void* op, int event, void* data);
+using SetTracerFn = int (*)(RefTracerFn, void*);
+using GetTracerFn = RefTracerFn (*)(void**);
+SetTracerFn g_set_tracer = nullptr;  // null: no re-stamping
+GetTracerFn g_get_tracer = nullptr;
+std::atomic<bool> g_tracer_on{false};
+
+// The types CPython 3.13 keeps on free lists that Python code creates often,
+// and the size of their pre-header (a PyGC_Head of 16 bytes for the GC'd
+// ones): other objects were just allocated, and sampled (or not) at the
+// line that creates them.
+constexpr int kFreeListTypes = 5;
+const void* g_fl_type[kFreeListTypes];
+uint8_t g_fl_pre[kFreeListTypes];
+
+// The stamps, re-stamps and pending re-stamps below change under the GIL
+// (the tracer and the pymalloc hooks' slow paths); with 3.12+'s per-
+// interpreter GILs two interpreters may race on a slot, which only costs a
+// stack or a record, or leaves one block with its previous owner.
+
+// Each recently re-stamped block, direct-mapped: the Python place (first two
+// frames) of its last object's creation, and its re-stamps in the current
+// step. An object created again at the same place costs no stack and no
+// record; a collision only costs a lookup.
+struct Stamp {
+  uintptr_t block;
+  uint64_t where;
+  uint64_t step;
+  uint32_t restamps;
+};
+constexpr int kStampBits = 12;
+Stamp g_stamp[size_t{1} << kStampBits];
+MEMSTEP_ALWAYS_INLINE Stamp& StampOf(uintptr_t block) {
+  return g_stamp[((block >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - kStampBits)];
+}
+
+// The stack last captured at each Python place, direct-mapped: a block that
+// objects created at a few places take in turn (a churning free list) costs
+// no stack after the first at each place.
+struct StackMemo {
+  uint64_t where;
+  uint32_t stack;
+};
+constexpr int kMemoBits = 10;
+StackMemo g_memo[size_t{1} << kMemoBits];
+
+uint32_t StackAt(ThreadState& t, uint64_t where) {
+  StackMemo& m = g_memo[(where * 0x9E3779B97F4A7C15ull) >> (64 - kMemoBits)];
+  if (m.where == where) return m.stack;
+  m.stack = CaptureStackUntimed(t);
+  m.where = where;
+  return m.stack;
+}
+
+// Re-stamps deferred to the step's end: a block re-stamped again in the same
+// step (a float that two lines create in turn, thousands of times a step)
+// gets the records of its last owner only, once the step is over (at the
+// next slow path of a later step: FlushPending). Full: re-stamped at once.
+struct Pending {
+  uintptr_t block;
+  uint32_t stack;
+};
+constexpr int kPendingCap = 64;
+Pending g_pending[kPendingCap];
+int g_npending = 0;
+uint64_t g_pending_step = 0;
+
+void ForgetStamps() {
+  memset(g_stamp, 0, sizeof(g_stamp));
+  memset(g_memo, 0, sizeof(g_memo));
+  g_npending = 0;
+}
+
+// The tracked sampled block `block` now belongs to `stack`: FREE and ALLOC
+// records with its size and T (its weight unchanged), nothing if it already
+// does or is not tracked (any more).
+void Restamp(ThreadState& t, uintptr_t block, uint32_t stack) {
+  TrackedBlock old;
+  if (stack == 0 || !SitesPeekBlock(block, &old) || (old.stack & kScreenKeyBit) != 0 ||
+      old.stack == stack || !SitesTakeBlock(block, &old)) {
+    return;
+  }
+  EmitFree(t, reinterpret_cast<void*>(block), NextSeq());
+  EmitAlloc(t, reinterpret_cast<void*>(block), old.size, old.interval, fmt::kKindPymalloc, stack);
+}
+
+// Guard held. Runs the pending re-stamps of an earlier step.
+void FlushPending(ThreadState& t) {
+  if (g_npending == 0 || g_pending_step == g_cur_step.load(std::memory_order_relaxed)) return;
+  const int n = g_npending;
+  g_npending = 0;
+  if (!Recording()) return;
+  for (int i = 0; i < n; ++i) Restamp(t, g_pending[i].block, g_pending[i].stack);
+}
+
+// A sampled block was freed (its FREE record written): no pending re-stamp.
+void ForgetPending(uintptr_t block) {
+  for (int i = 0; i < g_npending; ++i) {
+    if (g_pending[i].block == block) {
+      g_pending[i] = g_pending[--g_npending];
+      return;
+    }
+  }
+}
+
+bool Defer(uintptr_t block, uint32_t stack, uint64_t step) {
+  for (int i = 0; i < g_npending; ++i) {
+    if (g_pending[i].block == block) {
+      g_pending[i].stack = stack;
+      return true;
+    }
+  }
+  if (g_npending == kPendingCap) return false;
+  g_pending[g_npending++] = {block, stack};
+  g_pending_step = step;
+  return true;
+}
+
+// An object was created in a sampled block (the tracer, GIL held).
+MEMSTEP_NOINLINE void RestampSlow(ThreadState& t, uintptr_t block) {
+  if (block == t.pymem_fresh) {
+    t.pymem_fresh = 0;  // its own allocation sampled it a moment ago
+    return;
+  }
+  t.pymem_fresh = 0;
+  if (t.guard) return;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  if (!Recording()) return;
+  const uint64_t where = PyFramesKey(2);
+  if (where == 0) return;
+  Stamp& st = StampOf(block);
+  if (st.block == block && st.where == where) return;
+  const uint64_t step = g_cur_step.load(std::memory_order_relaxed);
+  if (st.block != block || st.step != step) {
+    st.block = block;
+    st.step = step;
+    st.restamps = 0;
+  }
+  st.where = where;
+  FlushPending(t);
+  TrackedBlock old;
+  if (!SitesPeekBlock(block, &old)) return;
+  SampleCost cost(false);
+  if ((old.stack & kScreenKeyBit) != 0) {
+    const uint32_t ctx = PyFramesContext();
+    if (ctx == 0 || old.stack == ctx || !SitesTakeBlock(block, &old)) return;
+    if (!SitesIsTarget(ctx)) {
+      cost.set_screen();
+      SitesOnAlloc(block, old.size, old.interval, ctx);
+      return;
+    }
+    // A target's draws are samples with stacks at the T they were drawn with.
+    EmitAlloc(t, reinterpret_cast<void*>(block), old.size, old.interval, fmt::kKindPymalloc,
+              StackAt(t, where));
+    return;
+  }
+  const uint32_t stack = StackAt(t, where);
+  if (st.restamps++ > 0 && Defer(block, stack, step)) return;
+  Restamp(t, block, stack);
+}
+
+int RefTrace(void* op, int event, void*) {
+  if (event != 0) return 0;  // PyRefTracer_CREATE only
+  const void* type;
+  memcpy(&type, static_cast<const char*>(op) + 8, sizeof(type));  // ob_type
+  int i = 0;
+  while (i < kFreeListTypes && g_fl_type[i] != type) ++i;
+  if (i == kFreeListTypes) return 0;
+  const uintptr_t block = reinterpret_cast<uintptr_t>(op) - g_fl_pre[i];
+  Arena* ar = FindArena(block);
+  if (ar == nullptr) return 0;
+  const size_t bit = (block - ar->base) >> 4;
+  if (((ar->bits[bit >> 6] >> (bit & 63)) & 1) == 0) return 0;
+  RestampSlow(t_state, block);
+  return 0;
+}
+
+// The tracer follows the hunt (GIL held: the pymalloc hooks' slow paths),
+// while memstep records.
+void SyncRefTracer() {
+  if (g_set_tracer == nullptr) return;
+  const bool want = SitesHunting() && PyFramesActive() && Recording();
+  if (want == g_tracer_on.load(std::memory_order_relaxed)) return;
+  void* data = nullptr;
+  const RefTracerFn cur = g_get_tracer(&data);
+  if (want) {
+    if (cur != nullptr) return;  // another's (tracemalloc's): left alone
+    if (g_set_tracer(RefTrace, nullptr) == 0) g_tracer_on.store(true, std::memory_order_relaxed);
+  } else {
+    if (cur == RefTrace) g_set_tracer(nullptr, nullptr);
+    g_tracer_on.store(false, std::memory_order_relaxed);
+  }
+}
+
 // A sampled block: stack, bit, ALLOC record. Countdown already ran out.
 MEMSTEP_NOINLINE void SampleSlow(ThreadState& t, const void* p, size_t req, const Block& b,
                                  uint8_t kind) {
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
+  SyncRefTracer();
+  FlushPending(t);
   uint64_t interval = 0;
   if (!DecideSample(t, &interval)) return;
   uint32_t key = 0;
   const SampleKind what = ChooseSample(t, req, true, &interval, &key);
   if (what == kSampleNone) return;
+  t.pymem_fresh = reinterpret_cast<uintptr_t>(p);
   SampleCost cost(true);  // the whole sample (recorder.h)
   if (what == kSampleScreen) {
     // No stack and no record: tallied under its Python context.
@@ -274,6 +489,9 @@ MEMSTEP_NOINLINE void FreeSampledSlow(ThreadState& t, const void* p, const Block
   GuardScope guard(t);
   ErrnoSaver errno_saver;
   EnsureThread(t);
+  SyncRefTracer();
+  ForgetPending(reinterpret_cast<uintptr_t>(p));
+  FlushPending(t);
   SampleCost cost(false);
   BitSet(b, false);
   if (SitesOnFree(reinterpret_cast<uintptr_t>(p))) {
@@ -356,6 +574,7 @@ void* WrapRealloc(void*, void* p, size_t n) {
       ErrnoSaver errno_saver;
       EnsureThread(t);
       BitSet(old, false);
+      ForgetPending(reinterpret_cast<uintptr_t>(p));
       if (SitesOnFree(reinterpret_cast<uintptr_t>(p))) EmitFree(t, p, free_seq);
     }
   }
@@ -456,7 +675,10 @@ void NoticeOnce(const char* text) {
 
 void AtforkPrepare() { g_arena_lock.Lock(); }
 void AtforkParent() { g_arena_lock.Unlock(); }
-void AtforkChild() { g_arena_lock.Reset(); }
+void AtforkChild() {
+  g_arena_lock.Reset();
+  ForgetStamps();  // a child's stacks may be numbered anew
+}
 
 void Refuse(const char* why) {
   g_installed.store(2, std::memory_order_release);
@@ -557,6 +779,36 @@ void DeclineUnknownLayout(bool denied) {
 // an arena mapped in between (another interpreter, 3.12+) is simply
 // unknown, and its blocks uncounted both ways. This thread holds the GIL:
 // its own interpreter allocates nothing meanwhile.
+// Re-stamping needs 3.13's PyRefTracer API (and, while it runs, Python
+// frames: SyncRefTracer) and the free-listed types with their flags.
+void FindRefTracer() {
+  const char* env = getenv("MEMSTEP_PY_RESTAMP");
+  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
+  auto set = reinterpret_cast<SetTracerFn>(OwnDlsym(RTLD_DEFAULT, "PyRefTracer_SetTracer"));
+  auto get = reinterpret_cast<GetTracerFn>(OwnDlsym(RTLD_DEFAULT, "PyRefTracer_GetTracer"));
+  auto get_flags =
+      reinterpret_cast<unsigned long (*)(const void*)>(OwnDlsym(RTLD_DEFAULT, "PyType_GetFlags"));
+  auto* type_type = OwnDlsym(RTLD_DEFAULT, "PyType_Type");
+  if (set == nullptr || get == nullptr || get_flags == nullptr || type_type == nullptr) return;
+  static const char* const kNames[kFreeListTypes] = {"PyFloat_Type", "PyTuple_Type", "PyList_Type",
+                                                     "PyDict_Type", "PySlice_Type"};
+  constexpr unsigned long kHaveGc = 1ul << 14;
+  constexpr unsigned long kPreheader = (1ul << 3) | (1ul << 4);  // managed dict, weakref
+  for (int i = 0; i < kFreeListTypes; ++i) {
+    const void* type = OwnDlsym(RTLD_DEFAULT, kNames[i]);
+    if (type == nullptr) return;
+    const void* meta;  // ob_type, where RefTrace reads it
+    memcpy(&meta, static_cast<const char*>(type) + 8, sizeof(meta));
+    if (meta != type_type) return;
+    const unsigned long flags = get_flags(type);
+    if ((flags & kPreheader) != 0) return;  // not 3.13's layout of these types
+    g_fl_type[i] = type;
+    g_fl_pre[i] = (flags & kHaveGc) != 0 ? 16 : 0;
+  }
+  g_get_tracer = get;
+  g_set_tracer = set;
+}
+
 void InstallWrappers(const PyAllocatorApi& api) {
   api.get(kDomainMem, &g_prev[kDomainMem]);
   api.get(kDomainObj, &g_prev[kDomainObj]);
@@ -614,6 +866,7 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   }
   g_pool_size = ps;
   pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+  FindRefTracer();
   InstallWrappers(api);
   g_installed.store(1, std::memory_order_release);
   return 1;

@@ -92,6 +92,19 @@ bool SitesOnFree(uintptr_t addr);
 // SitesOnFree that returns what it removed (0 = nothing), and its undo.
 uint64_t SitesRemove(uintptr_t addr);
 void SitesRestore(uintptr_t addr, uint64_t packed);
+// A tracked block as its allocation entered it: its stack (or screen key,
+// kScreenKeyBit), requested size (saturated at 4 GiB) and the T it was drawn
+// with (0: recorded with p = 1); `packed` for SitesRestore.
+struct TrackedBlock {
+  uint64_t packed;
+  uint32_t stack;
+  size_t size;
+  uint64_t interval;
+};
+// SitesPeekBlock reads it; SitesTakeBlock removes it (SitesOnFree without the
+// FREE decision). False when addr is not tracked.
+bool SitesPeekBlock(uintptr_t addr, TrackedBlock* out);
+bool SitesTakeBlock(uintptr_t addr, TrackedBlock* out);
 // From FlushCounters: checks the snapshot thresholds against exact live bytes.
 void SitesOnLive(uint64_t live);
 // Stage boundaries (g_api_lock held): depth is the level opened / closed.
@@ -109,6 +122,8 @@ uint32_t SitesTop(bool growth);
 // hunt-born: each site tallies those live at a step end that were born in an
 // earlier step (long-lived), in estimated bytes and in samples.
 void SitesHuntOn(bool on);
+// Whether a host leak hunt runs now (lock-free).
+bool SitesHunting();
 // At every step end: this step's hunt-born blocks become long-lived.
 void SitesHuntStepEnd();
 // Remembers every site's long-lived hunt-born tally.

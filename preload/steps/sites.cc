@@ -352,6 +352,31 @@ void SitesRestore(uintptr_t addr, uint64_t packed) {
   if (g_blocks.Insert(addr, packed)) Apply(packed, +1);
 }
 
+namespace {
+void Unpack(uint64_t packed, TrackedBlock* out) {
+  out->packed = packed;
+  out->stack = PackedStack(packed);
+  out->size = static_cast<size_t>(packed & 0xFFFFFFFFu);
+  const uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
+  out->interval = rate == 0 ? 0 : g_rates[rate].load(std::memory_order_relaxed);
+}
+}  // namespace
+
+bool SitesPeekBlock(uintptr_t addr, TrackedBlock* out) {
+  uint64_t packed;
+  if (!g_sites_on || !g_blocks.Get(addr, &packed)) return false;
+  Unpack(packed, out);
+  return true;
+}
+
+bool SitesTakeBlock(uintptr_t addr, TrackedBlock* out) {
+  uint64_t packed;
+  if (!g_sites_on || !g_blocks.Remove(addr, &packed)) return false;
+  Apply(packed, -1);
+  Unpack(packed, out);
+  return true;
+}
+
 void SitesOnLive(uint64_t live) {
   if (!g_sites_on) return;
   int depth = g_stage_depth.load(std::memory_order_relaxed);
@@ -454,6 +479,8 @@ void SitesHuntOn(bool on) {
     for (auto& k : g_targets) k.store(0, std::memory_order_relaxed);
   }
 }
+
+bool SitesHunting() { return g_sites_on && g_hunt_on.load(std::memory_order_relaxed); }
 
 void SitesHuntStepEnd() {
   if (!g_sites_on) return;

@@ -167,9 +167,13 @@ TEST(ShardedAddrMapTest, InsertRemove) {
   }
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(t.Contains(keys[i]), i % 2 == 1) << i;
+    uint64_t got = 7;
+    EXPECT_EQ(t.Get(keys[i], &got), i % 2 == 1) << i;  // a copy, the entry stays
+    EXPECT_EQ(got, i % 2 == 1 ? keys[i] * 2 : 7) << i;
   }
   EXPECT_EQ(t.Size(), keys.size() / 2);
   uint64_t v;
+  EXPECT_FALSE(t.Get(0, &v));
   EXPECT_FALSE(t.Remove(12345, &v));
   EXPECT_FALSE(t.Insert(0, 1));
 }
