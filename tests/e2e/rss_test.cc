@@ -177,7 +177,7 @@ TEST(RssExplainE2E, GrowingFileMappingIsFile) {
   SCOPED_TRACE(Describe(p));
   EXPECT_EQ(x.verdict, "FILE");
   EXPECT_TRUE(x.has_file);
-  // smaps_rollup has its own rate limit (100 times its cost): the split
+  // smaps_rollup has its own rate limit (1000 times its cost): the split
   // comes from it when it was read at 10 steps of the window, else statm.
   EXPECT_NE(x.file_source, "");
   EXPECT_GT(x.median_smaps_ns, 0);
