@@ -2,11 +2,19 @@
 multi-rank test: run it under torchrun with two ranks. Nothing of memstep's:
 the steps come from the zero-code hooks of python/startup in each rank.
 The rank given by --leak-rank keeps an 8 KiB tensor a step (LEAK_LINE).
+Each rank ends with os._exit(0) once its result is printed: pip torch 2.13's
+DDP on gloo sometimes aborts in the interpreter's teardown ("terminate called
+without an active exception", SIGABRT, after destroy_process_group and the
+RESULT line), with or without memstep: 1 of 12 runs without it beside a busy
+loop, 1 of 10 under it (and one CI run of python_torch_ddp). memstep writes
+its trace to the end at _exit too.
 
 usage: torchrun --standalone --nproc_per_node=2 ddp_train.py STEPS [--leak-rank R]
 """
 
 import argparse
+import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -38,6 +46,8 @@ def main():
             kept.append(torch.randn(8, 256))  # LEAK_LINE: 8 KiB a step
     dist.destroy_process_group()
     print("RESULT rank=%d steps=%d kept=%d" % (rank, args.steps, len(kept)))
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
