@@ -338,6 +338,8 @@ void ForgetStamps() {
 // records with its size and T (its weight unchanged), nothing if it already
 // does or is not tracked (any more).
 void Restamp(ThreadState& t, uintptr_t block, uint32_t stack) {
+  const Block b = Classify(reinterpret_cast<void*>(block));
+  if (b.arena == nullptr || !BitTest(b)) return;  // freed since (a pending one)
   TrackedBlock old;
   if (stack == 0 || !SitesPeekBlock(block, &old) || (old.stack & kScreenKeyBit) != 0 ||
       old.stack == stack || !SitesTakeBlock(block, &old)) {
