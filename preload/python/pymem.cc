@@ -434,10 +434,9 @@ int RefTrace(void* op, int event, void*) {
   while (i < kFreeListTypes && g_fl_type[i] != type) ++i;
   if (i == kFreeListTypes) return 0;
   const uintptr_t block = reinterpret_cast<uintptr_t>(op) - g_fl_pre[i];
+  // Classify without reading the pool header: only the sampled bit counts.
   Arena* ar = FindArena(block);
-  if (ar == nullptr) return 0;
-  const size_t bit = (block - ar->base) >> 4;
-  if (((ar->bits[bit >> 6] >> (bit & 63)) & 1) == 0) return 0;
+  if (ar == nullptr || !BitTest({ar, 0, (block - ar->base) >> 4})) return 0;
   RestampSlow(t_state, block);
   return 0;
 }
@@ -777,10 +776,6 @@ void DeclineUnknownLayout(bool denied) {
   Refuse(why);
 }
 
-// Puts the wrappers in place: the domains first, then the arena allocator:
-// an arena mapped in between (another interpreter, 3.12+) is simply
-// unknown, and its blocks uncounted both ways. This thread holds the GIL:
-// its own interpreter allocates nothing meanwhile.
 // Re-stamping needs 3.13's PyRefTracer API (and, while it runs, Python
 // frames: SyncRefTracer) and the free-listed types with their flags.
 void FindRefTracer() {
@@ -811,6 +806,10 @@ void FindRefTracer() {
   g_set_tracer = set;
 }
 
+// Puts the wrappers in place: the domains first, then the arena allocator:
+// an arena mapped in between (another interpreter, 3.12+) is simply
+// unknown, and its blocks uncounted both ways. This thread holds the GIL:
+// its own interpreter allocates nothing meanwhile.
 void InstallWrappers(const PyAllocatorApi& api) {
   api.get(kDomainMem, &g_prev[kDomainMem]);
   api.get(kDomainObj, &g_prev[kDomainObj]);

@@ -40,7 +40,8 @@
 // memory change slowly, so the writer thread reads them just after the step
 // end (AllocStatsRequest wakes it; AllocStatsWriterPoll), on its own clocks
 // (smaps_rollup 1000 times its cost on one, statm and the mincore scan 100
-// times theirs on the other), and writes them after a `stats.step` COUNTER naming the step.
+// times theirs on the other), and writes them after a `stats.step` COUNTER
+// naming the step.
 // The writer's parts are timed in the writer's CPU time: on a loaded machine
 // a preemption inside a scan made it look ten times dearer and spaced the
 // next one out as much, and a short run was left with too few rows of

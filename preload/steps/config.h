@@ -94,9 +94,8 @@ uint64_t SitesRemove(uintptr_t addr);
 void SitesRestore(uintptr_t addr, uint64_t packed);
 // A tracked block as its allocation entered it: its stack (or screen key,
 // kScreenKeyBit), requested size (saturated at 4 GiB) and the T it was drawn
-// with (0: recorded with p = 1); `packed` for SitesRestore.
+// with (0: recorded with p = 1).
 struct TrackedBlock {
-  uint64_t packed;
   uint32_t stack;
   size_t size;
   uint64_t interval;

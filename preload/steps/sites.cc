@@ -354,7 +354,6 @@ void SitesRestore(uintptr_t addr, uint64_t packed) {
 
 namespace {
 void Unpack(uint64_t packed, TrackedBlock* out) {
-  out->packed = packed;
   out->stack = PackedStack(packed);
   out->size = static_cast<size_t>(packed & 0xFFFFFFFFu);
   const uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
