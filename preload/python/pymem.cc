@@ -65,6 +65,7 @@
 #include "preload/core/fds.h"
 #include "preload/host/recorder.h"
 #include "preload/host/runtime.h"
+#include "preload/python/freelists.h"
 #include "preload/python/pymem_layout.h"
 #include "preload/steps/config.h"
 #include "src/format/format.h"
@@ -72,6 +73,8 @@
 namespace memstep::preload {
 
 namespace fmt = ::memstep::format;
+
+bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied);  // below
 
 namespace {
 
@@ -511,7 +514,10 @@ MEMSTEP_ALWAYS_INLINE void OnAlloc(void* p, size_t req, uint8_t kind) {
   CountAlloc(t, b.size);
   if (t.guard) return;
   t.bytes_until_sample -= static_cast<int64_t>(req + 1);
-  if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) SampleSlow(t, p, req, b, kind);
+  if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
+    SampleSlow(t, p, req, b, kind);
+    FreeListsSync();  // 3.10-3.12, outside the guard
+  }
 }
 
 // The accounting of freeing p (before the previous allocator frees it: the
@@ -633,16 +639,6 @@ void WrapArenaFree(void*, void* p, size_t size) {
 }
 
 // ---- validation ----
-
-// Reads n bytes at `addr` without faulting. *denied: the system call itself
-// is not allowed (a seccomp filter: EPERM, ENOSYS), as opposed to EFAULT.
-bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied) {
-  struct iovec local = {out, n};
-  struct iovec remote = {reinterpret_cast<void*>(addr), n};
-  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n)) return true;
-  if (errno == EPERM || errno == ENOSYS) *denied = true;
-  return false;
-}
 
 // The pool size for which every block of `ptrs` (requested sizes `sizes`) has
 // a consistent pool header, or 0.
@@ -806,6 +802,24 @@ void FindRefTracer() {
   g_set_tracer = set;
 }
 
+// Before 3.13 (no tracer), the free lists can be bypassed during hunts
+// instead (freelists.cc), when MEMSTEP_PY_FREELISTS=1: not by default yet,
+// see there. Found before the wrappers are in place: checking them creates
+// and destroys objects.
+void FindFreeLists() {
+  const char* env = getenv("MEMSTEP_PY_FREELISTS");
+  if (g_set_tracer != nullptr || env == nullptr || env[0] != '1' || env[1] != '\0') return;
+  const char* why = FreeListsFind();
+  if (why == nullptr || why[0] == '\0') return;
+  char line[200] = "memstep: CPython's free lists not followed: ";
+  size_t n = strlen(line);
+  for (const char* s = why; *s != '\0' && n + 80 < sizeof(line); ++s) line[n++] = *s;
+  const char* tail = "; objects reused from them keep the stack of their block's allocation";
+  for (const char* s = tail; *s != '\0' && n + 1 < sizeof(line); ++s) line[n++] = *s;
+  line[n] = '\0';
+  NoticeOnce(line);
+}
+
 // Puts the wrappers in place: the domains first, then the arena allocator:
 // an arena mapped in between (another interpreter, 3.12+) is simply
 // unknown, and its blocks uncounted both ways. This thread holds the GIL:
@@ -825,6 +839,16 @@ void InstallWrappers(const PyAllocatorApi& api) {
 }
 
 }  // namespace
+
+// Reads n bytes at `addr` without faulting. *denied: the system call itself
+// is not allowed (a seccomp filter: EPERM, ENOSYS), as opposed to EFAULT.
+bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied) {
+  struct iovec local = {out, n};
+  struct iovec remote = {reinterpret_cast<void*>(addr), n};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n)) return true;
+  if (errno == EPERM || errno == ENOSYS) *denied = true;
+  return false;
+}
 
 }  // namespace memstep::preload
 
@@ -868,6 +892,7 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   g_pool_size = ps;
   pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
   FindRefTracer();
+  FindFreeLists();
   InstallWrappers(api);
   g_installed.store(1, std::memory_order_release);
   return 1;

@@ -17,6 +17,11 @@
 #include <string.h>
 
 #include "preload/python/pyframes_layout.h"
+#if PY_VERSION_HEX < 0x030D0000
+#include <internal/pycore_interp.h>
+
+#include "preload/python/freelist_layout.h"
+#endif
 
 static int failures = 0;
 #define EXPECT(name, actual)                                                                 \
@@ -118,6 +123,53 @@ int main(void) {
   probe.state.ascii = 1;
   memcpy(&word, (char*)&probe + l->str_state, sizeof(word));
   EXPECT(1u << kStateAsciiBit, word);
+#if PY_VERSION_HEX < 0x030D0000
+  /* preload/python/freelist_layout.h: the free lists of 3.10 to 3.12. */
+#if PY_VERSION_HEX < 0x030B0000
+  const struct MemstepFreeListLayout* f = &kFreeLists310;
+  EXPECT(f->tuple_size0, 0);
+#else
+#if PY_VERSION_HEX < 0x030C0000
+  const struct MemstepFreeListLayout* f = &kFreeLists311;
+#else
+  const struct MemstepFreeListLayout* f = &kFreeLists312;
+#endif
+  EXPECT(f->tuple_size0, 1);
+  EXPECT(kFloatMax, PyFloat_MAXFREELIST); /* 3.10 defines it in floatobject.c */
+#endif
+  EXPECT(f->version, PY_VERSION_HEX & 0xFFFF0000);
+  EXPECT(f->float_numfree, offsetof(PyInterpreterState, float_state.numfree));
+  EXPECT(f->float_head, offsetof(PyInterpreterState, float_state.free_list));
+  EXPECT(f->tuple_heads, offsetof(PyInterpreterState, tuple.free_list));
+  EXPECT(f->tuple_numfree, offsetof(PyInterpreterState, tuple.numfree));
+  EXPECT(f->list_items, offsetof(PyInterpreterState, list.free_list));
+  EXPECT(f->list_numfree, offsetof(PyInterpreterState, list.numfree));
+  EXPECT(f->dict_items, offsetof(PyInterpreterState, dict_state.free_list));
+  EXPECT(f->dict_numfree, offsetof(PyInterpreterState, dict_state.numfree));
+  EXPECT(f->keys_items, offsetof(PyInterpreterState, dict_state.keys_free_list));
+  EXPECT(f->keys_numfree, offsetof(PyInterpreterState, dict_state.keys_numfree));
+  {
+    PyInterpreterState* is = NULL;
+    EXPECT(kTupleLists, sizeof(is->tuple.free_list) / sizeof(is->tuple.free_list[0]));
+    EXPECT(kTupleLists, sizeof(is->tuple.numfree) / sizeof(is->tuple.numfree[0]));
+    EXPECT(kListMax, sizeof(is->list.free_list) / sizeof(is->list.free_list[0]));
+    EXPECT(kDictMax, sizeof(is->dict_state.free_list) / sizeof(is->dict_state.free_list[0]));
+    EXPECT(kDictMax,
+           sizeof(is->dict_state.keys_free_list) / sizeof(is->dict_state.keys_free_list[0]));
+    EXPECT(4, sizeof(is->float_state.numfree));
+    EXPECT(4, sizeof(is->list.numfree));
+    EXPECT(4, sizeof(is->dict_state.numfree));
+    EXPECT(4, sizeof(is->dict_state.keys_numfree));
+  }
+  EXPECT(kTupleMax, PyTuple_MAXFREELIST);
+  EXPECT(kListMax, PyList_MAXFREELIST);
+  EXPECT(kDictMax, PyDict_MAXFREELIST);
+  EXPECT(kObType, offsetof(PyObject, ob_type));
+  EXPECT(kObSize, offsetof(PyVarObject, ob_size));
+  EXPECT(kTupleItem0, offsetof(PyTupleObject, ob_item));
+  EXPECT(kDictKeys, offsetof(PyDictObject, ma_keys));
+  EXPECT(kTpDealloc, offsetof(PyTypeObject, tp_dealloc));
+#endif
   if (failures == 0) printf("pyframes layout ok (CPython %s)\n", PY_VERSION);
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,19 @@
+// CPython 3.10 to 3.12's free lists, bypassed during leak hunts (freelists.cc).
+
+#ifndef MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
+#define MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
+
+namespace memstep::preload {
+
+// Finds and checks the main interpreter's free lists (GIL held, before the
+// pymalloc hooks are installed). nullptr when found, or why not (a sentence).
+const char* FreeListsFind();
+
+// Follows the host leak hunt: the free lists are bypassed while one runs and
+// memstep records, and in use again after (GIL held, outside memstep's
+// guard: bypassing frees the lists' objects through the pymalloc hooks).
+void FreeListsSync();
+
+}  // namespace memstep::preload
+
+#endif  // MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
