@@ -784,6 +784,25 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   EmitMmap(t, stack, a, len, prot, flags);
 }
 
+void ForgetMapping(uintptr_t a, size_t len) {
+  ThreadState& t = t_state;
+  GuardScope guard(t);
+  ErrnoSaver errno_saver;
+  EnsureThread(t);
+  const uint64_t removed = g_mmaps.Remove(a, PageEnd(a, len));
+  if (removed == 0) return;
+  g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
+  fmt::MunmapRecord rec;
+  rec.ts = NowRel();
+  rec.seq = NextSeq();
+  rec.tid = t.tid;
+  rec.addr = a;
+  rec.len = len;
+  fmt::RecordEncoder enc(buf, sizeof(buf));
+  if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
+}
+
 int MunmapSlow(void* p, size_t len) {
   ThreadState& t = t_state;
   GuardScope guard(t);

@@ -239,6 +239,10 @@ void FreeRegionSlow(void* p);
 void FreeBigSlow(void* p, size_t usable);
 void* ReallocSlow(void* p, size_t n, bool countdown_hit);
 void RecordMmap(void* p, size_t len, int prot, int flags);
+// Takes [a, a + len) out of the anonymous mappings (counter and a MUNMAP
+// record) while it stays mapped: memory another counter now holds (the
+// pymalloc arenas memstep adopts at install, pymem.cc).
+void ForgetMapping(uintptr_t a, size_t len);
 int MunmapSlow(void* p, size_t len);
 void* MremapSlow(void* old, size_t old_len, size_t new_len, int flags, void* new_addr);
 int MprotectSlow(void* p, size_t len, int prot);

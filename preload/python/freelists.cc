@@ -13,27 +13,30 @@
 // serving objects, so that every object of these types is allocated (and
 // sampled) at the line that creates it:
 //
-//  - floats and tuples: the lists are emptied (each object freed as CPython
-//    frees it when it clears them) and their counts set to their maximum:
-//    CPython then frees every such object it would have kept, and finds no
-//    object to reuse;
+//  - floats and tuples: the lists' contents are set aside (parked: still
+//    allocated, so the exact counters do not move) and their counts set to
+//    their maximum: CPython then frees every such object it would have kept,
+//    and finds none to reuse;
 //  - lists and dicts take from a stack while its count is not zero and push
-//    while it is below its maximum, so no count stops both. Their types'
-//    tp_dealloc is replaced for the hunt by a function that calls CPython's
-//    and empties the stacks after it (objects and key tables, freed as
-//    CPython frees them). CPython's deallocators only take the trashcan
-//    (which defers deallocations nested deeper than 50) when the type's
-//    tp_dealloc is themselves, so the replacement takes it in their place,
-//    as their Py_TRASHCAN_BEGIN does: untrack, _PyTrash_begin, _PyTrash_end.
+//    while it is below its maximum, so no count stops both: their stacks are
+//    parked too, and their types' tp_dealloc is replaced for the hunt by a
+//    function that calls CPython's and then frees what it pushed (objects,
+//    and key tables, as CPython frees them when it clears its lists).
+//    CPython's deallocators only take the trashcan (which defers
+//    deallocations nested deeper than 50) when the type's tp_dealloc is
+//    themselves, so the replacement takes it in their place, as their
+//    Py_TRASHCAN_BEGIN does: untrack, _PyTrash_begin, _PyTrash_end.
 //
-// When the hunt ends, the counts go back to zero and the slots to CPython's
-// functions; nothing is freed then (the lists are empty), so turning the
-// bypass off is safe at any time, finalization included; the lists are only
-// emptied while the interpreter is not finalizing. A full collection
-// (gc.collect()) clears the lists and resets the counts; the next sampled
-// allocation sets them again. Only the main interpreter's lists are
-// touched, from threads of that interpreter (3.12 may run others, with
-// their own GIL; theirs keep their lists).
+// The bypass begins at the first allocation of a step (FreeListsStep), when
+// the lists still hold what the last step left in them: the parked contents
+// are then what every step ends with anyway, and the heap's step series does
+// not step. It ends at any sample (FreeListsSync): the parked contents go
+// back on the lists (after whatever a full collection let in meanwhile is
+// freed, but not while finalizing: nothing is freed then) and the slots
+// back to CPython's functions. A full collection (gc.collect()) clears the
+// lists and resets their counts; the next sample sets them again. Only the
+// main interpreter's lists are touched, from threads of that interpreter
+// (3.12 may run others, with their own GIL; theirs keep their lists).
 //
 // Where the lists live is internal (freelist_layout.h, one table per
 // version); before anything is touched, FreeListsFind checks that every
@@ -43,23 +46,17 @@
 // otherwise (a debug or trace-refs build, a patch release that moved a
 // field) leaves the lists alone, and says so once.
 //
-// The lists' contents when the bypass begins are set aside (parked) rather
-// than freed, and put back when it ends, so that the exact counters do not
-// step; the bypass begins at the first sample of a step after the hunt's
-// first, when the lists still hold what the last step left in them.
-//
-// Not on by default (MEMSTEP_PY_FREELISTS=1 turns it on): measured on a
-// pure-Python loop whose leak is tuples or dicts (Debian's 3.11), the
-// keeping line is named where the churn's was, but the process's exact heap
-// growth loses its LEAK verdict in most runs: the parked contents are those
-// of a moment into the step (a dip of 8-27 KB at the step the bypass
-// begins), and the objects pymalloc now frees land in pools of arenas mapped
-// before memstep's install, whose blocks are not counted either way, so
-// leaked objects allocated there again go uncounted.
+// Measured on Debian's 3.11 (docs/analysis.md "Objects from free lists"):
+// a line keeping tuples, dicts or floats that a churn refills the lists with
+// is named LEAK in 15 runs of 15, the churn's line in none (with
+// MEMSTEP_PY_RESTAMP=0: the churn's line in 9 of 9), the heap LEAK in each.
 //
 // Cost: while a hunt runs, creating and destroying such an object goes
-// through pymalloc (and its hooks) instead of a free list: +40 % on a loop
-// that does nothing but make tuples and floats (bench_freelist.py).
+// through pymalloc (and its hooks) instead of a free list: +25 % in the
+// hunting steps of a loop that does nothing but make tuples and floats
+// (bench_freelist.py under callgrind); outside hunts, pymem.cc's step check
+// at each allocation (about 5 instructions).
+// MEMSTEP_PY_RESTAMP=0 turns it off (with 3.13's re-stamping).
 
 #include "preload/python/freelists.h"
 
@@ -75,6 +72,8 @@
 namespace memstep::preload {
 
 bool SafeRead(uintptr_t addr, void* out, size_t n, bool* denied);  // pymem.cc
+
+uint64_t g_fl_step = 0;
 
 namespace {
 
@@ -110,9 +109,7 @@ uint32_t g_tuple_first = 0;           // the first tuple list to bypass (3.10: 1
 Destructor g_list_dealloc = nullptr;  // CPython's
 Destructor g_dict_dealloc = nullptr;
 bool g_bypass = false;
-bool g_busy = false;        // emptying (frees reach the hooks, which may sync)
-uint64_t g_sync_step = 0;   // the step (+ 1) of the last sync
-uint64_t g_want_since = 0;  // the step (+ 1) the hunt was first seen in
+bool g_busy = false;  // emptying (frees reach the hooks, which may sync)
 
 int& IntAt(uint32_t off) { return *reinterpret_cast<int*>(g_is + off); }
 void*& PtrAt(uint32_t off) { return *reinterpret_cast<void**>(g_is + off); }
@@ -441,28 +438,22 @@ const char* FreeListsFind() {
   }
   g_list_dealloc = Slot(a.list_type);
   g_dict_dealloc = Slot(a.dict_type);
+  g_fl_step = g_cur_step.load(std::memory_order_relaxed) + 1;  // watching steps
   return nullptr;
 }
 
-void FreeListsSync() {
+namespace {
+
+// Turns the bypass on only at a step's first allocation (`at_step`), off at
+// any time; while on, makes it whole again at any time.
+void Sync(bool at_step) {
   if (g_is == nullptr || g_busy) return;
   void* ts = g_api.tstate();
   if (!OnMain(ts)) return;
   const bool finalizing = g_api.finalizing() != 0;
   const bool want = !finalizing && SitesHunting() && Recording() && PyFramesActive();
-  const uint64_t step = g_cur_step.load(std::memory_order_relaxed) + 1;  // 0: none yet
-  const bool first_in_step = step != g_sync_step;
-  g_sync_step = step;
-  if (!want) g_want_since = 0;
-  if (want && !g_bypass) {
-    // Parked at the first sample of a step after the one the hunt began in
-    // (sampled densely by then): the lists still hold what the last step
-    // left in them, so the step ends with as many objects kept aside as it
-    // would have kept on the lists.
-    if (g_want_since == 0) g_want_since = step;
-    if (step == g_want_since || !first_in_step) return;
-  }
   if (want == g_bypass && (!want || Whole())) return;
+  if (want && !g_bypass && !at_step) return;
   g_busy = true;
   if (want) {
     BypassOn();  // or whole again
@@ -470,6 +461,18 @@ void FreeListsSync() {
     BypassOff(finalizing);
   }
   g_busy = false;
+}
+
+}  // namespace
+
+void FreeListsSync() { Sync(false); }
+
+void FreeListsStep() {
+  if (g_is == nullptr) return;
+  void* ts = g_api.tstate();
+  if (!OnMain(ts)) return;  // the main interpreter's first allocation in the step
+  g_fl_step = g_cur_step.load(std::memory_order_relaxed) + 1;
+  Sync(true);
 }
 
 }  // namespace memstep::preload

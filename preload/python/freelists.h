@@ -3,6 +3,8 @@
 #ifndef MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
 #define MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
 
+#include <stdint.h>
+
 namespace memstep::preload {
 
 // Finds and checks the main interpreter's free lists (GIL held, before the
@@ -12,6 +14,12 @@ const char* FreeListsFind();
 // Follows the host leak hunt: the free lists are bypassed while one runs and
 // memstep records, and in use again after (GIL held, outside memstep's
 // guard: bypassing frees the lists' objects through the pymalloc hooks).
+// The bypass begins at a step's first allocation (FreeListsStep, called when
+// g_fl_step is neither 0, not watching, nor the current step + 1), while the
+// lists still hold what the last step left in them; FreeListsSync (after
+// samples) ends it, or makes it whole again after a full collection.
+extern uint64_t g_fl_step;
+void FreeListsStep();
 void FreeListsSync();
 
 }  // namespace memstep::preload

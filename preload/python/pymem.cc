@@ -19,10 +19,11 @@
 //    wrapped: all it serves is malloc's.
 //  - the arena allocator (PyObject_SetArenaAllocator): each arena mapped after
 //    the install is entered in an address table (and its mmap, made under the
-//    reentrancy guard, is not recorded as an anonymous mapping). Blocks of
-//    arenas mapped before the install are not counted, neither at allocation
-//    nor at free, and those arenas stay counted as mmap until they are
-//    unmapped: what is counted is counted symmetrically and exactly.
+//    reentrancy guard, is not recorded as an anonymous mapping). The arenas
+//    mapped before the install are found by their pools' headers and adopted
+//    (AdoptArenas): entered too, their blocks in use counted as allocated at
+//    once, their mapping taken out of the anonymous mappings. What is counted
+//    is counted symmetrically and exactly.
 //
 // Block sizes come from the pool header at the pool's start (address & ~(POOL
 // SIZE - 1)): szidx (u32 at offset 36) gives the block size (szidx + 1) * 16.
@@ -113,6 +114,7 @@ struct Arena {
   uint64_t* bits;  // one bit per 16 bytes: sampled blocks
   size_t bits_len;
   Arena* next_free;
+  bool adopted;  // mapped before the install (AdoptArenas): base is its first pool
 };
 struct Granule {
   std::atomic<Arena*> slot[2];
@@ -182,6 +184,7 @@ bool RegisterArena(uintptr_t base, size_t size) {
   ar->bits = bits;
   ar->bits_len = bits_len;
   ar->next_free = nullptr;
+  ar->adopted = false;
   // Every granule the arena overlaps needs a free slot (at most two arenas of
   // size >= 256 KiB overlap one granule, but be defensive).
   uintptr_t first = base >> kGranuleShift, last = (base + size - 1) >> kGranuleShift;
@@ -513,6 +516,10 @@ MEMSTEP_ALWAYS_INLINE void OnAlloc(void* p, size_t req, uint8_t kind) {
   ThreadState& t = t_state;
   CountAlloc(t, b.size);
   if (t.guard) return;
+  const uint64_t fl = g_fl_step;  // 0 but on 3.10-3.12 (freelists.h)
+  if (MEMSTEP_UNLIKELY(fl != 0 && fl != g_cur_step.load(std::memory_order_relaxed) + 1)) {
+    FreeListsStep();
+  }
   t.bytes_until_sample -= static_cast<int64_t>(req + 1);
   if (MEMSTEP_UNLIKELY(t.bytes_until_sample < 0)) {
     SampleSlow(t, p, req, b, kind);
@@ -628,7 +635,15 @@ void WrapArenaFree(void*, void* p, size_t size) {
   bool ours;
   {
     GuardScope guard(t);
-    ours = UnregisterArena(reinterpret_cast<uintptr_t>(p));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    ours = UnregisterArena(a);
+    if (!ours) {
+      // An adopted arena: its first pool is where it is entered. Its munmap
+      // is recorded (the slivers outside its pools are still mappings).
+      const uintptr_t first = (a + g_pool_size - 1) & ~(uintptr_t{g_pool_size} - 1);
+      Arena* ar = FindArena(first);
+      if (ar != nullptr && ar->adopted && ar->base == first) UnregisterArena(first);
+    }
   }
   if (ours) {
     GuardScope guard(t);  // its munmap is not an anonymous mapping's
@@ -772,6 +787,101 @@ void DeclineUnknownLayout(bool denied) {
   Refuse(why);
 }
 
+// ---- arenas mapped before the install ----
+//
+// The arenas CPython mapped before memstep_pymem_install (the interpreter's
+// start, site's imports) hold the objects made then and free blocks that
+// later objects take: uncounted, a leak's objects that land there would be
+// missed. They are recorded anonymous mappings; a pool is known by its
+// header (PoolPlausible: every field consistent with one size class and with
+// the blocks carved so far), and the pools of one arena share its index. An
+// arena is entered from its first pool for ARENA_SIZE - POOL_SIZE bytes (all
+// its pools, but the last of an arena that starts on a pool boundary: that
+// pool's blocks stay uncounted both ways) when every pool in that window is
+// either plausible with the same index or never carved (all zero); its
+// blocks in use then are counted as allocated at once, and the window leaves
+// the anonymous mappings (a MUNMAP record; the arena's own munmap is
+// recorded as ever, for the slivers outside the window).
+
+bool PoolPlausible(uintptr_t pool, size_t ps, uint32_t* index, uint64_t* live, bool* zero) {
+  uint8_t hdr[pymem::kPoolHeaderSize];
+  bool denied = false;
+  *zero = false;
+  if (!SafeRead(pool, hdr, sizeof(hdr), &denied)) return false;
+  uint8_t any = 0;
+  for (uint8_t c : hdr) any |= c;
+  if (any == 0) {
+    *zero = true;
+    return false;
+  }
+  const uint32_t szidx = pymem::HeaderU32(hdr, pymem::kPoolSzidx);
+  if (szidx >= pymem::kSmallRequestThreshold >> pymem::kAlignmentShift) return false;
+  const size_t bs = pymem::BlockSize(szidx);
+  const uint32_t next = pymem::HeaderU32(hdr, pymem::kPoolNextOffset);
+  const uint32_t count = pymem::HeaderU32(hdr, pymem::kPoolCount);
+  if (pymem::HeaderU32(hdr, pymem::kPoolMaxNextOffset) != ps - bs || next > ps ||
+      next < pymem::kPoolHeaderSize + bs || (next - pymem::kPoolHeaderSize) % bs != 0 ||
+      count > (next - pymem::kPoolHeaderSize) / bs) {
+    return false;
+  }
+  *index = pymem::HeaderU32(hdr, 32);  // arenaindex
+  *live = uint64_t{count} * bs;
+  return true;
+}
+
+// The arena whose first pool is `first` inside a mapping ending at `hi`:
+// its blocks' bytes in use, or false.
+bool ArenaAt(uintptr_t first, uintptr_t hi, size_t ps, size_t window, uint64_t* live) {
+  if (first + window > hi) return false;
+  uint32_t index = 0;
+  bool zero;
+  *live = 0;
+  if (!PoolPlausible(first, ps, &index, live, &zero)) return false;
+  for (uintptr_t q = first + ps; q < first + window; q += ps) {
+    uint32_t i;
+    uint64_t l;
+    if (PoolPlausible(q, ps, &i, &l, &zero)) {
+      if (i != index) return false;
+      *live += l;
+    } else if (!zero) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void AdoptArenas() {
+  const char* env = getenv("MEMSTEP_PY_ADOPT");
+  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;  // a diagnostic
+  const size_t ps = g_pool_size;
+  const size_t window = (ps == (size_t{1} << 14) ? size_t{1} << 20 : size_t{1} << 18) - ps;
+  uint64_t baseline = 0;
+  constexpr size_t kParts = 32;
+  uintptr_t parts[2 * kParts];
+  uintptr_t from = 0;
+  for (;;) {
+    const size_t n = g_mmaps.Overlaps(from, UINTPTR_MAX, parts, kParts);
+    for (size_t k = 0; k < n; ++k) {
+      const uintptr_t lo = parts[2 * k], hi = parts[2 * k + 1];
+      uintptr_t p = (lo + ps - 1) & ~(uintptr_t{ps} - 1);
+      while (p + ps <= hi) {
+        uint64_t live;
+        if (ArenaAt(p, hi, ps, window, &live) && RegisterArena(p, window)) {
+          FindArena(p)->adopted = true;
+          ForgetMapping(p, window);
+          baseline += live;
+          p += window;
+        } else {
+          p += ps;
+        }
+      }
+    }
+    if (n < kParts) break;
+    from = parts[2 * n - 1];
+  }
+  if (baseline != 0) CountAlloc(t_state, baseline);
+}
+
 // Re-stamping needs 3.13's PyRefTracer API (and, while it runs, Python
 // frames: SyncRefTracer) and the free-listed types with their flags.
 void FindRefTracer() {
@@ -802,13 +912,12 @@ void FindRefTracer() {
   g_set_tracer = set;
 }
 
-// Before 3.13 (no tracer), the free lists can be bypassed during hunts
-// instead (freelists.cc), when MEMSTEP_PY_FREELISTS=1: not by default yet,
-// see there. Found before the wrappers are in place: checking them creates
-// and destroys objects.
+// Before 3.13 (no tracer), the free lists are bypassed during hunts instead
+// (freelists.cc). Found before the wrappers are in place: checking them
+// creates and destroys objects.
 void FindFreeLists() {
-  const char* env = getenv("MEMSTEP_PY_FREELISTS");
-  if (g_set_tracer != nullptr || env == nullptr || env[0] != '1' || env[1] != '\0') return;
+  const char* env = getenv("MEMSTEP_PY_RESTAMP");
+  if (g_set_tracer != nullptr || (env != nullptr && env[0] == '0' && env[1] == '\0')) return;
   const char* why = FreeListsFind();
   if (why == nullptr || why[0] == '\0') return;
   char line[200] = "memstep: CPython's free lists not followed: ";
@@ -891,6 +1000,7 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   }
   g_pool_size = ps;
   pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+  AdoptArenas();
   FindRefTracer();
   FindFreeLists();
   InstallWrappers(api);

@@ -13,7 +13,7 @@
 #   freelst tests/python/freelist_test.py run by it: objects CPython hands
 #           out from its free lists are named at the line that created them
 #           (3.13+: the reference tracer re-stamps their blocks; 3.10-3.12:
-#           the opt-in bypass, MEMSTEP_PY_FREELISTS=1), and the bypass keeps
+#           the bypass of the free lists during hunts), and the bypass keeps
 #           deeply nested containers and full collections whole.
 # A version memstep does not support (3.9, 3.14, ...) must instead say once
 # that it does not read its frames, and the program must run unharmed.
@@ -140,8 +140,7 @@ for what in "$@"; do
     report "$name" pymem FAIL "see $log.pymem.txt"
   fi
   # Free-listed objects: re-stamped at creation (3.13+), or the lists
-  # bypassed during hunts (3.10-3.12, MEMSTEP_PY_FREELISTS=1, which the test
-  # sets).
+  # bypassed during hunts (3.10-3.12).
   if timeout 900 "$py" tests/python/freelist_test.py >"$log.freelist.txt" 2>&1; then
     report "$name" freelst PASS "kept tuples from free lists named at the keeping line"
   else
