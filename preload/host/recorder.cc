@@ -784,6 +784,23 @@ void RecordMmap(void* p, size_t len, int prot, int flags) {
   EmitMmap(t, stack, a, len, prot, flags);
 }
 
+namespace {
+
+// A MUNMAP record for [a, a + len), numbered `seq`.
+void EmitMunmap(ThreadState& t, uintptr_t a, size_t len, uint64_t seq) {
+  uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
+  fmt::MunmapRecord rec;
+  rec.ts = NowRel();
+  rec.seq = seq;
+  rec.tid = t.tid;
+  rec.addr = a;
+  rec.len = len;
+  fmt::RecordEncoder enc(buf, sizeof(buf));
+  if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
+}
+
+}  // namespace
+
 void ForgetMapping(uintptr_t a, size_t len) {
   ThreadState& t = t_state;
   GuardScope guard(t);
@@ -792,15 +809,7 @@ void ForgetMapping(uintptr_t a, size_t len) {
   const uint64_t removed = g_mmaps.Remove(a, PageEnd(a, len));
   if (removed == 0) return;
   g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
-  uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
-  fmt::MunmapRecord rec;
-  rec.ts = NowRel();
-  rec.seq = NextSeq();
-  rec.tid = t.tid;
-  rec.addr = a;
-  rec.len = len;
-  fmt::RecordEncoder enc(buf, sizeof(buf));
-  if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
+  EmitMunmap(t, a, len, NextSeq());
 }
 
 int MunmapSlow(void* p, size_t len) {
@@ -815,15 +824,7 @@ int MunmapSlow(void* p, size_t len) {
     uint64_t removed = g_mmaps.Remove(a, PageEnd(a, len));
     g_counters.mmap_live.fetch_sub(removed, std::memory_order_relaxed);
     g_reserved.Remove(a, PageEnd(a, len));
-    uint8_t buf[fmt::kMaxEncodedSize<fmt::MunmapRecord>];
-    fmt::MunmapRecord rec;
-    rec.ts = NowRel();
-    rec.seq = seq;
-    rec.tid = t.tid;
-    rec.addr = a;
-    rec.len = len;
-    fmt::RecordEncoder enc(buf, sizeof(buf));
-    if (fmt::Encode(enc, rec) && Recording()) PushFromHook(t, buf, enc.size());
+    EmitMunmap(t, a, len, seq);
   }
   errno = e;
   return rc;
