@@ -856,6 +856,10 @@ void AdoptArenas() {
   const size_t ps = g_pool_size;
   const size_t window = (ps == (size_t{1} << 14) ? size_t{1} << 20 : size_t{1} << 18) - ps;
   uint64_t baseline = 0;
+  // At most 16384 pool-sized steps (256 MiB of mappings with 16 KiB pools;
+  // the install runs at start-up, when there are a few MiB): arenas past
+  // that stay uncounted, as they were before adoption.
+  size_t steps_left = size_t{1} << 14;
   constexpr size_t kParts = 32;
   uintptr_t parts[2 * kParts];
   uintptr_t from = 0;
@@ -864,7 +868,7 @@ void AdoptArenas() {
     for (size_t k = 0; k < n; ++k) {
       const uintptr_t lo = parts[2 * k], hi = parts[2 * k + 1];
       uintptr_t p = (lo + ps - 1) & ~(uintptr_t{ps} - 1);
-      while (p + ps <= hi) {
+      while (p + ps <= hi && steps_left-- > 0) {
         uint64_t live;
         if (ArenaAt(p, hi, ps, window, &live) && RegisterArena(p, window)) {
           FindArena(p)->adopted = true;
@@ -876,7 +880,7 @@ void AdoptArenas() {
         }
       }
     }
-    if (n < kParts) break;
+    if (n < kParts || steps_left == 0) break;
     from = parts[2 * n - 1];
   }
   if (baseline != 0) CountAlloc(t_state, baseline);
