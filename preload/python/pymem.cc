@@ -1004,9 +1004,9 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   }
   g_pool_size = ps;
   pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
-  AdoptArenas();
   FindRefTracer();
-  FindFreeLists();
+  FindFreeLists();  // its probe objects (left on the lists) are in the baseline
+  AdoptArenas();
   InstallWrappers(api);
   g_installed.store(1, std::memory_order_release);
   return 1;
