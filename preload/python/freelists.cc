@@ -27,16 +27,18 @@
 //    themselves, so the replacement takes it in their place, as their
 //    Py_TRASHCAN_BEGIN does: untrack, _PyTrash_begin, _PyTrash_end.
 //
-// The bypass begins at the first allocation of a step (FreeListsStep), when
-// the lists still hold what the last step left in them: the parked contents
-// are then what every step ends with anyway, and the heap's step series does
-// not step. It ends at any sample (FreeListsSync): the parked contents go
-// back on the lists (after whatever a full collection let in meanwhile is
-// freed, but not while finalizing: nothing is freed then) and the slots
-// back to CPython's functions. A full collection (gc.collect()) clears the
-// lists and resets their counts; the next sample sets them again. Only the
-// main interpreter's lists are touched, from threads of that interpreter
-// (3.12 may run others, with their own GIL; theirs keep their lists).
+// The bypass begins at the first allocation of a step (FreeListsStep, armed
+// by a sample of the step before that found the hunt running: outside that
+// one step, the pymalloc hook tests a zero), when the lists still hold what
+// the last step left in them: the parked contents are then what every step
+// ends with anyway, and the heap's step series does not step. It ends at any
+// sample (FreeListsSync): the parked contents go back on the lists (after
+// whatever a full collection let in meanwhile is freed, but not while
+// finalizing: nothing is freed then) and the slots back to CPython's
+// functions. A full collection (gc.collect()) clears the lists and resets
+// their counts; the next sample sets them again. Only the main interpreter's
+// lists are touched, from threads of that interpreter (3.12 may run others,
+// with their own GIL; theirs keep their lists).
 //
 // Where the lists live is internal (freelist_layout.h, one table per
 // version); before anything is touched, FreeListsFind checks that every
@@ -54,8 +56,8 @@
 // Cost: while a hunt runs, creating and destroying such an object goes
 // through pymalloc (and its hooks) instead of a free list: +25 % in the
 // hunting steps of a loop that does nothing but make tuples and floats
-// (bench_freelist.py under callgrind); outside hunts, pymem.cc's step check
-// at each allocation (about 5 instructions).
+// (bench_freelist.py under callgrind); otherwise pymem.cc tests g_fl_step
+// (a zero) at each allocation: 2 instructions.
 // MEMSTEP_PY_RESTAMP=0 turns it off (with 3.13's re-stamping).
 
 #include "preload/python/freelists.h"
@@ -438,7 +440,6 @@ const char* FreeListsFind() {
   }
   g_list_dealloc = Slot(a.list_type);
   g_dict_dealloc = Slot(a.dict_type);
-  g_fl_step = g_cur_step.load(std::memory_order_relaxed) + 1;  // watching steps
   return nullptr;
 }
 
@@ -453,7 +454,11 @@ void Sync(bool at_step) {
   const bool finalizing = g_api.finalizing() != 0;
   const bool want = !finalizing && SitesHunting() && Recording() && PyFramesActive();
   if (want == g_bypass && (!want || Whole())) return;
-  if (want && !g_bypass && !at_step) return;
+  if (want && !g_bypass && !at_step) {
+    // Armed: the next step's first allocation begins it (FreeListsStep).
+    if (g_fl_step == 0) g_fl_step = g_cur_step.load(std::memory_order_relaxed) + 1;
+    return;
+  }
   g_busy = true;
   if (want) {
     BypassOn();  // or whole again
@@ -471,7 +476,7 @@ void FreeListsStep() {
   if (g_is == nullptr) return;
   void* ts = g_api.tstate();
   if (!OnMain(ts)) return;  // the main interpreter's first allocation in the step
-  g_fl_step = g_cur_step.load(std::memory_order_relaxed) + 1;
+  g_fl_step = 0;            // disarmed
   Sync(true);
 }
 

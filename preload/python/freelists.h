@@ -15,9 +15,11 @@ const char* FreeListsFind();
 // memstep records, and in use again after (GIL held, outside memstep's
 // guard: bypassing frees the lists' objects through the pymalloc hooks).
 // The bypass begins at a step's first allocation (FreeListsStep, called when
-// g_fl_step is neither 0, not watching, nor the current step + 1), while the
-// lists still hold what the last step left in them; FreeListsSync (after
-// samples) ends it, or makes it whole again after a full collection.
+// g_fl_step is neither 0 nor the current step + 1), while the lists still
+// hold what the last step left in them: a sample that finds the hunt running
+// and the bypass off arms it (g_fl_step = that step + 1); FreeListsStep
+// disarms it (0). FreeListsSync (after samples) also ends the bypass, or
+// makes it whole again after a full collection.
 extern uint64_t g_fl_step;
 void FreeListsStep();
 void FreeListsSync();

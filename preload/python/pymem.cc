@@ -516,7 +516,7 @@ MEMSTEP_ALWAYS_INLINE void OnAlloc(void* p, size_t req, uint8_t kind) {
   ThreadState& t = t_state;
   CountAlloc(t, b.size);
   if (t.guard) return;
-  const uint64_t fl = g_fl_step;  // 0 but on 3.10-3.12 (freelists.h)
+  const uint64_t fl = g_fl_step;  // 0 but for one step as a hunt begins (freelists.h)
   if (MEMSTEP_UNLIKELY(fl != 0 && fl != g_cur_step.load(std::memory_order_relaxed) + 1)) {
     FreeListsStep();
   }
