@@ -640,7 +640,11 @@ void ReplayHost(const Trace& t, const TraceEvents& events,
   });
   peaks.Finish();
   FinishStepSeries(h, rows);
-  r.summary.est_live_bytes_end = replay.host_live_bytes();
+  // A running sum of sample weights added and taken away: what is left when
+  // every sample was freed is rounding (the report printed "-0 B"); a live
+  // sample weighs at least a byte.
+  const double est_live = replay.host_live_bytes();
+  r.summary.est_live_bytes_end = est_live < 0.5 ? 0.0 : est_live;
   r.summary.est_peak_bytes = std::max(h.peak, 0.0);
   r.summary.est_peak_time_s = static_cast<double>(h.peak_ts) / 1e9;
 }
