@@ -11,7 +11,11 @@ constexpr double kZ3 = 3.0;    // the tolerance
 
 CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Growth*>& sites) {
   CalibrationResult r;
-  if (exact.cls != GrowthClass::kLeak || !(exact.slope > 0)) return r;
+  // An exact series with level shifts set aside (TrendTestExact) has a range
+  // of rates, not one: its regular step and its net rate with the shifts (a
+  // collection that frees garbage piled up since the last one): no total to
+  // calibrate to.
+  if (exact.cls != GrowthClass::kLeak || !(exact.slope > 0) || exact.level_shifts > 0) return r;
   // A site's sampled rate: the bytes allocated in the window and still live
   // at the end, over the window (Horvitz-Thompson: unbiased). Its Theil-Sen
   // slope is not: a leak of a few large objects is a series of rare jumps,

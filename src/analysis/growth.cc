@@ -181,7 +181,14 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   const bool cohorts = w.cohorts;
   g->window = N;
   g->window_begin = ws;
-  w.t = TrendTest(Slice(y, ws, n));
+  // An exact series (no cohorts) sets a few isolated jumps aside as level
+  // shifts (TrendTestExact): a collection mid-run no longer hides its rise.
+  // Not in the halves: a jump widens a half's interval, which only makes the
+  // persistence test easier to pass, and a half's few steps would let a
+  // cache's fall pass for a shift more often.
+  w.t = cohorts ? TrendTest(Slice(y, ws, n)) : TrendTestExact(Slice(y, ws, n));
+  g->level_shifts = w.t.level_shifts;
+  g->level_shift_bytes = w.t.level_shift_sum;
   g->p_value = w.t.p_increasing;
   g->z = w.t.z;
   g->slope = w.t.slope;
@@ -375,6 +382,13 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
         "p = %.2g, but the rate's 95 %% interval [%s, %s] reaches 0: growth not established",
         g.p_value, Kib(g.slope_low), Kib(g.slope_high));
     g.cls = GrowthClass::kNoTrend;
+  }
+  if (g.level_shifts > 0) {
+    absl::StrAppendFormat(&g.reason,
+                          "; %d level shift%s (%s in all) set aside, the interval holds the "
+                          "window's net rate with %s",
+                          g.level_shifts, g.level_shifts == 1 ? "" : "s", Kib(g.level_shift_bytes),
+                          g.level_shifts == 1 ? "it" : "them");
   }
   return g;
 }

@@ -151,6 +151,11 @@ struct Growth {
   // strongly autocorrelated residuals, as in a heap that garbage collection
   // saws down every few steps).
   bool rises = false;
+  // Exact series: the jumps the window's trend test set aside as level
+  // shifts, and the sum of their departures from the median step
+  // (TrendTestExact, trend.h); 0 when none.
+  size_t level_shifts = 0;
+  double level_shift_bytes = 0;
   // Set by CalibrateLeakRates (calibrate.h): slope and CI were rescaled to the
   // exact heap growth; sampled_slope is the raw sampled estimate.
   bool calibrated = false;

@@ -17,6 +17,9 @@ constexpr double kZ975 = 1.959963984540054;
 // Up to this many points the rank autocorrelations are summed directly
 // (O(n^2), fewer instructions than the transforms below this size).
 constexpr size_t kDirectLagsMax = 2048;
+// TrendTestExact lists its segments' pairs (O(n^2)); longer series take
+// TrendTest (growth windows are at most 256 rows).
+constexpr size_t kSegmentedMax = 2048;
 
 // Average ranks (1-based) with ties sharing their mean rank.
 std::vector<double> Ranks(const std::vector<double>& x) {
@@ -98,6 +101,19 @@ class AllPairs {
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = i + 1; j < n; ++j) {
         if (pos[j] != pos[i]) slopes_.push_back((y[j] - y[i]) / (pos[j] - pos[i]));
+      }
+    }
+  }
+  // Only the pairs within one segment [starts[g], starts[g + 1]) (starts
+  // ascending, from 0): a series cut at known level shifts.
+  AllPairs(const std::vector<double>& pos, const std::vector<double>& y,
+           const std::vector<size_t>& starts) {
+    for (size_t g = 0; g < starts.size(); ++g) {
+      const size_t end = g + 1 < starts.size() ? starts[g + 1] : y.size();
+      for (size_t i = starts[g]; i < end; ++i) {
+        for (size_t j = i + 1; j < end; ++j) {
+          if (pos[j] != pos[i]) slopes_.push_back((y[j] - y[i]) / (pos[j] - pos[i]));
+        }
       }
     }
   }
@@ -640,21 +656,22 @@ double MannKendallS(const std::vector<double>& x, bool counting) {
   return s;
 }
 
-template <typename Pairs>
-TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
+// The statistics from Mann-Kendall S, its variance without the
+// autocorrelation correction, the pairwise slopes and, given the slope, the
+// rank autocorrelations of the residuals: the one path both TrendTest and
+// TrendTestExact's segmented test take.
+template <typename Pairs, typename LagsOf>
+TrendResult TrendFrom(size_t n, double s, double var, Pairs& pairs, LagsOf lags_of) {
   TrendResult r;
-  const size_t n = x.size();
   r.n = n;
-  const double s = MannKendallS(x, counting);
   r.s = s;
   const uint64_t m = pairs.count();
   r.slope = MedianSlope(pairs);
 
-  // Var(S), corrected for ties and (Hamed-Rao) for the autocorrelation of the
-  // ranks of the detrended series.
+  // Var(S), corrected (Hamed-Rao) for the autocorrelation of the ranks of
+  // the detrended series.
   const double nd = static_cast<double>(n);
-  double var = (nd * (nd - 1) * (2 * nd + 5) - TieTerm(x)) / 18;
-  const RankLags lags = RankAutocorrelation(x, r.slope, n > kDirectLagsMax);
+  const RankLags lags = lags_of(r.slope);
   r.hamed_rao = std::max(1.0, 1 + 2 * lags.sum / (nd * (nd - 1) * (nd - 2)));
   r.var_s = var * r.hamed_rao;
   // The interval takes the larger factor of the run of positive lags and the
@@ -666,6 +683,7 @@ TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
     r.z = s > 0 ? (s - 1) / std::sqrt(r.var_s) : s < 0 ? (s + 1) / std::sqrt(r.var_s) : 0;
   }
   r.p_increasing = NormalUpperTail(r.z);
+  if (m == 0) return r;
 
   // Gilbert's interval from the (corrected) variance of S.
   const double md = static_cast<double>(m);
@@ -683,6 +701,15 @@ TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
   r.ci_low = std::min(r.slope_low, at_rank((md - cr) / 2));
   r.ci_high = std::max(r.slope_high, at_rank((md + cr) / 2 + 1));
   return r;
+}
+
+template <typename Pairs>
+TrendResult TrendOf(const std::vector<double>& x, Pairs& pairs, bool counting) {
+  const size_t n = x.size();
+  const double nd = static_cast<double>(n);
+  const double var = (nd * (nd - 1) * (2 * nd + 5) - TieTerm(x)) / 18;
+  return TrendFrom(n, MannKendallS(x, counting), var, pairs,
+                   [&](double slope) { return RankAutocorrelation(x, slope, n > kDirectLagsMax); });
 }
 
 // A constant series (the window of most call sites: nothing allocated or
@@ -746,6 +773,81 @@ double TheilSenSlopeWith(const std::vector<double>& pos, const std::vector<doubl
 
 TrendResult TrendTest(const std::vector<double>& x) {
   return internal::TrendTestWith(x, internal::PairMethod::kAuto);
+}
+
+namespace {
+
+// The median of v (the mean of the middle two for an even count); reorders v.
+double MedianOf(std::vector<double>& v) {
+  const size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(h), v.end());
+  const double upper = v[h];
+  if (v.size() % 2) return upper;
+  return (upper + *std::max_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(h))) / 2;
+}
+
+}  // namespace
+
+TrendResult TrendTestExact(const std::vector<double>& x) {
+  const size_t n = x.size();
+  if (n < 10 || n > kSegmentedMax || !AllFinite(x)) return TrendTest(x);
+  std::vector<double> d(n - 1);
+  for (size_t i = 0; i + 1 < n; ++i) d[i] = x[i + 1] - x[i];
+  std::vector<double> work = d;
+  const double m = MedianOf(work);
+  if (!(m > 0)) return TrendTest(x);
+  for (size_t i = 0; i < work.size(); ++i) work[i] = std::fabs(d[i] - m);
+  const double robust_sd = 1.4826 * MedianOf(work);
+  const double threshold = std::max(8 * robust_sd, m);
+  const size_t most = std::max<size_t>(2, (n - 1) / 16);
+  std::vector<size_t> starts = {0};
+  double jumps = 0, regular = 0, sum = 0;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const double dev = d[i] - m;
+    if (std::fabs(dev) <= threshold) {
+      regular += d[i];
+      continue;
+    }
+    starts.push_back(i + 1);
+    jumps += std::fabs(d[i]);
+    sum += dev;
+  }
+  const size_t count = starts.size() - 1;
+  if (count == 0 || count > most || !(jumps <= 0.4 * regular)) return TrendTest(x);
+  // The segments between the jumps, tested as blocks of one series (as the
+  // seasonal Kendall test does its seasons): S and Var(S) summed over them,
+  // the slope and its interval from the pairs within a segment only, so no
+  // shift's size enters them; the autocorrelation of the residuals taken over
+  // the whole series with each segment's median residual aligned.
+  double s = 0, var = 0;
+  for (size_t g = 0; g < starts.size(); ++g) {
+    const size_t end = g + 1 < starts.size() ? starts[g + 1] : n;
+    const std::vector<double> seg(x.begin() + static_cast<ptrdiff_t>(starts[g]),
+                                  x.begin() + static_cast<ptrdiff_t>(end));
+    const double k = static_cast<double>(seg.size());
+    s += MannKendallS(seg, false);
+    var += (k * (k - 1) * (2 * k + 5) - TieTerm(seg)) / 18;
+  }
+  AllPairs pairs(Positions(n), x, starts);
+  TrendResult r = TrendFrom(n, s, var, pairs, [&](double slope) {
+    std::vector<double> aligned(n);
+    for (size_t g = 0; g < starts.size(); ++g) {
+      const size_t end = g + 1 < starts.size() ? starts[g + 1] : n;
+      std::vector<double> res;
+      for (size_t i = starts[g]; i < end; ++i) res.push_back(x[i] - slope * static_cast<double>(i));
+      const double offset = MedianOf(res);
+      for (size_t i = starts[g]; i < end; ++i) aligned[i] = x[i] - offset;
+    }
+    return RankAutocorrelation(aligned, slope, false);
+  });
+  const double net = (x[n - 1] - x[0]) / static_cast<double>(n - 1);
+  r.slope_low = std::min(r.slope_low, net);
+  r.slope_high = std::max(r.slope_high, net);
+  r.ci_low = std::min(r.ci_low, net);
+  r.ci_high = std::max(r.ci_high, net);
+  r.level_shifts = count;
+  r.level_shift_sum = sum;
+  return r;
 }
 
 size_t DetectWarmup(const std::vector<double>& x, double max_fraction, size_t min_after) {

@@ -56,6 +56,8 @@ void WriteGrowth(JsonWriter& w, const analysis::Growth& g, const std::string& cl
   OptionalDouble(w, "window_samples", g.window_samples);
   w.Field("warmup_bytes", g.warmup_bytes);
   w.Field("max_bytes", g.capacity);
+  w.Field("level_shifts", static_cast<uint64_t>(g.level_shifts));
+  w.Field("level_shift_bytes", g.level_shift_bytes);
   w.EndObject();
 }
 
