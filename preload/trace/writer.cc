@@ -107,6 +107,11 @@ uint64_t g_heads[kMaxRings];  // flush_mu
 constexpr int kKeeperExitProcess = 1, kKeeperLeave = 2;
 std::atomic<int> g_keeper_exit{0};
 bool g_have_keeper = false;  // set before the writer starts
+// memstep's own threads running now (keeper, writer), counted by each from
+// its first instruction to its last, so never more than the kernel shows:
+// what a program that counts its process's threads should leave out
+// (CPython 3.12's fork warning; memstep_own_threads).
+std::atomic<int> g_own_threads{0};
 std::atomic<bool> g_degraded{false};
 
 uint64_t NowRel() { return MonoNs() - g_w.start_mono; }
@@ -523,6 +528,7 @@ bool ApplicationThreadsGone() {
 }
 
 void* KeeperMain(void*) {
+  g_own_threads.fetch_add(1, std::memory_order_relaxed);
   ThreadState& t = t_state;
   t.guard = 1;  // permanently, as the writer
   t.own = 1;
@@ -532,6 +538,7 @@ void* KeeperMain(void*) {
     syscall(SYS_futex, &g_keeper_exit, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
   }
   if (why == kKeeperExitProcess) exit(0);  // our destructor flushes
+  g_own_threads.fetch_sub(1, std::memory_order_relaxed);
   return nullptr;  // the writer has stopped: the program's last thread ends the process
 }
 
@@ -541,6 +548,7 @@ void ReleaseKeeper(int why) {
 }
 
 void* WriterMain(void*) {
+  g_own_threads.fetch_add(1, std::memory_order_relaxed);
   ThreadState& t = t_state;
   t.guard = 1;  // permanently: this thread only forwards
   t.own = 1;    // and its allocations (zstd's contexts) never reach the counters
@@ -573,6 +581,7 @@ void* WriterMain(void*) {
       if (ApplicationThreadsGone()) {
         if (!HasPrivateFdTable()) exit(0);  // as glibc's last thread would; our destructor flushes
         ReleaseKeeper(kKeeperExitProcess);
+        g_own_threads.fetch_sub(1, std::memory_order_relaxed);
         return nullptr;
       }
     }
@@ -588,6 +597,7 @@ void* WriterMain(void*) {
     WindowsWriterPoll();
   }
   if (g_have_keeper) ReleaseKeeper(kKeeperLeave);
+  g_own_threads.fetch_sub(1, std::memory_order_relaxed);
   return nullptr;
 }
 
@@ -694,6 +704,12 @@ void WriterStartThread() {
 
 void WriterCycle(bool final) { RunCycle(final); }
 
+// memstep's own threads running now (python/startup/sitecustomize.py leaves
+// them out of the count behind CPython 3.12's fork warning).
+MEMSTEP_EXPORT int memstep_own_threads(void) {
+  return g_own_threads.load(std::memory_order_relaxed);
+}
+
 namespace {
 
 void Wake(int why) {
@@ -742,6 +758,7 @@ void RegistryUnlock() { g_registry_lock.Unlock(); }
 void WriterForkParent() { pthread_mutex_unlock(&g_w.flush_mu); }
 
 void WriterForkChild() {
+  g_own_threads.store(0, std::memory_order_relaxed);  // none survives the fork
   g_registry_lock.Reset();
   FdsForkChild();
   g_kept.DropAll();  // the parent's records, written to the parent's trace

@@ -22,6 +22,12 @@ Contract:
     any other code of the program runs. This is independent of
     MEMSTEP_PYTHON_HOOKS. Any failure is silent here (the library says why
     on stderr when it refuses).
+  * CPython 3.12 and 3.13, the library preloaded: os.fork and os.forkpty
+    are wrapped so that CPython's "This process is multi-threaded, use of
+    fork() may lead to deadlocks" warning is left out when the only other
+    threads are memstep's own (memstep_own_threads() through ctypes); it
+    stands, attributed to the caller as before, whenever the program has
+    threads of its own.
 """
 
 import os
@@ -102,6 +108,71 @@ def _install_pymem():
     install()
 
 
+def _quiet_fork_warning():
+    """CPython 3.12 and 3.13 warn at os.fork() (and os.forkpty()) when the
+    process has other threads, counted by the kernel (/proc/self/stat);
+    memstep's own (its writer, its keeper) are among them. Both are wrapped
+    so that the program sees what it would see without memstep: no warning
+    when the only other threads are memstep's; when it has threads of its
+    own, CPython's warning, attributed to the caller's module and line as
+    CPython attributes it (the call runs in a frame with the caller's
+    globals, file and line)."""
+    env = os.environ
+    if sys.version_info[:2] not in ((3, 12), (3, 13)) or not hasattr(os, "fork"):
+        return
+    if "libmemstep" not in env.get("LD_PRELOAD", "") or env.get("MEMSTEP_DISABLE") == "1":
+        return
+    try:
+        import ctypes
+        own = ctypes.PyDLL(None).memstep_own_threads
+    except Exception:  # an older library: the warning stays
+        return
+    own.restype = ctypes.c_int
+    own.argtypes = []
+    import warnings
+
+    def only_memstep_threads():
+        try:
+            with open("/proc/self/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return int(fields[17]) - own() <= 1  # field 20: num_threads
+        except Exception:
+            return False
+
+    call = compile("_memstep_result = _memstep_real()", "<memstep>", "exec")
+
+    def wrap(real):
+        def fork():
+            if only_memstep_threads():
+                # No other Python thread runs: changing the filters is safe.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings(
+                        "ignore", category=DeprecationWarning,
+                        message=r"This process \(pid=\d+\) is multi-threaded, use of fork")
+                    return real()
+            try:
+                caller = sys._getframe(1)
+                code = call.replace(co_filename=caller.f_code.co_filename,
+                                    co_firstlineno=caller.f_lineno or 1)
+                globs = caller.f_globals
+            except Exception:
+                return real()
+            scope = {"_memstep_real": real}
+            exec(code, globs, scope)
+            return scope["_memstep_result"]
+
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(fork, attr, getattr(real, attr))
+            except Exception:
+                pass
+        return fork
+
+    os.fork = wrap(os.fork)
+    if hasattr(os, "forkpty"):
+        os.forkpty = wrap(os.forkpty)
+
+
 def _install():
     if os.environ.get("MEMSTEP_PYTHON_HOOKS") != "1":
         return
@@ -161,6 +232,10 @@ def _chain():
 
 try:
     _install_pymem()
+except Exception:
+    pass
+try:
+    _quiet_fork_warning()
 except Exception:
     pass
 _install()

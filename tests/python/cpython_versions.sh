@@ -14,7 +14,10 @@
 #           out from its free lists are named at the line that created them
 #           (3.13+: the reference tracer re-stamps their blocks; 3.10-3.12:
 #           the bypass of the free lists during hunts), and the bypass keeps
-#           deeply nested containers and full collections whole.
+#           deeply nested containers and full collections whole;
+#   fork    tests/python/fork_test.py run by it: os.fork() under memstep
+#           prints what it prints without it (3.12 and 3.13 warn when other
+#           threads run: memstep's own are left out).
 # A version memstep does not support (3.9, 3.14, ...) must instead say once
 # that it does not read its frames, and the program must run unharmed.
 #
@@ -36,7 +39,7 @@ while getopts "b:c:h" opt; do
   case $opt in
     b) BUILD=$OPTARG ;;
     c) CACHE=$OPTARG ;;
-    *) sed -n '2,27p' "$0"; exit 2 ;;
+    *) sed -n '2,30p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -145,6 +148,11 @@ for what in "$@"; do
     report "$name" freelst PASS "kept tuples from free lists named at the keeping line"
   else
     report "$name" freelst FAIL "see $log.freelist.txt"
+  fi
+  if timeout 600 "$py" tests/python/fork_test.py >"$log.fork.txt" 2>&1; then
+    report "$name" fork PASS "os.fork() says what it says without memstep"
+  else
+    report "$name" fork FAIL "see $log.fork.txt"
   fi
 done
 echo "logs: $LOG"
