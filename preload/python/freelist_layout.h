@@ -1,5 +1,6 @@
 // Where CPython 3.10 to 3.12 keep their free lists of floats, tuples, lists
-// and dicts (and dicts' small key tables): fields of the interpreter state
+// and dicts (and dicts' small key tables; 3.13: the key tables' only):
+// fields of the interpreter state
 // (PyInterpreterState, an internal struct), per version, from each version's
 // headers (Include/internal/pycore_interp.h and the state structs it embeds).
 // preload/python/freelists.cc bypasses these lists during leak hunts.
@@ -70,6 +71,15 @@ MEMSTEP_FL_CONST struct MemstepFreeListLayout kFreeLists311 = {
     0x030B0000, 3608, 3616, 3632, 3792, 1, 3872, 4512, 4520, 5160, 5168, 5808};
 MEMSTEP_FL_CONST struct MemstepFreeListLayout kFreeLists312 = {
     0x030C0000, 267408, 267416, 269832, 269992, 1, 270072, 270712, 270736, 272016, 271376, 272020};
+
+// 3.13: the objects of these lists are re-stamped instead (pymem.cc's
+// reference tracer), but a dict's key table is no object: its free list,
+// PyInterpreterState.object_state.freelists.dictkeys {PyDictKeysObject
+// *items[80]; int numfree}, is bypassed. A count of -1 stops both its pop
+// (numfree > 0) and its push (numfree >= 0), as CPython's finalization
+// does. Only keys_items and keys_numfree are set.
+MEMSTEP_FL_CONST struct MemstepFreeListLayout kFreeLists313 = {0x030D0000, 0, 0, 0, 0,     0,
+                                                               0,          0, 0, 0, 12504, 13144};
 
 #undef MEMSTEP_FL_CONST
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 // Objects from CPython's free lists, before 3.13: the lists bypassed during
-// leak hunts.
+// leak hunts. 3.13: dicts' key tables only (see the end of this comment).
 //
 // CPython keeps freed floats, tuples (of up to 20 items), lists and dicts
 // (and dicts' smallest key tables) on free lists and hands them out again
@@ -59,6 +59,13 @@
 // (bench_freelist.py under callgrind); otherwise pymem.cc tests g_fl_step
 // (a zero) at each allocation: 2 instructions.
 // MEMSTEP_PY_RESTAMP=0 turns it off (with 3.13's re-stamping).
+//
+// 3.13 re-stamps objects (pymem.cc), but a dict's key table is no object,
+// and its free list handed a kept dict the table of a churned one (whose
+// line then read LEAK): that list alone is bypassed there (g_keys_only),
+// with the same timing. Its contents are parked and its count held at -1,
+// which stops both its pop (numfree > 0) and its push (numfree >= 0), as
+// CPython's finalization does; no slot is replaced.
 
 #include "preload/python/freelists.h"
 
@@ -84,19 +91,21 @@ namespace pl = pylayout;
 using Destructor = void (*)(void*);
 
 struct Api {
-  void* (*new_float)(double);        // PyFloat_FromDouble
-  void* (*new_tuple)(intptr_t);      // PyTuple_New
-  void* (*new_list)(intptr_t);       // PyList_New
-  void* (*new_dict)();               // PyDict_New
-  void (*decref)(void*);             // Py_DecRef
-  void (*object_free)(void*);        // PyObject_Free
-  void (*gc_del)(void*);             // PyObject_GC_Del
-  void (*untrack)(void*);            // PyObject_GC_UnTrack
-  void* (*tstate)();                 // _PyThreadState_UncheckedGet
-  void* (*interp_of)(void*);         // PyThreadState_GetInterpreter
-  int (*trash_begin)(void*, void*);  // _PyTrash_begin
-  void (*trash_end)(void*);          // _PyTrash_end
-  int (*finalizing)();               // _Py_IsFinalizing
+  void* (*new_float)(double);                         // PyFloat_FromDouble
+  void* (*new_tuple)(intptr_t);                       // PyTuple_New
+  void* (*new_list)(intptr_t);                        // PyList_New
+  void* (*new_dict)();                                // PyDict_New
+  void (*decref)(void*);                              // Py_DecRef
+  void (*object_free)(void*);                         // PyObject_Free
+  void (*gc_del)(void*);                              // PyObject_GC_Del
+  void (*untrack)(void*);                             // PyObject_GC_UnTrack
+  void* (*tstate)();                                  // _PyThreadState_UncheckedGet
+  void* (*interp_of)(void*);                          // PyThreadState_GetInterpreter
+  int (*trash_begin)(void*, void*);                   // _PyTrash_begin
+  void (*trash_end)(void*);                           // _PyTrash_end
+  int (*finalizing)();                                // _Py_IsFinalizing
+  int (*set_item_string)(void*, const char*, void*);  // PyDict_SetItemString (3.13)
+  void* none;                                         // _Py_NoneStruct (3.13)
   char* float_type;
   char* tuple_type;
   char* list_type;
@@ -112,6 +121,9 @@ Destructor g_list_dealloc = nullptr;  // CPython's
 Destructor g_dict_dealloc = nullptr;
 bool g_bypass = false;
 bool g_busy = false;  // emptying (frees reach the hooks, which may sync)
+// 3.13: only the key tables' list (its objects are re-stamped): parked, and
+// its count held at -1, which stops its pop and its push.
+bool g_keys_only = false;
 
 int& IntAt(uint32_t off) { return *reinterpret_cast<int*>(g_is + off); }
 void*& PtrAt(uint32_t off) { return *reinterpret_cast<void**>(g_is + off); }
@@ -233,6 +245,7 @@ void UnparkStack(uint32_t items, uint32_t numfree, void* const* in, int n, void 
 
 // Whether the bypass is still whole (a full collection resets the counts).
 bool Whole() {
+  if (g_keys_only) return IntAt(g_fl.keys_numfree) == -1;
   if (IntAt(g_fl.float_numfree) != int{pl::kFloatMax} || PtrAt(g_fl.float_head) != nullptr) {
     return false;
   }
@@ -249,6 +262,15 @@ bool Whole() {
 
 // Sets the lists aside, or (already on) frees what a full collection let in.
 void BypassOn() {
+  if (g_keys_only) {
+    if (!g_bypass) {
+      ParkStack(g_fl.keys_items, g_fl.keys_numfree, g_parked.keys, &g_parked.nkeys);
+      g_bypass = true;
+    }
+    EmptyStack(g_fl.keys_items, g_fl.keys_numfree, g_api.object_free);
+    IntAt(g_fl.keys_numfree) = -1;
+    return;
+  }
   if (!g_bypass) {
     Parked& p = g_parked;
     p.float_head = PtrAt(g_fl.float_head);
@@ -277,6 +299,15 @@ void BypassOn() {
 // parked objects stay allocated (as a free list's do at exit).
 void BypassOff(bool finalizing) {
   g_bypass = false;
+  if (g_keys_only) {
+    // Finalizing: -1 stays, as CPython's finalization sets it; the parked
+    // tables stay allocated (as a free list's do at exit).
+    if (!finalizing && IntAt(g_fl.keys_numfree) == -1) IntAt(g_fl.keys_numfree) = 0;
+    UnparkStack(g_fl.keys_items, g_fl.keys_numfree, g_parked.keys, g_parked.nkeys,
+                g_api.object_free, finalizing);
+    memset(&g_parked, 0, sizeof(g_parked));
+    return;
+  }
   Slot(g_api.list_type) = g_list_dealloc;
   Slot(g_api.dict_type) = g_dict_dealloc;
   Parked& p = g_parked;
@@ -374,6 +405,26 @@ bool PopPush(void* (*make)(), uint32_t numfree, uint32_t top_at, bool chain) {
   return popped && IntAt(numfree) == n1 && top(n1) == o;
 }
 
+// 3.13: a dict given one str key takes a key table of the smallest size,
+// the kind the list keeps; destroying the dict pushes the table back.
+bool KeysPopPush() {
+  const uint32_t numfree = g_fl.keys_numfree;
+  auto items = reinterpret_cast<void**>(g_is + g_fl.keys_items);
+  const int n0 = IntAt(numfree);
+  void* const t0 = n0 > 0 ? items[n0 - 1] : nullptr;
+  void* d = g_api.new_dict();
+  if (d == nullptr) return false;
+  if (g_api.set_item_string(d, "memstep", g_api.none) != 0) {
+    g_api.decref(d);
+    return false;
+  }
+  void* const keys = Field(d, pl::kDictKeys);
+  const bool popped = n0 > 0 ? keys == t0 && IntAt(numfree) == n0 - 1 : IntAt(numfree) == 0;
+  g_api.decref(d);
+  const int n1 = n0 > 0 ? n0 : 1;
+  return popped && IntAt(numfree) == n1 && items[n1 - 1] == keys;
+}
+
 void* MakeFloat() { return g_api.new_float(0.5); }
 void* MakeTuple() { return g_api.new_tuple(1); }
 void* MakeList() { return g_api.new_list(0); }
@@ -383,6 +434,35 @@ template <typename F>
 bool Sym(F* out, const char* name) {
   *out = reinterpret_cast<F>(OwnDlsym(RTLD_DEFAULT, name));
   return *out != nullptr;
+}
+
+}  // namespace
+
+namespace {
+
+// 3.13 (the objects are re-stamped): the key tables' list only.
+const char* FindKeysOnly() {
+  Api a = {};
+  void* (*main_interp)() = nullptr;
+  if (!Sym(&a.new_dict, "PyDict_New") || !Sym(&a.set_item_string, "PyDict_SetItemString") ||
+      !Sym(&a.none, "_Py_NoneStruct") || !Sym(&a.decref, "Py_DecRef") ||
+      !Sym(&a.object_free, "PyObject_Free") ||
+      !Sym(&a.tstate, "PyThreadState_GetUnchecked") ||  // 3.13's names for these two
+      !Sym(&a.interp_of, "PyThreadState_GetInterpreter") ||
+      !Sym(&a.finalizing, "Py_IsFinalizing") || !Sym(&main_interp, "PyInterpreterState_Main")) {
+    return "a symbol memstep needs is missing";
+  }
+  g_api = a;
+  g_is = static_cast<char*>(main_interp());
+  const bool ok = g_is != nullptr && OnMain(a.tstate()) &&
+                  StackHolds(g_fl.keys_items, g_fl.keys_numfree, pl::kDictMax, nullptr) &&
+                  KeysPopPush();
+  if (!ok) {
+    g_is = nullptr;
+    return "its dicts' key tables are not laid out as memstep expects";
+  }
+  g_keys_only = true;
+  return nullptr;
 }
 
 }  // namespace
@@ -406,8 +486,11 @@ const char* FreeListsFind() {
     case pl::kFreeLists312.version:
       g_fl = pl::kFreeLists312;
       break;
+    case pl::kFreeLists313.version:
+      g_fl = pl::kFreeLists313;
+      return FindKeysOnly();
     default:
-      return "";  // 3.13+ (re-stamped instead) or unsupported: nothing to say
+      return "";  // 3.14+ or unsupported: nothing to say
   }
   Api a;
   void* (*main_interp)() = nullptr;

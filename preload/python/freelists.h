@@ -1,4 +1,5 @@
-// CPython 3.10 to 3.12's free lists, bypassed during leak hunts (freelists.cc).
+// CPython 3.10 to 3.12's free lists, and 3.13's list of dicts' key tables,
+// bypassed during leak hunts (freelists.cc).
 
 #ifndef MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_
 #define MEMSTEP_PRELOAD_PYTHON_FREELISTS_H_

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "preload/python/pyframes_layout.h"
-#if PY_VERSION_HEX < 0x030D0000
+#if PY_VERSION_HEX < 0x030E0000
 #include <internal/pycore_interp.h>
 
 #include "preload/python/freelist_layout.h"
@@ -169,6 +169,21 @@ int main(void) {
   EXPECT(kTupleItem0, offsetof(PyTupleObject, ob_item));
   EXPECT(kDictKeys, offsetof(PyDictObject, ma_keys));
   EXPECT(kTpDealloc, offsetof(PyTypeObject, tp_dealloc));
+#elif PY_VERSION_HEX < 0x030E0000
+  /* 3.13: the key tables' free list only. */
+  EXPECT(kFreeLists313.version, PY_VERSION_HEX & 0xFFFF0000);
+  EXPECT(kFreeLists313.keys_items,
+         offsetof(PyInterpreterState, object_state.freelists.dictkeys.items));
+  EXPECT(kFreeLists313.keys_numfree,
+         offsetof(PyInterpreterState, object_state.freelists.dictkeys.numfree));
+  {
+    PyInterpreterState* is = NULL;
+    EXPECT(kDictMax, sizeof(is->object_state.freelists.dictkeys.items) /
+                         sizeof(is->object_state.freelists.dictkeys.items[0]));
+    EXPECT(4, sizeof(is->object_state.freelists.dictkeys.numfree));
+  }
+  EXPECT(kDictMax, PyDict_MAXFREELIST);
+  EXPECT(kDictKeys, offsetof(PyDictObject, ma_keys));
 #endif
   if (failures == 0) printf("pyframes layout ok (CPython %s)\n", PY_VERSION);
   return failures == 0 ? 0 : 1;
