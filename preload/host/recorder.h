@@ -130,6 +130,7 @@ void EmitFree(ThreadState& t, const void* p, uint64_t seq);
 
 // Python frames in stacks (pyframes.cc).
 void PyFramesPoll();     // writer thread: finds CPython 3.10-3.13 (once, again after dlopen)
+void PyMemPoll();        // writer thread: hooks pymalloc where no sitecustomize did (pymem.cc)
 void PyFramesRecheck();  // after a dlopen while Python was not found
 bool PyFramesActive();
 // native[0..n) innermost first -> out: native frames up to the interpreter

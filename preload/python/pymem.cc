@@ -55,6 +55,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1021,6 +1022,80 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   g_installed.store(1, std::memory_order_release);
   return 1;
 }
+
+namespace memstep::preload {
+namespace {
+
+// ---- interpreters memstep's sitecustomize did not reach ----
+//
+// python -I, -E or -S, a launcher that sets PYTHONPATH anew, an embedding
+// program, a process preloaded by hand: nothing calls memstep_pymem_install.
+// Once CPython says it is initialised, the writer starts a helper thread
+// that takes the GIL (PyGILState_Ensure, as any C extension's thread does:
+// the main thread lets go of it between two bytecodes) and makes the call.
+// A helper, not the writer: a thread that waits for the GIL while the
+// interpreter finalizes may be ended there (3.10, 3.11) or wait forever
+// (3.12+). Once per process (a fork child tries again: its pid differs).
+pid_t g_tried_pid = 0;  // writer thread only
+
+// Its allocations (CPython's thread state for it, the install's probes) are
+// counted and sampled as a program thread's are, as when sitecustomize makes
+// the call from the main thread.
+void* InstallHelper(void*) {
+  OwnThreadsAdd(1);
+  auto ensure = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
+  auto release = reinterpret_cast<void (*)(int)>(OwnDlsym(RTLD_DEFAULT, "PyGILState_Release"));
+  auto finalizing = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+  if (finalizing == nullptr) {
+    finalizing = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+  }
+  if (ensure != nullptr && release != nullptr && finalizing != nullptr && finalizing() == 0) {
+    const int gil = ensure();
+    if (finalizing() == 0) memstep_pymem_install();
+    release(gil);
+  }
+  OwnThreadsAdd(-1);
+  return nullptr;
+}
+
+}  // namespace
+
+void PyMemPoll() {
+  if (g_installed.load(std::memory_order_acquire) != 0) return;
+  const pid_t pid = getpid();
+  if (g_tried_pid == pid) return;
+  // Not a Python process (yet: an embedding program may load it later): the
+  // symbol is looked up again once in ten cycles only.
+  static int (*initialized)() = nullptr;
+  static int wait = 0;
+  if (initialized == nullptr) {
+    if (wait > 0) {
+      --wait;
+      return;
+    }
+    initialized = reinterpret_cast<int (*)()>(OwnDlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    if (initialized == nullptr) {
+      wait = 9;
+      return;
+    }
+  }
+  if (initialized() == 0) return;
+  const char* env = getenv("MEMSTEP_PYMEM");
+  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
+  g_tried_pid = pid;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  pthread_create(&th, &attr, InstallHelper, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace memstep::preload
 
 // For tests: 1 hooked, 2 refused or switched off, 0 not tried; *pool_size the
 // validated POOL_SIZE.

@@ -482,6 +482,7 @@ void RunCycle(bool final) {
   // Outside flush_mu: loader lock and malloc locks.
   RefreshMappings();
   PyFramesPoll();
+  if (!final) PyMemPoll();
   PrepareCounterNames();
   int64_t values[kNumCounterNames];
   CollectCounters(values);
@@ -703,6 +704,8 @@ void WriterStartThread() {
 }
 
 void WriterCycle(bool final) { RunCycle(final); }
+
+void OwnThreadsAdd(int n) { g_own_threads.fetch_add(n, std::memory_order_relaxed); }
 
 // memstep's own threads running now (python/startup/sitecustomize.py leaves
 // them out of the count behind CPython 3.12's fork warning).

@@ -32,6 +32,8 @@ Checked:
     still LEAK, the fall set aside as a level shift; the step-end heap of
     that loop rises by a regular step in 16 runs of 16 (every block of the
     start-up arenas counted, wherever their addresses fall);
+  * with python -I, -E or -S (no sitecustomize) the library hooks the
+    allocator by itself, and the exact heap sees the objects;
   * the program's output and exit code are unchanged, also with
     PYTHONMALLOC=malloc (not wrapped: a NOTICE in the trace, nothing on
     stderr), debug and pymalloc_debug (not hooked: a NOTICE in the trace,
@@ -136,6 +138,29 @@ for step in range(int(sys.argv[1])):
         Node()
     if step == 29:
         gc.collect()
+"""
+
+
+# Without memstep's sitecustomize (python -I, -E, -S): waits for the library
+# to hook Python's allocator by itself, then keeps 200 small dicts a step for
+# 30 steps, marked through the C API (the memstep package is not importable
+# with -I).
+ISOLATED_SCRIPT = """\
+import ctypes, sys, time
+lib = ctypes.PyDLL(None)
+lib.memstep_pymem_state.argtypes = [ctypes.c_void_p]
+lib.memstep_step_begin.argtypes = [ctypes.c_uint64]
+lib.memstep_step_end.argtypes = [ctypes.c_uint64]
+t0 = time.time()
+while lib.memstep_pymem_state(None) == 0 and time.time() - t0 < 10:
+    sum(range(1000))
+print("state", lib.memstep_pymem_state(None))
+kept = []
+for step in range(30):
+    lib.memstep_step_begin(step)
+    for i in range(200):
+        kept.append({"step": step, "i": i})
+    lib.memstep_step_end(step)
 """
 
 
@@ -318,6 +343,36 @@ class PymemTest(unittest.TestCase):
             median = sorted(rises)[len(rises) // 2]
             self.assertTrue(all(0.5 * median <= d <= 1.5 * median for d in rises),
                             (run, rises))
+
+    def test_hooked_without_our_sitecustomize(self):
+        # python -I, -E and -S never import memstep's sitecustomize: the
+        # library's writer, once CPython is initialised, starts a thread that
+        # takes the GIL and installs the hooks (pymem.cc PyMemPoll). Within
+        # about one flush period (100 ms); the exact heap then sees the kept
+        # dicts (200 a step, ~45 KiB; without the hooks it saw under 20 % of
+        # such objects: test_switch_off_leaves_arenas_as_mmap).
+        script = os.path.join(common.temp_dir(self), "isolated.py")
+        with open(script, "w") as f:
+            f.write(ISOLATED_SCRIPT)
+        for flag in ("-I", "-E", "-S"):
+            out = os.path.join(common.temp_dir(self), "run" + flag)
+            r = common.run_profiled([sys.executable, flag, script], out, hooks=True, window=0,
+                                    extra_env=SEEDED)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("state 1", r.stdout, (flag, r.stdout, r.stderr))
+            report = common.report_json(out)
+            pids = [s["pid"] for s in report["steps"]]
+            pid = max(set(pids), key=pids.count)
+            rows = [s["live_bytes_end"] for s in report["steps"] if s["pid"] == pid]
+            self.assertGreaterEqual(len(rows), 25, rows)
+            rise = slope_of(rows)
+            self.assertGreater(rise, 200 * 150, (flag, rise, rows))  # >= 150 B a dict
+        # MEMSTEP_PYMEM=0 still switches it off.
+        out = os.path.join(common.temp_dir(self), "off")
+        r = common.run_profiled([sys.executable, "-I", script], out, hooks=True, window=0,
+                                extra_env=dict(SEEDED, MEMSTEP_PYMEM="0"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("state 0", r.stdout, r.stdout)
 
     def test_output_and_exit_code_unchanged(self):
         env = common.clean_env()
