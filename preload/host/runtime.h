@@ -319,6 +319,8 @@ MEMSTEP_ALWAYS_INLINE void CountFree(ThreadState& t, size_t sz) {
 // Opens the trace file and writes its header; false (after Degrade) on error.
 bool WriterOpen(bool fork_child, const char* parent_path);
 void WriterStartThread();
+// Starts one of memstep's own threads, detached, with every signal blocked.
+bool StartOwnThread(void* (*main)(void*));
 // memstep's own threads: each adds 1 at its first instruction, -1 at its last.
 void OwnThreadsAdd(int n);
 // Wakes the writer before its period ends (a ring is half full).

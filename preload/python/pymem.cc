@@ -55,7 +55,6 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1083,16 +1082,7 @@ void PyMemPoll() {
   const char* env = getenv("MEMSTEP_PYMEM");
   if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
   g_tried_pid = pid;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  pthread_create(&th, &attr, InstallHelper, nullptr);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  StartOwnThread(InstallHelper);
 }
 
 }  // namespace memstep::preload

@@ -683,24 +683,29 @@ bool WriterOpen(bool fork_child, const char* parent_path) {
   return true;
 }
 
-void WriterStartThread() {
+bool StartOwnThread(void* (*main)(void*)) {
   sigset_t all, old;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread starts with every signal blocked
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t th;
+  const bool ok = pthread_create(&th, &attr, main, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
+void WriterStartThread() {
   g_keeper_exit.store(0, std::memory_order_relaxed);
-  g_have_keeper = pthread_create(&th, &attr, KeeperMain, nullptr) == 0;
-  if (pthread_create(&th, &attr, WriterMain, nullptr) != 0) {
+  g_have_keeper = StartOwnThread(KeeperMain);
+  if (!StartOwnThread(WriterMain)) {
     // No background thread: the final flush at exit still writes everything
     // that fits in the rings. Nor a keeper, which would keep the process
     // alive after the program's last thread.
     if (g_have_keeper) ReleaseKeeper(kKeeperLeave);
   }
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void WriterCycle(bool final) { RunCycle(final); }
