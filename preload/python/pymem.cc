@@ -673,6 +673,13 @@ size_t ValidateLayout(void* const* ptrs, const size_t* sizes, int n, bool* denie
   return 0;
 }
 
+// A switch that is off when its variable is exactly "0" (MEMSTEP_PYMEM,
+// MEMSTEP_PY_RESTAMP, MEMSTEP_PY_ADOPT).
+bool SwitchedOff(const char* name) {
+  const char* env = getenv(name);
+  return env != nullptr && env[0] == '0' && env[1] == '\0';
+}
+
 void Say(const char* msg) {
   if (!g_config.quiet) SayOnStderr(msg, strlen(msg));
 }
@@ -856,8 +863,7 @@ bool ArenaAt(uintptr_t first, uintptr_t hi, size_t ps, size_t window, uint64_t* 
 }
 
 void AdoptArenas() {
-  const char* env = getenv("MEMSTEP_PY_ADOPT");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;  // a diagnostic
+  if (SwitchedOff("MEMSTEP_PY_ADOPT")) return;  // a diagnostic
   const size_t ps = g_pool_size;
   const size_t window = (ps == (size_t{1} << 14) ? size_t{1} << 20 : size_t{1} << 18) - ps;
   uint64_t baseline = 0;
@@ -898,8 +904,7 @@ void AdoptArenas() {
 // Re-stamping needs 3.13's PyRefTracer API (and, while it runs, Python
 // frames: SyncRefTracer) and the free-listed types with their flags.
 void FindRefTracer() {
-  const char* env = getenv("MEMSTEP_PY_RESTAMP");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
+  if (SwitchedOff("MEMSTEP_PY_RESTAMP")) return;
   auto set = reinterpret_cast<SetTracerFn>(OwnDlsym(RTLD_DEFAULT, "PyRefTracer_SetTracer"));
   auto get = reinterpret_cast<GetTracerFn>(OwnDlsym(RTLD_DEFAULT, "PyRefTracer_GetTracer"));
   auto get_flags =
@@ -930,8 +935,7 @@ void FindRefTracer() {
 // cannot follow (a key table is no object). Found before the wrappers are in
 // place: checking them creates and destroys objects.
 void FindFreeLists() {
-  const char* env = getenv("MEMSTEP_PY_RESTAMP");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
+  if (SwitchedOff("MEMSTEP_PY_RESTAMP")) return;
   const char* why = FreeListsFind();
   if (why == nullptr || why[0] == '\0') return;
   char line[200] = "memstep: CPython's free lists not followed: ";
@@ -991,8 +995,7 @@ MEMSTEP_EXPORT int memstep_pymem_install(void) {
   if (!FindPyAllocatorApi(&api)) {
     return 0;  // not a Python process: nothing to do, nothing to say
   }
-  const char* env = getenv("MEMSTEP_PYMEM");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') {
+  if (SwitchedOff("MEMSTEP_PYMEM")) {
     g_installed.store(2, std::memory_order_release);
     return 0;
   }
@@ -1078,9 +1081,7 @@ void PyMemPoll() {
       return;
     }
   }
-  if (initialized() == 0) return;
-  const char* env = getenv("MEMSTEP_PYMEM");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') return;
+  if (initialized() == 0 || SwitchedOff("MEMSTEP_PYMEM")) return;
   g_tried_pid = pid;
   StartOwnThread(InstallHelper);
 }

@@ -92,20 +92,28 @@ class _TorchFinder:
         return spec
 
 
-def _install_pymem():
+def _library_function(name):
+    """The preloaded library's `int name(void)` through ctypes, or None: not
+    preloaded, MEMSTEP_DISABLE=1, an older library without it, no ctypes."""
     env = os.environ
-    if "libmemstep" not in env.get("LD_PRELOAD", ""):
-        return
-    if env.get("MEMSTEP_DISABLE") == "1" or env.get("MEMSTEP_PYMEM") == "0":
-        return
+    if "libmemstep" not in env.get("LD_PRELOAD", "") or env.get("MEMSTEP_DISABLE") == "1":
+        return None
     try:
         import ctypes
-        install = ctypes.PyDLL(None).memstep_pymem_install
-    except Exception:  # an older library, or no ctypes: Python's allocator stays unhooked
+        fn = getattr(ctypes.PyDLL(None), name)
+    except Exception:
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    return fn
+
+
+def _install_pymem():
+    if os.environ.get("MEMSTEP_PYMEM") == "0":
         return
-    install.restype = ctypes.c_int
-    install.argtypes = []
-    install()
+    install = _library_function("memstep_pymem_install")
+    if install is not None:  # else Python's allocator stays unhooked
+        install()
 
 
 def _quiet_fork_warning():
@@ -117,18 +125,11 @@ def _quiet_fork_warning():
     own, CPython's warning, attributed to the caller's module and line as
     CPython attributes it (the call runs in a frame with the caller's
     globals, file and line)."""
-    env = os.environ
     if sys.version_info[:2] not in ((3, 12), (3, 13)) or not hasattr(os, "fork"):
         return
-    if "libmemstep" not in env.get("LD_PRELOAD", "") or env.get("MEMSTEP_DISABLE") == "1":
+    own = _library_function("memstep_own_threads")
+    if own is None:  # the warning stays
         return
-    try:
-        import ctypes
-        own = ctypes.PyDLL(None).memstep_own_threads
-    except Exception:  # an older library: the warning stays
-        return
-    own.restype = ctypes.c_int
-    own.argtypes = []
     import warnings
 
     def only_memstep_threads():
