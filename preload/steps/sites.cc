@@ -39,6 +39,13 @@ constexpr uint32_t kProbe = 128;
 // How far (in standard deviations of its sampling noise) a site's growth since
 // the hunt's checkpoint must stand above 0 to explain any of the exact growth.
 constexpr double kHuntSiteZ = 3;
+// What a block recorded with p = 1 (S_always or more) is worth in a hunt's
+// sample counts: it has no sampling noise, so three of them, born in three
+// steps, make the kHuntMinSamples (24) an explanation needs, as the report's
+// classifier takes such blocks from three steps for its ten samples
+// (src/analysis/growth.h). Counted as one, a leak of one 64 MiB tensor every
+// eight steps kept a hunt running to its end at T = 256 B.
+constexpr int32_t kExactSampleWorth = 8;
 // A screened context becomes a target when it has at least this many
 // long-lived screens and their estimated bytes stand kTargetZ standard
 // deviations above their sampling noise. Lenient: a wrong
@@ -209,7 +216,8 @@ void Apply(uint64_t packed, int sign) {
   // at the step end puts it right.
   bool now = sign > 0 || (hunt & 0xF) == (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
   (now ? s->hunt_new : s->hunt_old).fetch_add(sign * b, std::memory_order_relaxed);
-  (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign, std::memory_order_relaxed);
+  const int32_t worth = (packed >> 32 & 0xF) == 0 ? kExactSampleWorth : 1;  // rate id 0: p = 1
+  (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign * worth, std::memory_order_relaxed);
   const int64_t var = VarianceKib2(packed, b);
   if (now) {
     s->hunt_var_new.fetch_add(sign * var, std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 #include "src/analysis/calibrate.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace memstep::analysis {
@@ -44,7 +45,9 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
   for (size_t i = 0; i < leaks.size(); ++i) {
     const Growth* g = leaks[i];
     const double ts_half = (g->slope_high - g->slope_low) / 2;
-    const double samples = g->window_samples > 1 ? g->window_samples : 1;
+    // What its samples are worth (small ones about one each; blocks recorded
+    // with p = 1 without bound, so no Poisson term).
+    const double samples = std::max({g->window_samples, g->window_effective_samples, 1.0});
     const double poisson_half = kZ95 * rates[i] * scale / std::sqrt(samples);
     const double half = ts_half > poisson_half ? ts_half : poisson_half;
     var += half * half;

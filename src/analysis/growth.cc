@@ -32,6 +32,10 @@ std::vector<double> Thin(const std::vector<double>& y, size_t a, size_t b, size_
 std::string Kib(double bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024); }
 
 constexpr double kZ95 = 1.959964;
+// Window samples' worth when none has sampling variance.
+constexpr double kUnbounded = 1e12;
+// The fewest steps whose samples can stand for min_samples (ClassifyGrowth).
+constexpr size_t kMinSampleRows = 3;
 
 // The Horvitz-Thompson rate (bytes/row) of what stayed: the cohorts of rows
 // [a, b) live at the end, over b - a rows, and its 95 % half-width from the
@@ -209,6 +213,24 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   g->retained_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, ws + half) : -1;
   g->window_samples = cohorts ? Sum(in.end_samples_by_cohort, ws, n) : -1;
   g->window_bytes = cohorts ? Sum(in.end_bytes_by_cohort, ws, n) : -1;
+  if (cohorts) {
+    // What the window's samples are worth: B^2 / V, the number of equal
+    // Poisson samples whose sum is known as well (each small sample counts
+    // about 1; a block recorded with p = 1, such as every one of S_always or
+    // more, has no sampling variance and counts without bound), and in how
+    // many rows they were born.
+    double var = 0;
+    const size_t vend = std::min(n, in.end_var_by_cohort.size());
+    for (size_t i = ws; i < vend; ++i) var += in.end_var_by_cohort[i];
+    const double b = g->window_bytes;
+    g->window_effective_samples = !(b > 0)                       ? 0
+                                  : in.end_var_by_cohort.empty() ? g->window_samples
+                                  : var > 0                      ? b * b / var
+                                                                 : kUnbounded;
+    for (size_t i = ws; i < std::min(n, in.end_samples_by_cohort.size()); ++i) {
+      if (in.end_samples_by_cohort[i] > 0) ++g->window_sample_rows;
+    }
+  }
 
   // Call sites: what the window's cohorts kept, per step (the last row's
   // cohort is left out: what it allocated had no step to be freed in).
@@ -228,7 +250,12 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
 bool TooSmall(const Window& w, double effect, const GrowthOptions& o, Growth* g) {
   const bool rate_ok = effect >= o.min_rate;
   const bool growth_ok = effect * static_cast<double>(w.N) >= o.min_window_growth;
-  const bool samples_ok = !w.cohorts || g->window_samples >= o.min_samples;
+  // Enough samples: min_samples of them, or samples worth that many (blocks
+  // recorded with certainty, or nearly) born in at least kMinSampleRows
+  // steps: one or two events are not a trend, however exactly known.
+  const bool samples_ok =
+      !w.cohorts || g->window_samples >= o.min_samples ||
+      (g->window_effective_samples >= o.min_samples && g->window_sample_rows >= kMinSampleRows);
   if (rate_ok && growth_ok && samples_ok) return false;
   g->cls = GrowthClass::kNoTrend;
   g->reason = !rate_ok     ? absl::StrFormat("trend of %s/step below the %s/step threshold",
@@ -236,8 +263,12 @@ bool TooSmall(const Window& w, double effect, const GrowthOptions& o, Growth* g)
               : !growth_ok ? absl::StrFormat("window growth %s below %s",
                                              Kib(effect * static_cast<double>(w.N)),
                                              Kib(o.min_window_growth))
-                           : absl::StrFormat("only %.0f live samples from the window, need %.0f",
-                                             g->window_samples, o.min_samples);
+                           : absl::StrFormat(
+                                 "only %.0f live samples from the window (worth %.1f, born in "
+                                 "%d steps), need %.0f (or samples worth that many, born in %d "
+                                 "steps)",
+                                 g->window_samples, g->window_effective_samples,
+                                 g->window_sample_rows, o.min_samples, kMinSampleRows);
   return true;
 }
 

@@ -57,6 +57,7 @@ struct GrowthOptions {
   double min_rate = 16 * 1024;         // bytes/step (research note: 64 KiB for big runs)
   double min_window_growth = 1 << 20;  // b*N bytes (research note: 8 MiB)
   double min_samples = 10;             // sampled allocations from window cohorts live at the end
+                                       // (or samples worth as many: Growth)
   double persistence = 0.5;            // second-half slope vs first-half slope
   double retention = 0.25;             // first-half cohorts live at the end vs b*N/2
   // Call sites: the second half's persistence bound is widened by the
@@ -143,9 +144,16 @@ struct Growth {
   double window_samples = 0;     // window cohorts' samples live at the end (-1: not checked)
   double window_bytes = 0;       // their estimated bytes (-1: not checked); / window = the
                                  // unbiased (Horvitz-Thompson) rate of what stayed
-  double warmup_bytes = 0;       // bytes live at the end allocated before W (site series)
-  double capacity = 0;           // max y over the run (BOUNDED_GROWTH: estimated capacity)
-  std::string reason;            // one line: which test decided the class
+  // What those samples are worth: window_bytes^2 over their Horvitz-Thompson
+  // variance, about window_samples for small blocks, without bound (1e12)
+  // for blocks recorded with p = 1; and how many of the window's rows they
+  // were born in. A site passes the sample bound with min_samples samples,
+  // or with samples worth that many born in at least 3 rows.
+  double window_effective_samples = 0;
+  size_t window_sample_rows = 0;
+  double warmup_bytes = 0;  // bytes live at the end allocated before W (site series)
+  double capacity = 0;      // max y over the run (BOUNDED_GROWTH: estimated capacity)
+  std::string reason;       // one line: which test decided the class
   // The window's trend test and effect size passed (the class is then LEAK or
   // BOUNDED_GROWTH, or NO_TREND only because the rate's interval reaches 0:
   // strongly autocorrelated residuals, as in a heap that garbage collection

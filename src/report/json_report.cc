@@ -54,6 +54,11 @@ void WriteGrowth(JsonWriter& w, const analysis::Growth& g, const std::string& cl
   w.Field("bytes_per_step_second_half", g.slope_second_half);
   OptionalDouble(w, "retained_bytes", g.retained_bytes);
   OptionalDouble(w, "window_samples", g.window_samples);
+  // Blocks recorded with p = 1 are worth without bound: written as null.
+  OptionalDouble(
+      w, "window_effective_samples",
+      g.window_samples < 0 || g.window_effective_samples >= 1e12 ? -1 : g.window_effective_samples);
+  w.Field("window_sample_steps", static_cast<uint64_t>(g.window_sample_rows));
   w.Field("warmup_bytes", g.warmup_bytes);
   w.Field("max_bytes", g.capacity);
   w.Field("level_shifts", static_cast<uint64_t>(g.level_shifts));

@@ -541,6 +541,50 @@ TEST(GrowthTest, GrowthThatIsReplacedIsNotALeak) {
   EXPECT_EQ(g.cls, GrowthClass::kBoundedGrowth) << g.reason;
 }
 
+// Blocks of S_always or more are recorded with p = 1: no sampling noise, so
+// the ten-sample bound is met by samples worth ten (B^2 / V, without bound
+// here) born in at least three steps. A 64 MiB tensor kept every eighth step
+// (7 samples in 60 steps; the held-out run that found this read NO_TREND,
+// "only 7 live samples", with its 8 MiB/step all UNATTRIBUTED) is LEAK at its
+// rate; two such blocks are two events, not a trend; the same seven blocks
+// sampled from small allocations (one sample each worth about one) are not.
+TEST(GrowthTest, BlocksRecordedWithCertaintyNeedThreeStepsNotTenSamples) {
+  const size_t rows = 60;
+  auto staircase = [&](const std::vector<size_t>& at, double var_each) {
+    GrowthInput in;
+    in.y.assign(rows, 0);
+    in.end_bytes_by_cohort.assign(rows, 0);
+    in.end_samples_by_cohort.assign(rows, 0);
+    in.end_var_by_cohort.assign(rows, 0);
+    for (size_t r : at) {
+      for (size_t i = r; i < rows; ++i) in.y[i] += 64 * kMiB;
+      in.end_bytes_by_cohort[r] = 64 * kMiB;
+      in.end_samples_by_cohort[r] = 1;
+      in.end_var_by_cohort[r] = var_each;
+    }
+    return in;
+  };
+  const std::vector<size_t> every8 = {7, 15, 23, 31, 39, 47, 55};
+  Growth g = ClassifySiteGrowth(staircase(every8, 0), 0, GrowthOptions{});
+  EXPECT_EQ(g.cls, GrowthClass::kLeak) << g.reason;
+  EXPECT_NEAR(g.slope, 8 * kMiB, 1.5 * kMiB);
+  EXPECT_EQ(g.window_samples, 7);
+  EXPECT_EQ(g.window_sample_rows, 7u);
+  EXPECT_GE(g.window_effective_samples, 1e12);
+
+  // Two blocks: worth without bound, but born in two steps only.
+  g = ClassifySiteGrowth(staircase({20, 45}, 0), 0, GrowthOptions{});
+  EXPECT_NE(g.cls, GrowthClass::kLeak) << g.reason;
+  EXPECT_NE(g.reason.find("born in 2 steps"), std::string::npos) << g.reason;
+
+  // Seven samples each worth one (weight w = 64 MiB, var w^2): the bound holds.
+  const double w = 64 * kMiB;
+  g = ClassifySiteGrowth(staircase(every8, w * w), 0, GrowthOptions{});
+  EXPECT_EQ(g.cls, GrowthClass::kNoTrend) << g.reason;
+  EXPECT_NEAR(g.window_effective_samples, 7, 1e-9);
+  EXPECT_NE(g.reason.find("only 7 live samples"), std::string::npos) << g.reason;
+}
+
 TEST(GrowthTest, SmallTrendIsNoTrend) {
   GrowthInput in;
   for (size_t r = 0; r < 100; ++r) in.y.push_back(1000.0 * r);  // 1000 B/step
