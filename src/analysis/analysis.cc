@@ -19,7 +19,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -358,12 +360,22 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
     return;
   }
   double sum = 0, var = 0;
-  for (const Site& s : sites) {
-    if (s.pid != ps.pid || s.kind != SiteKind::kHost) continue;
-    if (s.growth.cls != GrowthClass::kLeak && s.growth.cls != GrowthClass::kBoundedGrowth) continue;
-    sum += s.growth.slope;
-    const double sd = (s.growth.slope_high - s.growth.slope_low) / (2 * 1.959964);
+  auto add = [&](const Growth& gr) {
+    if (gr.cls != GrowthClass::kLeak && gr.cls != GrowthClass::kBoundedGrowth) return;
+    sum += gr.slope;
+    const double sd = (gr.slope_high - gr.slope_low) / (2 * 1.959964);
     var += sd * sd;
+  };
+  // A growing Python line counts for its sites (they are part of it).
+  absl::flat_hash_map<uint64_t, bool> in_line;  // local site id -> in a growing line
+  for (const ProcessSummary::PythonLine& line : ps.python_lines) {
+    add(line.growth);
+    for (uint64_t id : line.site_ids) in_line[id] = true;
+  }
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const Site& s = sites[i];
+    if (s.pid != ps.pid || s.kind != SiteKind::kHost || in_line.contains(i + 1)) continue;
+    add(s.growth);
   }
   const double exact_sd = (g.slope_high - g.slope_low) / (2 * 1.959964);
   var += exact_sd * exact_sd;
@@ -965,6 +977,91 @@ Site MakeHostSite(const HostSiteContext& c, FrameResolver& resolver, size_t i) {
   return s;
 }
 
+// The key of a host site's Python line: its Python frames (function, file,
+// line), innermost first; "" without one. The frames of 3.10/3.11's list,
+// dict and set comprehensions are left out (their line is their caller's,
+// and 3.12 runs them inline, in the caller's frame).
+std::string PythonLineKey(const Site& s) {
+  std::string key;
+  for (const Frame& f : s.frames) {
+    if (f.module != "<python>") continue;
+    if (absl::EndsWith(f.function, "<listcomp>") || absl::EndsWith(f.function, "<dictcomp>") ||
+        absl::EndsWith(f.function, "<setcomp>")) {
+      continue;
+    }
+    absl::StrAppend(&key, f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
+  }
+  return key;
+}
+
+// Python lines (ProcessSummary::PythonLine): the host sites from `first`
+// summed by Python line, each sum classified as one site's series. The
+// sum's rows take the smallest T of its sites' rows (a line whose
+// allocations a hunt targeted has its rows at the screening T, TargetRows),
+// its cohorts' variances add up, and each cohort's smallest T is the
+// smallest of its sites'.
+void BuildPythonLines(const HostSiteContext& c, size_t first, ProcessResult& r) {
+  const auto& acc = c.h.replay.sites();
+  std::map<std::string, std::vector<size_t>> by_line;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const Site& s = r.sites[first + i];
+    if (s.kind != SiteKind::kHost) continue;
+    std::string key = PythonLineKey(s);
+    if (!key.empty()) by_line[key].push_back(i);
+  }
+  GrowthInput in, one;
+  for (const auto& [key, members] : by_line) {
+    if (members.size() < 2) continue;
+    in = GrowthInput{};
+    in.y.assign(c.rows, 0.0);
+    in.end_bytes_by_cohort.assign(c.rows, 0.0);
+    in.end_samples_by_cohort.assign(c.rows, 0.0);
+    in.end_var_by_cohort.assign(c.rows, 0.0);
+    in.end_interval_by_cohort.assign(c.rows, 0.0);
+    in.interval_by_row.assign(c.rows, 0.0);
+    ProcessSummary::PythonLine line;
+    double live_var = 0;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const size_t i = members[m];
+      HostSiteGrowthInput(c, i, acc[i], one);
+      for (size_t k = 0; k < c.rows; ++k) {
+        in.y[k] += one.y[k];
+        in.end_bytes_by_cohort[k] += one.end_bytes_by_cohort[k];
+        in.end_samples_by_cohort[k] += one.end_samples_by_cohort[k];
+        in.end_var_by_cohort[k] += one.end_var_by_cohort[k];
+        const double t = one.end_interval_by_cohort[k];
+        double& to = in.end_interval_by_cohort[k];
+        if (t > 0 && (to == 0 || t < to)) to = t;
+        const double row_t = k < one.interval_by_row.size() ? one.interval_by_row[k] : 0.0;
+        in.interval_by_row[k] = m == 0 ? row_t : std::min(in.interval_by_row[k], row_t);
+      }
+      const Site& s = r.sites[first + i];
+      line.site_ids.push_back(first + i + 1);
+      line.live_bytes_end += s.live_bytes_end;
+      if (c.rows > 0 && s.live_bytes_by_step.size() >= c.rows) {
+        line.live_bytes_last_step += s.live_bytes_by_step[c.rows - 1];
+      }
+      line.samples += static_cast<double>(s.samples);
+      live_var += acc[i].live_var;
+    }
+    line.growth = ClassifySiteGrowth(in, c.ps.warmup_steps, c.site_options);
+    if (line.growth.cls != GrowthClass::kLeak && line.growth.cls != GrowthClass::kBoundedGrowth) {
+      continue;
+    }
+    const HtInterval ci = HtSumInterval(line.live_bytes_end, live_var, c.interval_max);
+    line.live_bytes_end_low = ci.low;
+    line.live_bytes_end_high = ci.high;
+    for (const Frame& f : r.sites[first + members[0]].frames) {
+      if (f.module == "<python>") line.frames.push_back(f);
+    }
+    if (line.growth.cls == GrowthClass::kLeak) {
+      Project(line.growth.slope, c.series.used, c.series.limit, c.ps.median_step_s,
+              &line.steps_to_limit, &line.seconds_to_limit);
+    }
+    r.summary.python_lines.push_back(std::move(line));
+  }
+}
+
 // Sampled leak rates rescaled to the exact heap growth when they account
 // for it (calibrate.h); projections follow the calibrated rate.
 void CalibrateSites(const ProcessSeries& series, ProcessResult& r) {
@@ -973,11 +1070,40 @@ void CalibrateSites(const ProcessSeries& series, ProcessResult& r) {
   for (Site& s : r.sites) {
     if (s.kind == SiteKind::kHost) heap_sites.push_back(&s.growth);
   }
-  if (!CalibrateLeakRates(ps.live_growth, heap_sites).applied) return;
+  if (CalibrateLeakRates(ps.live_growth, heap_sites).applied) {
+    for (Site& s : r.sites) {
+      if (!s.growth.calibrated) continue;
+      Project(s.growth.slope, series.used, series.limit, ps.median_step_s, &s.steps_to_limit,
+              &s.seconds_to_limit);
+    }
+    return;
+  }
+  // No site alone accounts for the growth: the LEAK Python lines with the
+  // sites outside them may (a line whose objects come from several native
+  // paths, none LEAK by itself).
+  std::vector<Growth*> units;
+  absl::flat_hash_map<uint64_t, bool> in_line;  // local site id -> in a LEAK line
+  for (ProcessSummary::PythonLine& line : r.summary.python_lines) {
+    if (line.growth.cls != GrowthClass::kLeak) continue;
+    units.push_back(&line.growth);
+    for (uint64_t id : line.site_ids) in_line[id] = true;
+  }
+  if (units.empty()) return;
+  for (size_t i = 0; i < r.sites.size(); ++i) {
+    if (r.sites[i].kind == SiteKind::kHost && !in_line.contains(i + 1)) {
+      units.push_back(&r.sites[i].growth);
+    }
+  }
+  if (!CalibrateLeakRates(ps.live_growth, units).applied) return;
   for (Site& s : r.sites) {
     if (!s.growth.calibrated) continue;
     Project(s.growth.slope, series.used, series.limit, ps.median_step_s, &s.steps_to_limit,
             &s.seconds_to_limit);
+  }
+  for (ProcessSummary::PythonLine& line : r.summary.python_lines) {
+    if (!line.growth.calibrated) continue;
+    Project(line.growth.slope, series.used, series.limit, ps.median_step_s, &line.steps_to_limit,
+            &line.seconds_to_limit);
   }
 }
 
@@ -1038,6 +1164,7 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
       ClassifyHostSite(c, in, r.sites[first + i]);
     }
   });
+  BuildPythonLines(c, first, r);
 }
 
 ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,
@@ -1246,6 +1373,9 @@ void MergeResults(std::vector<ProcessResult>& results, Report& report) {
     }
     for (AlertRow& a : r.alerts) a.site_id = retag(a.site_id);
     for (RssPin& p : r.summary.rss_explain.pins) p.site_id = retag(p.site_id);
+    for (ProcessSummary::PythonLine& line : r.summary.python_lines) {
+      for (uint64_t& id : line.site_ids) id = retag(id);
+    }
     for (DeviceFailure& f : r.failures) f.site_id = retag(f.site_id);
     for (MemorySnapshot& m : r.snapshots) {
       for (PeakSite& p : m.host_sites) p.site_id = retag(p.site_id);
@@ -1292,6 +1422,10 @@ void NumberSites(Report& report) {
   for (AlertRow& a : report.alerts) a.site_id = renumber(a.site_id);
   for (ProcessSummary& p : report.processes) {
     for (RssPin& pin : p.rss_explain.pins) pin.site_id = renumber(pin.site_id);
+    for (ProcessSummary::PythonLine& line : p.python_lines) {
+      for (uint64_t& id : line.site_ids) id = renumber(id);
+      std::sort(line.site_ids.begin(), line.site_ids.end());
+    }
   }
   for (DeviceFailure& f : report.device_failures) f.site_id = renumber(f.site_id);
   for (MemorySnapshot& m : report.memory_snapshots) {

@@ -431,6 +431,23 @@ struct ProcessSummary {
   // get it attributed (docs/analysis.md "Unattributed growth").
   double attributed_bytes_per_step = 0;
   double unattributed_bytes_per_step = 0;
+  // Python lines (docs/analysis.md "Python lines"): the host sites of this
+  // process summed by their Python frames, where two or more sites share them
+  // (one line's objects come from several native paths: a tuple, its items, a
+  // dict's table) and the sum grows (LEAK or BOUNDED_GROWTH). Classified as
+  // one call site, with the same tests and bounds; a line can be LEAK when no
+  // site of it is by itself.
+  struct PythonLine {
+    std::vector<Frame> frames;       // its Python frames, innermost first
+    std::vector<uint64_t> site_ids;  // its host sites (Report::sites ids)
+    double live_bytes_end = 0;       // estimated, with its 95 % interval
+    double live_bytes_end_low = 0, live_bytes_end_high = 0;
+    double live_bytes_last_step = 0;  // estimated, at the last step end
+    double samples = 0;
+    Growth growth;
+    double steps_to_limit = -1, seconds_to_limit = -1;
+  };
+  std::vector<PythonLine> python_lines;
   std::string attribute_hint;
   double median_step_s = 0;
   double steps_to_limit = -1;  // live_growth LEAK: steps until the memory limit; -1 n/a

@@ -296,6 +296,37 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.Field("attributed_bytes_per_step", p.attributed_bytes_per_step);
   w.Field("unattributed_bytes_per_step", p.unattributed_bytes_per_step);
   w.Field("attribute_hint", p.attribute_hint);
+  w.Key("python_lines");
+  w.BeginArray();
+  for (const ProcessSummary::PythonLine& line : p.python_lines) {
+    w.BeginObject();
+    w.Field("class", std::string(analysis::GrowthClassName(line.growth.cls)));
+    w.Field("growth_bytes_per_step", line.growth.slope);
+    w.Key("growth_ci");
+    w.BeginArray();
+    w.Double(line.growth.slope_low);
+    w.Double(line.growth.slope_high);
+    w.EndArray();
+    w.Key("growth");
+    WriteGrowth(w, line.growth);
+    w.Field("live_bytes_end", line.live_bytes_end);
+    w.Key("live_bytes_end_ci");
+    w.BeginArray();
+    w.Double(line.live_bytes_end_low);
+    w.Double(line.live_bytes_end_high);
+    w.EndArray();
+    w.Field("live_bytes_last_step", line.live_bytes_last_step);
+    w.Field("samples", line.samples);
+    OptionalDouble(w, "steps_to_limit", line.steps_to_limit);
+    OptionalDouble(w, "seconds_to_limit", line.seconds_to_limit);
+    w.Key("site_ids");
+    w.BeginArray();
+    for (uint64_t id : line.site_ids) w.Uint(id);
+    w.EndArray();
+    internal::WriteFrames(w, line.frames, 0);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("hunts");
   w.BeginArray();
   for (const ProcessSummary::Hunt& h : p.hunts) WriteHunt(w, h);

@@ -99,7 +99,7 @@ void AppendFrames(const std::vector<analysis::Frame>& frames, const ReportOption
   if (!python_shown) {
     for (size_t i = shown; i < frames.size(); ++i) {
       if (frames[i].module != "<python>") continue;
-      absl::StrAppend(&out, "        ... ", i - shown, " frames down to Python:\n");
+      if (i > shown) absl::StrAppend(&out, "        ... ", i - shown, " frames down to Python:\n");
       line(frames[i]);
       shown = i + 1;
       if (shown < frames.size() && frames[shown].module == "<python>") line(frames[shown++]);
@@ -622,6 +622,43 @@ void AppendGrowingSite(const Report& r, const Site& s, const ReportOptions& o, s
   AppendFrames(s.frames, o, out);
 }
 
+// One growing Python line: its host sites summed (docs/analysis.md "Python
+// lines").
+void AppendPythonLine(const Report& r, const ProcessSummary& p,
+                      const ProcessSummary::PythonLine& line, const ReportOptions& o,
+                      std::string& out) {
+  const analysis::Growth& g = line.growth;
+  absl::StrAppend(&out, "  python line ", analysis::GrowthClassName(g.cls), "  ", Rate(g),
+                  "  live at end ", HumanBytes(line.live_bytes_end), " [95% CI ",
+                  HumanBytes(line.live_bytes_end_low), ", ", HumanBytes(line.live_bytes_end_high),
+                  "]");
+  if (line.live_bytes_last_step >
+      line.live_bytes_end + std::max(4096.0, line.live_bytes_last_step / 2)) {
+    absl::StrAppend(&out, " (", HumanBytes(line.live_bytes_last_step),
+                    " at the last step end, freed after it)");
+  }
+  if (g.cls == analysis::GrowthClass::kBoundedGrowth) {
+    absl::StrAppend(&out, "  capacity ~", HumanBytes(g.capacity));
+  }
+  absl::StrAppend(&out, Projection(line.steps_to_limit, line.seconds_to_limit));
+  if (r.processes.size() > 1) absl::StrAppend(&out, "  pid ", p.pid);
+  absl::StrAppend(&out, "\n        (", g.reason);
+  if (g.calibrated) {
+    absl::StrAppend(&out, "; rate calibrated to the exact heap growth, sampled ",
+                    HumanBytes(g.sampled_slope), "/step");
+  }
+  absl::StrAppend(&out, "; the sum of ", line.site_ids.size(), " sites:");
+  for (size_t i = 0; i < line.site_ids.size(); ++i) {
+    if (i == 8) {
+      absl::StrAppend(&out, " ...");
+      break;
+    }
+    absl::StrAppend(&out, " #", line.site_ids[i]);
+  }
+  absl::StrAppend(&out, ")\n");
+  AppendFrames(line.frames, o, out);
+}
+
 void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
   absl::StrAppend(&out, "\nGrowth (memory limit ",
                   HumanBytes(static_cast<double>(r.memory_limit_bytes)), ", ",
@@ -658,8 +695,21 @@ void AppendGrowth(const Report& r, const ReportOptions& o, std::string& out) {
                     "windows act as steps)\n");
   }
   if (!any_steps) return;
-  if (growing.empty()) absl::StrAppend(&out, "  no call site grows after warm-up\n");
+  size_t lines = 0;
+  for (const ProcessSummary& p : r.processes) lines += p.python_lines.size();
+  if (growing.empty()) {
+    absl::StrAppend(&out, lines > 0 ? "  no single call site grows after warm-up\n"
+                                    : "  no call site grows after warm-up\n");
+  }
   for (const Site* s : growing) AppendGrowingSite(r, *s, o, out);
+  if (lines > 0) {
+    absl::StrAppend(&out, "  Python lines whose sites, summed, grow:\n");
+    for (const ProcessSummary& p : r.processes) {
+      for (const ProcessSummary::PythonLine& line : p.python_lines) {
+        AppendPythonLine(r, p, line, o, out);
+      }
+    }
+  }
   if (!groups.others.empty()) {
     absl::StrAppend(&out, "  other sites:");
     for (const auto& [name, v] : groups.others) {

@@ -211,7 +211,12 @@ def tested_sites(report):
         if s.get("class") in (None, "INSUFFICIENT") or \
                 g.get("reason") == "never above the window growth threshold":
             continue
-        if samples is not None and samples == samples and samples < 10:  # NaN: not checked
+        # Fewer than 10 samples can still be enough when they are worth 10
+        # (blocks recorded with p = 1: null, without bound) and were born in
+        # at least 3 steps.
+        worth = g.get("window_effective_samples")
+        enough_worth = (worth is None or worth >= 10) and g.get("window_sample_steps", 0) >= 3
+        if samples is not None and samples == samples and samples < 10 and not enough_worth:
             continue
         out.append(s)
     return out
