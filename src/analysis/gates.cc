@@ -4,8 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -272,10 +272,13 @@ void FastestLeak(const Report& report, GateResult& r) {
 
 // `leaks`: LEAK call sites, and LEAK Python lines with no LEAK site.
 void LeakCount(const Report& report, GateResult& r) {
-  absl::flat_hash_set<uint64_t> leak_ids;
+  // (No hash set: the parsers' fuzz target links this file without
+  // Abseil's hash libraries.)
+  std::vector<uint64_t> leak_ids;
   for (const Site& s : report.sites) {
-    if (s.growth.cls == GrowthClass::kLeak) leak_ids.insert(s.id);
+    if (s.growth.cls == GrowthClass::kLeak) leak_ids.push_back(s.id);
   }
+  std::sort(leak_ids.begin(), leak_ids.end());
   r.value = static_cast<double>(leak_ids.size());
   // A LEAK Python line none of whose sites is LEAK by itself is one more.
   double lines = 0;
@@ -283,7 +286,9 @@ void LeakCount(const Report& report, GateResult& r) {
     for (const ProcessSummary::PythonLine& line : p.python_lines) {
       if (line.growth.cls != GrowthClass::kLeak) continue;
       bool any = false;
-      for (uint64_t id : line.site_ids) any |= leak_ids.contains(id);
+      for (uint64_t id : line.site_ids) {
+        any |= std::binary_search(leak_ids.begin(), leak_ids.end(), id);
+      }
       lines += any ? 0 : 1;
     }
   }
