@@ -977,19 +977,20 @@ Site MakeHostSite(const HostSiteContext& c, FrameResolver& resolver, size_t i) {
   return s;
 }
 
+// A Python frame a line is made of: not one of 3.10/3.11's list, dict and
+// set comprehensions (their line is their caller's, and 3.12 runs them
+// inline, in the caller's frame).
+bool LineFrame(const Frame& f) {
+  return f.module == "<python>" && !absl::EndsWith(f.function, "<listcomp>") &&
+         !absl::EndsWith(f.function, "<dictcomp>") && !absl::EndsWith(f.function, "<setcomp>");
+}
+
 // The key of a host site's Python line: its Python frames (function, file,
-// line), innermost first; "" without one. The frames of 3.10/3.11's list,
-// dict and set comprehensions are left out (their line is their caller's,
-// and 3.12 runs them inline, in the caller's frame).
+// line; LineFrame), innermost first; "" without one.
 std::string PythonLineKey(const Site& s) {
   std::string key;
   for (const Frame& f : s.frames) {
-    if (f.module != "<python>") continue;
-    if (absl::EndsWith(f.function, "<listcomp>") || absl::EndsWith(f.function, "<dictcomp>") ||
-        absl::EndsWith(f.function, "<setcomp>")) {
-      continue;
-    }
-    absl::StrAppend(&key, f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
+    if (LineFrame(f)) absl::StrAppend(&key, f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
   }
   return key;
 }
@@ -1052,7 +1053,7 @@ void BuildPythonLines(const HostSiteContext& c, size_t first, ProcessResult& r) 
     line.live_bytes_end_low = ci.low;
     line.live_bytes_end_high = ci.high;
     for (const Frame& f : r.sites[first + members[0]].frames) {
-      if (f.module == "<python>") line.frames.push_back(f);
+      if (LineFrame(f)) line.frames.push_back(f);
     }
     if (line.growth.cls == GrowthClass::kLeak) {
       Project(line.growth.slope, c.series.used, c.series.limit, c.ps.median_step_s,
