@@ -136,10 +136,11 @@ bool PyFramesActive();
 // native[0..n) innermost first -> out: native frames up to the interpreter
 // loop, then the thread's Python frames; returns the count (<= cap).
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap);
-// The calling thread's Python context: its innermost shown frame's code
-// object and instruction, hashed into a screen key (config.h kScreenKeyBit);
-// 0 when the thread runs no Python (or Python frames are not read). A few
-// loads, no unwinding: what a screen is tallied under.
+// The calling thread's Python context: its innermost shown frame's line
+// (the frame string id of its function, file and line) as a screen key
+// (config.h kScreenKeyBit); 0 when the thread runs no Python (or Python
+// frames are not read). A few loads and a cache lookup, no unwinding: what a
+// screen is tallied under.
 uint32_t PyFramesContext();
 // A 64-bit hash of the code objects and instructions of the calling thread's
 // first `frames` shown Python frames (0: none), without unwinding.

@@ -430,8 +430,27 @@ uint64_t PyFramesKey(int frames) {
 }
 
 uint32_t PyFramesContext() {
-  const uint64_t h = PyFramesKey(1);
-  return h == 0 ? 0 : kScreenKeyBit | static_cast<uint32_t>(h & (kScreenKeyBit - 1));
+  if (!PyFramesActive() || g_is_finalizing() != 0) return 0;
+  void* tstate = g_get_tstate();
+  void* frame = tstate != nullptr ? CurrentFrame(tstate) : nullptr;
+  // The innermost shown frame's line: its frame string (function, file,
+  // line), as a stack would show it, from the position cache (a position
+  // seen before decodes no line table). By line, not by instruction: a line
+  // that keeps a tuple, its items and a dict is one context, whose screens
+  // add up, not five that each stay under the targeting bar.
+  for (int depth = 0; frame != nullptr && depth < 4; ++depth) {
+    void* code = Read<void*>(frame, g_layout.frame_code);
+    int64_t offset;
+    if (FrameOffset(frame, code, &offset)) {
+      const uint64_t check = CodeCheck(code);
+      const uint32_t id =
+          Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check,
+                 [&] { return FrameId(code, CodeLine(code, offset), check); });
+      return id == 0 ? 0 : kScreenKeyBit | (id & (kScreenKeyBit - 1));
+    }
+    frame = Read<void*>(frame, g_layout.frame_previous);
+  }
+  return 0;
 }
 
 uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32_t cap) {
