@@ -222,6 +222,14 @@ def tested_sites(report):
     return out
 
 
+def leak_lines(report):
+    """The LEAK Python lines of every process (docs/analysis.md "Python
+    lines"), each with its process's pid: a false one counts as a false LEAK
+    site would."""
+    return [dict(line, pid=p["pid"]) for p in report["processes"]
+            for line in p.get("python_lines", []) if line["class"] == "LEAK"]
+
+
 def max_false_leaks(tested, false_failure=1e-4):
     """How many false LEAK sites `tested` tested sites may show: more happens
     with probability <= false_failure at the stated FALSE_LEAK_RATE."""

@@ -129,10 +129,13 @@ class FreeListTest(unittest.TestCase):
         p, report, script = common.run_step_script(self, source, "freelist_leak.py", 60, env)
         self.assertTrue(p["hunts"], seed)
 
-        def at(line):
-            return [s for s in report["sites"] if s["growth"]["class"] == "LEAK" and
-                    any(f["file"] == script and f["line"] == line for f in s["frames"][:8])]
+        # LEAK sites and LEAK Python lines (their sites summed) alike.
         leaks = [s for s in report["sites"] if s["growth"]["class"] == "LEAK"]
+        leaks += common.leak_lines(report)
+
+        def at(line):
+            return [s for s in leaks
+                    if any(f["file"] == script and f["line"] == line for f in s["frames"][:8])]
         return at(KEEP_LINE), at(CHURN_LINE), leaks, report
 
     def check_keeping_line_named(self, source):

@@ -72,6 +72,8 @@ class ScreenTest(unittest.TestCase):
             self.assertTrue(p["hunts"], seed)
             self.assertTrue(all(h["screened"] for h in p["hunts"]), (seed, p["hunts"]))
             others += [(seed, s["frames"][:6]) for s in leaks if s not in keeper]
+            others += [(seed, "line", ln["frames"][:2]) for ln in common.leak_lines(report)
+                       if not ln["frames"] or ln["frames"][0]["line"] != KEEP_LINE]
             tested += len(common.tested_sites(report))
             named += bool(keeper)
             runs.append((seed, bool(keeper), p["hunts"][-1]["min_interval"],
