@@ -383,6 +383,28 @@ function growth() {
     t.appendChild(body);
     s.appendChild(t);
   }
+  if (G.lines.length) {
+    s.appendChild(el('p', {'class': 'note'}, 'Python lines whose sites, summed, grow (one line ' +
+      'often makes several sites: a dict and its key table, a string and its float):'));
+    var lt = el('table', {'class': 'growth', id: 'python-lines'});
+    lt.appendChild(el('thead', null, el('tr', null, ['line', 'class', 'rate [95% CI]',
+      'live at end', 'sites'].map(function (h) { return el('th', null, h); }))));
+    var lb = el('tbody');
+    G.lines.forEach(function (l) {
+      var where = el('details', null, [el('summary', null, l.frames[0] || '?')].concat(
+        [el('pre', null, l.frames.join('\n') + '\n(' + l.reason + ')')]));
+      lb.appendChild(el('tr', {'data-class': l['class'], 'data-slope': l.slope}, [
+        el('td', {'class': 'where'}, where),
+        el('td', {'class': 'cls ' + l['class']}, l['class']),
+        el('td', {'class': 'num'}, rate(l.slope) + ' [' + bytes(l.low) + ', ' + bytes(l.high) + ']' +
+           (l.calibrated ? ' (calibrated)' : '')),
+        el('td', {'class': 'num'}, bytes(l.live_end)),
+        el('td', null, l.sites.map(function (id) { return '#' + id; }).join(' ') +
+           (D.processes.length > 1 ? ' (pid ' + l.pid + ')' : ''))]));
+    });
+    lt.appendChild(lb);
+    s.appendChild(lt);
+  }
   var rest = [];
   if (G.more_sites) rest.push(G.more_sites + ' more growing sites (' + bytes(G.more_live_end) +
                               ' live at end)');

@@ -510,6 +510,35 @@ void WriteGrowth(const Report& r, const std::map<uint32_t, std::pair<size_t, siz
   for (size_t k = kGrowthRows; k < growing.size(); ++k) more_bytes += growing[k]->live_bytes_end;
   j.Field("more_sites", growing.size() > kGrowthRows ? D(growing.size() - kGrowthRows) : 0.0);
   j.Field("more_live_end", more_bytes);
+  // Python lines whose sites, summed, grow (docs/analysis.md "Python lines").
+  j.Key("lines");
+  j.BeginArray();
+  for (const ProcessSummary& p : r.processes) {
+    for (const ProcessSummary::PythonLine& line : p.python_lines) {
+      const analysis::Growth& g = line.growth;
+      j.BeginObject();
+      j.Field("pid", p.pid);
+      j.Field("class", analysis::GrowthClassName(g.cls));
+      j.Field("slope", g.slope);
+      j.Field("low", g.slope_low);
+      j.Field("high", g.slope_high);
+      j.Field("live_end", line.live_bytes_end);
+      j.Field("calibrated", g.calibrated);
+      j.Field("reason", g.reason);
+      j.Key("sites");
+      j.BeginArray();
+      for (uint64_t id : line.site_ids) j.Double(D(id));
+      j.EndArray();
+      j.Key("frames");
+      j.BeginArray();
+      for (const analysis::Frame& fr : line.frames) {
+        j.String(absl::StrCat(fr.function, "  ", fr.file, ":", fr.line));
+      }
+      j.EndArray();
+      j.EndObject();
+    }
+  }
+  j.EndArray();
   j.Key("others");
   j.BeginArray();
   for (const auto& [cls, v] : groups.others) {

@@ -28,10 +28,13 @@ without the keeping line): no LEAK line and no LEAK site, over the lines and
 sites tested, at most max_false_leaks of them (none in 30 runs, seeds 1-30:
 no line grew at all). Without the sums (a report
 that lists only sites) the test fails: no LEAK anywhere though the heap
-grows 2.2 KiB/step.
+grows 2.2 KiB/step. The HTML report's page, drawn by headless Chromium,
+lists the line in its table of Python lines.
 """
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -89,8 +92,8 @@ class PythonLinesTest(unittest.TestCase):
                               "--leak-min-rate", "1K"],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(rep.returncode, 0, rep.stderr)
-        import json
         report = json.loads(rep.stdout)
+        self.run_dir = out
         procs = [p for p in report["processes"] if p["last_step"] >= 0]
         self.assertEqual(len(procs), 1, [p["cmdline"] for p in report["processes"]])
         return procs[0], report, script
@@ -122,6 +125,31 @@ class PythonLinesTest(unittest.TestCase):
             self.assertEqual(p["unattributed_bytes_per_step"], 0, (seed, p["attribute_hint"]))
         self.assertGreaterEqual(named, common.min_covered(len(SEEDS), 0.95), runs)
         self.assertGreaterEqual(alone, common.min_covered(len(SEEDS), 0.7), runs)
+
+    def test_the_html_report_lists_the_line(self):
+        # The page's script draws the lines' table (headless Chromium, as
+        # tests/unit/html_browser_test.py; a missing chromium fails).
+        p, report, script = self.run_seed(1, True)
+        page = os.path.join(common.temp_dir(self), "report.html")
+        r = subprocess.run([common.CLI, "report", self.run_dir, "--format", "html", "-o", page,
+                            "--leak-min-rate", "1K"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        chromium = shutil.which("chromium")
+        self.assertTrue(chromium, "chromium is not installed (scripts/install-deps.sh installs it)")
+        profile = common.temp_dir(self)
+        d = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                            "--no-first-run", "--user-data-dir=" + profile,
+                            "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+                            "--dump-dom", "file://" + page],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(d.returncode, 0, d.stderr[-2000:])
+        errors = [ln for ln in d.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+        self.assertEqual(errors, [])
+        self.assertIn('id="python-lines"', d.stdout)
+        table = d.stdout[d.stdout.index('id="python-lines"'):]
+        table = table[:table.index("</table>")]
+        self.assertIn("record  %s:%d" % (script, KEEP_LINE), table)
+        self.assertIn('data-class="LEAK"', table)
 
     def test_the_hunt_names_the_line_with_default_settings(self):
         # The leak hunt screens Python lines and targets this one: its sites
