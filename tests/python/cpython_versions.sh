@@ -15,6 +15,9 @@
 #           (3.13+: the reference tracer re-stamps their blocks; 3.10-3.12:
 #           the bypass of the free lists during hunts), and the bypass keeps
 #           deeply nested containers and full collections whole;
+#   lines   tests/python/lines_test.py run by it: a leak spread over the
+#           sites of one Python line named at the line (the sites summed),
+#           with a fixed T and by the hunt, which screens by line;
 #   fork    tests/python/fork_test.py run by it: os.fork() under memstep
 #           prints what it prints without it (3.12 and 3.13 warn when other
 #           threads run: memstep's own are left out).
@@ -148,6 +151,11 @@ for what in "$@"; do
     report "$name" freelst PASS "kept tuples from free lists named at the keeping line"
   else
     report "$name" freelst FAIL "see $log.freelist.txt"
+  fi
+  if timeout 600 "$py" tests/python/lines_test.py >"$log.lines.txt" 2>&1; then
+    report "$name" lines PASS "a leak spread over a line's sites named at the line"
+  else
+    report "$name" lines FAIL "see $log.lines.txt"
   fi
   if timeout 600 "$py" tests/python/fork_test.py >"$log.fork.txt" 2>&1; then
     report "$name" fork PASS "os.fork() says what it says without memstep"
