@@ -351,6 +351,70 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
   return out;
 }
 
+// How to get `missing` bytes/step attributed (docs/analysis.md "Unattributed
+// growth"): a larger hunt budget, or a fixed T that sees it about twice a
+// step, raised until its stacks cost at most 30 % of a step, with what the
+// leak then draws. The stacks' cost: the run's median allocated bytes per
+// step over T (an upper bound), at the cost per stack the hunt measured (else
+// an assumed 20 us).
+std::string AttributeHint(const std::vector<StepRow>& steps, const ProcessSummary& ps,
+                          double missing) {
+  constexpr double kMaxShare = 0.3;
+  std::vector<double> alloc;
+  for (const StepRow& r : steps) {
+    if (r.pid == ps.pid) alloc.push_back(static_cast<double>(r.alloc_bytes));
+  }
+  std::sort(alloc.begin(), alloc.end());
+  const double per_step = alloc.empty() ? 0 : alloc[alloc.size() / 2];
+  double stack_ns = 20000;
+  bool measured = false;
+  const ProcessSummary::Hunt* last = nullptr;  // the last host hunt
+  for (const ProcessSummary::Hunt& h : ps.hunts) {
+    if (h.device) continue;
+    last = &h;
+    if (h.stack_ns > 0) stack_ns = static_cast<double>(h.stack_ns), measured = true;
+  }
+  auto share = [&](double t) {
+    return ps.median_step_s > 0 ? per_step / t * stack_ns * 1e-9 / ps.median_step_s : 0.0;
+  };
+  double T = 256;
+  while (T * 2 <= missing / 2) T *= 2;
+  const bool raised = share(T) > kMaxShare;
+  while (share(T) > kMaxShare && T < (uint64_t{1} << 30)) T *= 2;
+  std::string cost;
+  if (ps.median_step_s > 0) {
+    cost = absl::StrFormat(", about %.0f %% of a %.3g s step", 100 * share(T), ps.median_step_s);
+  }
+  // What the missing growth then draws: about missing / T samples a step.
+  const double per_leak_step = missing / T;
+  std::string draws =
+      per_leak_step >= 1
+          ? absl::StrFormat("; the missing growth then draws about %.1f samples a step",
+                            per_leak_step)
+          : absl::StrFormat(
+                "; the missing growth then draws a sample every %.0f steps, ten in "
+                "about %.0f steps",
+                1 / per_leak_step, std::ceil(10 / per_leak_step));
+  std::string hunt_state = "no leak hunt ran (it needs progressive sampling and a hunt budget)";
+  if (last != nullptr) {
+    const ProcessSummary::Hunt& h = *last;
+    hunt_state =
+        absl::StrFormat("the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step,
+                        h.end_step, h.min_interval,
+                        h.outcome == format::kHuntExplained ? "explained the growth then"
+                        : h.outcome == format::kHuntStopped ? "stopped: the growth paused"
+                        : h.outcome == format::kHuntGaveUp  ? "gave up within its CPU budget"
+                                                            : "was still running");
+  }
+  return absl::StrFormat(
+      "%s; to attribute it, rerun with --hunt-budget 30 (a larger share of time for the hunt), "
+      "or with --sample-interval %d --fixed-interval%s: up to %.0f stacks per step at %s%.0f us "
+      "each%s%s",
+      hunt_state, static_cast<uint64_t>(T),
+      raised ? " (raised to keep its stacks within 30 % of a step)" : "", per_step / T,
+      measured ? "" : "an assumed ", stack_ns / 1000, cost, draws);
+}
+
 // Exact heap growth that the growing heap sites do not explain
 // (docs/analysis.md "Unattributed growth"), and how to get it attributed.
 void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
@@ -385,51 +449,9 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
       !(missing > 0.25 * g.slope)) {
     return;
   }
-  ps.unattributed_bytes_per_step = missing;
-  // The T that would see it about twice a step, and what that would cost:
-  // the run's allocated bytes per step over T stacks (an upper bound), at the
-  // cost per stack the hunt measured (else an assumed 20 us).
-  double T = 256;
-  while (T * 2 <= missing / 2) T *= 2;
-  std::vector<double> alloc;
-  for (const StepRow& r : steps) {
-    if (r.pid == ps.pid) alloc.push_back(static_cast<double>(r.alloc_bytes));
-  }
-  std::sort(alloc.begin(), alloc.end());
-  const double per_step = alloc.empty() ? 0 : alloc[alloc.size() / 2];
-  double stack_ns = 20000;
-  bool measured = false;
-  for (const ProcessSummary::Hunt& h : ps.hunts) {
-    if (h.stack_ns > 0 && !h.device) stack_ns = static_cast<double>(h.stack_ns), measured = true;
-  }
-  const double stacks = per_step / T;
-  std::string cost;
-  if (ps.median_step_s > 0) {
-    cost = absl::StrFormat(", about %.0f %% of a %.3g s step",
-                           100 * stacks * stack_ns * 1e-9 / ps.median_step_s, ps.median_step_s);
-  }
-  std::string hunt_state = "no leak hunt ran (it needs progressive sampling and a hunt budget)";
-  const ProcessSummary::Hunt* last = nullptr;  // the last host hunt
-  for (const ProcessSummary::Hunt& h : ps.hunts) {
-    if (!h.device) last = &h;
-  }
-  if (last != nullptr) {
-    const ProcessSummary::Hunt& h = *last;
-    hunt_state =
-        absl::StrFormat("the last leak hunt (steps %d-%d, T down to %d) %s", h.begin_step,
-                        h.end_step, h.min_interval,
-                        h.outcome == format::kHuntExplained ? "explained the growth then"
-                        : h.outcome == format::kHuntStopped ? "stopped: the growth paused"
-                        : h.outcome == format::kHuntGaveUp  ? "gave up within its CPU budget"
-                                                            : "was still running");
-  }
   (void)options;
-  ps.attribute_hint = absl::StrFormat(
-      "%s; to attribute it, rerun with --hunt-budget 30 (a larger share of time for the hunt), "
-      "or with --sample-interval %d --fixed-interval: up to %.0f stacks per step at %s%.0f us "
-      "each%s",
-      hunt_state, static_cast<uint64_t>(T), stacks, measured ? "" : "an assumed ", stack_ns / 1000,
-      cost);
+  ps.unattributed_bytes_per_step = missing;
+  ps.attribute_hint = AttributeHint(steps, ps, missing);
 }
 
 // A stage's largest run, and where in it the estimated live heap was
