@@ -68,6 +68,7 @@ Contract:
 
 import atexit
 import functools
+import os
 import sys
 import threading
 import weakref
@@ -125,6 +126,7 @@ class _State:
         self.nvtx_query = getattr(api, "nvtx_steps_seen", None)
         self.opt_steps = 0        # eager optimizer steps ended (compiled calls check it)
         self.lock = threading.RLock()
+        self.worker_pid = None    # a DataLoader worker's pid, once it fetched (on_worker_fetch)
 
     # -- primitives (lock held) ------------------------------------------
 
@@ -228,6 +230,29 @@ class _State:
                     self.api.epoch_begin(self.epoch)
             if is_train or (self.train_loader is None and self.next_step == 0):
                 self.open_step()
+
+    def on_worker_fetch(self, begin):
+        """A DataLoader worker process fetches a batch: each fetch is a step
+        of the worker (it runs no optimizer), so growth across the batches a
+        worker makes, such as a dataset that caches what it loads, is
+        classified per worker. The worker was forked with its parent's state:
+        its steps start from 0 in its own trace."""
+        pid = os.getpid()
+        if self.worker_pid != pid:
+            # The worker's first fetch, on its only thread that runs hooks: a
+            # lock of its own (another thread of the parent may have held the
+            # inherited one when it forked) and steps from 0.
+            self.lock = threading.RLock()
+            self.worker_pid = pid
+            self.step, self.stage, self.next_step = None, None, 0
+            self.fwd_depth, self.opt_depth = 0, 0
+        with self.lock:
+            if not self.steps_on:
+                return
+            if begin:
+                self.open_step()
+            else:
+                self.close_step()
 
     def on_loader_iterator(self, loader, it):
         try:
@@ -481,6 +506,42 @@ def _hook_optimizer_class(cls):
     cls.step = _wrap_step(step)
 
 
+def _hook_worker_fetch(torch):
+    """Wraps the DataLoader's fetchers (one call a batch): in a worker
+    process (get_worker_info() is set there only) each fetch is a step."""
+    try:
+        from torch.utils.data._utils import fetch as fetch_mod
+        get_info = torch.utils.data.get_worker_info
+    except Exception:
+        return
+    for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"):
+        cls = getattr(fetch_mod, name, None)
+        orig = getattr(cls, "fetch", None)
+        if orig is None or getattr(orig, "_memstep_wrapped", False):
+            continue
+
+        def make(orig):
+            @functools.wraps(orig)
+            def fetch(self, *args, **kwargs):
+                if get_info() is None:  # the main process's own loading
+                    return orig(self, *args, **kwargs)
+                try:
+                    _state.on_worker_fetch(True)
+                except Exception:
+                    pass
+                try:
+                    return orig(self, *args, **kwargs)
+                finally:
+                    try:
+                        _state.on_worker_fetch(False)
+                    except Exception:
+                        pass
+            fetch._memstep_wrapped = True
+            return fetch
+
+        cls.fetch = make(orig)
+
+
 def install(torch):
     """Installs the hooks into the imported `torch` module (once)."""
     global _state
@@ -527,6 +588,7 @@ def install(torch):
         return it
 
     loader_cls.__iter__ = __iter__
+    _hook_worker_fetch(torch)
 
     module_mod.register_module_forward_pre_hook(_forward_pre_hook)
     module_mod.register_module_forward_hook(_forward_hook)
