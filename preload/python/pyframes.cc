@@ -227,6 +227,15 @@ int CodeLine(const void* code, int64_t offset) {
              : pyline::Line311(bytes, static_cast<size_t>(len), first, offset);
 }
 
+// The frame string id of `code` at byte offset `offset`: from the position
+// cache, or the line table decoded once and the (function, file, line)
+// string interned.
+uint32_t PositionId(void* code, int64_t offset) {
+  const uint64_t check = CodeCheck(code);
+  return Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check,
+                [&] { return FrameId(code, CodeLine(code, offset), check); });
+}
+
 void* CurrentFrame(void* tstate) {
   const MemstepPyLayout& l = g_layout;
   if (l.chain != pylayout::kChainCframe) return Read<void*>(tstate, l.tstate_frame);
@@ -442,10 +451,7 @@ uint32_t PyFramesContext() {
     void* code = Read<void*>(frame, g_layout.frame_code);
     int64_t offset;
     if (FrameOffset(frame, code, &offset)) {
-      const uint64_t check = CodeCheck(code);
-      const uint32_t id =
-          Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check,
-                 [&] { return FrameId(code, CodeLine(code, offset), check); });
+      const uint32_t id = PositionId(code, offset);
       return id == 0 ? 0 : kScreenKeyBit | (id & (kScreenKeyBit - 1));
     }
     frame = Read<void*>(frame, g_layout.frame_previous);
@@ -477,13 +483,7 @@ uint32_t PyFramesMerge(const uint64_t* native, uint32_t n, uint64_t* out, uint32
   for (int depth = 0; frame != nullptr && depth < kMaxPyFrames && m < cap; ++depth) {
     void* code = Read<void*>(frame, g_layout.frame_code);
     int64_t offset;
-    if (FrameOffset(frame, code, &offset)) {
-      const uint64_t check = CodeCheck(code);
-      const uint32_t id =
-          Cached(g_pos_cache, PosKey(reinterpret_cast<uintptr_t>(code), offset), check,
-                 [&] { return FrameId(code, CodeLine(code, offset), check); });
-      out[m++] = fmt::kPyFrameTag | id;
-    }
+    if (FrameOffset(frame, code, &offset)) out[m++] = fmt::kPyFrameTag | PositionId(code, offset);
     frame = Read<void*>(frame, g_layout.frame_previous);
   }
   return m;

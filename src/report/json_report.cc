@@ -66,6 +66,20 @@ void WriteGrowth(JsonWriter& w, const analysis::Growth& g, const std::string& cl
   w.EndObject();
 }
 
+// A site's or Python line's "class", "growth_bytes_per_step", "growth_ci"
+// and "growth" fields.
+void WriteClassAndGrowth(JsonWriter& w, const analysis::Growth& g) {
+  w.Field("class", std::string(analysis::GrowthClassName(g.cls)));
+  w.Field("growth_bytes_per_step", g.slope);
+  w.Key("growth_ci");
+  w.BeginArray();
+  w.Double(g.slope_low);
+  w.Double(g.slope_high);
+  w.EndArray();
+  w.Key("growth");
+  WriteGrowth(w, g);
+}
+
 // A count or byte figure where -1 (or, with zero_is_null, 0) means unknown.
 void OptionalInt(JsonWriter& w, const std::string& key, int64_t v, bool zero_is_null = false) {
   w.Key(key);
@@ -300,15 +314,7 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
   w.BeginArray();
   for (const ProcessSummary::PythonLine& line : p.python_lines) {
     w.BeginObject();
-    w.Field("class", std::string(analysis::GrowthClassName(line.growth.cls)));
-    w.Field("growth_bytes_per_step", line.growth.slope);
-    w.Key("growth_ci");
-    w.BeginArray();
-    w.Double(line.growth.slope_low);
-    w.Double(line.growth.slope_high);
-    w.EndArray();
-    w.Key("growth");
-    WriteGrowth(w, line.growth);
+    WriteClassAndGrowth(w, line.growth);
     w.Field("live_bytes_end", line.live_bytes_end);
     w.Key("live_bytes_end_ci");
     w.BeginArray();
@@ -511,15 +517,7 @@ void WriteSite(JsonWriter& w, const Site& s, int max_frames) {
   WriteCi(w, "live_bytes_end_ci", s.live_bytes_end, s.live_bytes_end_low, s.live_bytes_end_high);
   WriteCi(w, "live_bytes_at_peak_ci", s.live_bytes_at_peak, s.live_bytes_at_peak_low,
           s.live_bytes_at_peak_high);
-  w.Field("class", std::string(analysis::GrowthClassName(s.growth.cls)));
-  w.Field("growth_bytes_per_step", s.growth.slope);
-  w.Key("growth_ci");
-  w.BeginArray();
-  w.Double(s.growth.slope_low);
-  w.Double(s.growth.slope_high);
-  w.EndArray();
-  w.Key("growth");
-  WriteGrowth(w, s.growth);
+  WriteClassAndGrowth(w, s.growth);
   OptionalDouble(w, "steps_to_limit", s.steps_to_limit);
   OptionalDouble(w, "seconds_to_limit", s.seconds_to_limit);
   WriteSeries(w, "live_bytes_by_step", s.live_bytes_by_step);
