@@ -24,6 +24,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -415,10 +416,24 @@ std::string AttributeHint(const std::vector<StepRow>& steps, const ProcessSummar
       measured ? "" : "an assumed ", stack_ns / 1000, cost, draws);
 }
 
+// The Python lines of `ps` that are LEAK (or, without `leak_only`, that
+// grow: every listed one), and the local ids (index + 1) of the sites they
+// sum.
+std::vector<ProcessSummary::PythonLine*> LinesOf(ProcessSummary& ps, bool leak_only,
+                                                 absl::flat_hash_set<uint64_t>* site_ids) {
+  std::vector<ProcessSummary::PythonLine*> out;
+  for (ProcessSummary::PythonLine& line : ps.python_lines) {
+    if (leak_only && line.growth.cls != GrowthClass::kLeak) continue;
+    out.push_back(&line);
+    site_ids->insert(line.site_ids.begin(), line.site_ids.end());
+  }
+  return out;
+}
+
 // Exact heap growth that the growing heap sites do not explain
 // (docs/analysis.md "Unattributed growth"), and how to get it attributed.
 void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
-                  const GrowthOptions& exact_options, const Options& options, ProcessSummary& ps) {
+                  const GrowthOptions& exact_options, ProcessSummary& ps) {
   const Growth& g = ps.live_growth;
   if ((g.cls != GrowthClass::kLeak && g.cls != GrowthClass::kBoundedGrowth) || !(g.slope > 0)) {
     return;
@@ -431,10 +446,9 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
     var += sd * sd;
   };
   // A growing Python line counts for its sites (they are part of it).
-  absl::flat_hash_map<uint64_t, bool> in_line;  // local site id -> in a growing line
-  for (const ProcessSummary::PythonLine& line : ps.python_lines) {
-    add(line.growth);
-    for (uint64_t id : line.site_ids) in_line[id] = true;
+  absl::flat_hash_set<uint64_t> in_line;
+  for (const ProcessSummary::PythonLine* line : LinesOf(ps, false, &in_line)) {
+    add(line->growth);
   }
   for (size_t i = 0; i < sites.size(); ++i) {
     const Site& s = sites[i];
@@ -449,7 +463,6 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
       !(missing > 0.25 * g.slope)) {
     return;
   }
-  (void)options;
   ps.unattributed_bytes_per_step = missing;
   ps.attribute_hint = AttributeHint(steps, ps, missing);
 }
@@ -1105,11 +1118,9 @@ void CalibrateSites(const ProcessSeries& series, ProcessResult& r) {
   // sites outside them may (a line whose objects come from several native
   // paths, none LEAK by itself).
   std::vector<Growth*> units;
-  absl::flat_hash_map<uint64_t, bool> in_line;  // local site id -> in a LEAK line
-  for (ProcessSummary::PythonLine& line : r.summary.python_lines) {
-    if (line.growth.cls != GrowthClass::kLeak) continue;
-    units.push_back(&line.growth);
-    for (uint64_t id : line.site_ids) in_line[id] = true;
+  absl::flat_hash_set<uint64_t> in_line;
+  for (ProcessSummary::PythonLine* line : LinesOf(r.summary, true, &in_line)) {
+    units.push_back(&line->growth);
   }
   if (units.empty()) return;
   for (size_t i = 0; i < r.sites.size(); ++i) {
@@ -1249,7 +1260,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
       hunt.end_step = static_cast<uint64_t>(ps.last_step);
     }
   }
-  Unattributed(r.sites, r.steps, series.exact, options, ps);
+  Unattributed(r.sites, r.steps, series.exact, ps);
   // Device memory (device_analysis.h): exact, so it needs no sampling math.
   host.warmup_steps = ps.warmup_steps;
   host.median_step_s = ps.median_step_s;
