@@ -417,26 +417,37 @@ std::string AttributeHint(const std::vector<StepRow>& steps, const ProcessSummar
 }
 
 // The Python lines of `ps` that are LEAK (or, without `leak_only`, that
-// grow: every listed one), and the local ids (index + 1) of the sites they
-// sum.
+// grow: every listed one), the outermost only (a caller line holds the lines
+// and sites under it: lines nest or are disjoint), and the local ids
+// (index + 1) of the sites they sum.
 std::vector<ProcessSummary::PythonLine*> LinesOf(ProcessSummary& ps, bool leak_only,
                                                  absl::flat_hash_set<uint64_t>* site_ids) {
-  std::vector<ProcessSummary::PythonLine*> out;
+  std::vector<ProcessSummary::PythonLine*> all;
   for (ProcessSummary::PythonLine& line : ps.python_lines) {
     if (leak_only && line.growth.cls != GrowthClass::kLeak) continue;
-    out.push_back(&line);
-    site_ids->insert(line.site_ids.begin(), line.site_ids.end());
+    if (!line.site_ids.empty()) all.push_back(&line);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto* a, const auto* b) {
+    return a->site_ids.size() > b->site_ids.size();
+  });
+  std::vector<ProcessSummary::PythonLine*> out;
+  for (ProcessSummary::PythonLine* line : all) {
+    if (site_ids->contains(line->site_ids.front())) continue;  // inside a larger one
+    out.push_back(line);
+    site_ids->insert(line->site_ids.begin(), line->site_ids.end());
   }
   return out;
 }
 
-// Exact heap growth that the growing heap sites do not explain
-// (docs/analysis.md "Unattributed growth"), and how to get it attributed.
-void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
-                  const GrowthOptions& exact_options, ProcessSummary& ps) {
+// The exact heap growth of `ps` that its growing heap sites and Python lines
+// do not explain, when it is significant (docs/analysis.md "Unattributed
+// growth"); else 0. `attributed`: what they explain.
+double MissingGrowth(const std::vector<Site>& sites, const GrowthOptions& exact_options,
+                     ProcessSummary& ps, double* attributed) {
   const Growth& g = ps.live_growth;
+  *attributed = 0;
   if ((g.cls != GrowthClass::kLeak && g.cls != GrowthClass::kBoundedGrowth) || !(g.slope > 0)) {
-    return;
+    return 0;
   }
   double sum = 0, var = 0;
   auto add = [&](const Growth& gr) {
@@ -457,14 +468,24 @@ void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& st
   }
   const double exact_sd = (g.slope_high - g.slope_low) / (2 * 1.959964);
   var += exact_sd * exact_sd;
-  ps.attributed_bytes_per_step = std::min(sum, g.slope);
+  *attributed = std::min(sum, g.slope);
   const double missing = g.slope - sum;
   if (!(missing > std::max(exact_options.min_rate, 3 * std::sqrt(var))) ||
       !(missing > 0.25 * g.slope)) {
-    return;
+    return 0;
   }
-  ps.unattributed_bytes_per_step = missing;
-  ps.attribute_hint = AttributeHint(steps, ps, missing);
+  return missing;
+}
+
+// Exact heap growth that the growing heap sites do not explain
+// (docs/analysis.md "Unattributed growth"), and how to get it attributed.
+void Unattributed(const std::vector<Site>& sites, const std::vector<StepRow>& steps,
+                  const GrowthOptions& exact_options, ProcessSummary& ps) {
+  const double missing = MissingGrowth(sites, exact_options, ps, &ps.attributed_bytes_per_step);
+  if (missing > 0) {
+    ps.unattributed_bytes_per_step = missing;
+    ps.attribute_hint = AttributeHint(steps, ps, missing);
+  }
 }
 
 // A stage's largest run, and where in it the estimated live heap was
@@ -1020,80 +1041,225 @@ bool LineFrame(const Frame& f) {
          !absl::EndsWith(f.function, "<dictcomp>") && !absl::EndsWith(f.function, "<setcomp>");
 }
 
-// The key of a host site's Python line: its Python frames (function, file,
-// line; LineFrame), innermost first; "" without one.
-std::string PythonLineKey(const Site& s) {
-  std::string key;
-  for (const Frame& f : s.frames) {
-    if (LineFrame(f)) absl::StrAppend(&key, f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
+// One Python frame's part of a line key: function, file, line.
+std::string FrameKey(const Frame& f) {
+  return absl::StrCat(f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
+}
+
+// The host sites `members` (indexes into the pass) summed as one line and
+// classified as one site's series: the rows take the smallest T of the
+// sites' rows (a line whose allocations a hunt targeted has its rows at the
+// screening T, TargetRows), the cohorts' variances add up, and each cohort's
+// smallest T is the smallest of its sites'. Frames, interval and projection
+// are the caller's (FinishLine).
+ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
+                                   const std::vector<size_t>& members, const ProcessResult& r,
+                                   double* live_var) {
+  const auto& acc = c.h.replay.sites();
+  GrowthInput in, one;
+  in.y.assign(c.rows, 0.0);
+  in.end_bytes_by_cohort.assign(c.rows, 0.0);
+  in.end_samples_by_cohort.assign(c.rows, 0.0);
+  in.end_var_by_cohort.assign(c.rows, 0.0);
+  in.end_interval_by_cohort.assign(c.rows, 0.0);
+  in.interval_by_row.assign(c.rows, 0.0);
+  ProcessSummary::PythonLine line;
+  *live_var = 0;
+  for (size_t m = 0; m < members.size(); ++m) {
+    const size_t i = members[m];
+    HostSiteGrowthInput(c, i, acc[i], one);
+    for (size_t k = 0; k < c.rows; ++k) {
+      in.y[k] += one.y[k];
+      in.end_bytes_by_cohort[k] += one.end_bytes_by_cohort[k];
+      in.end_samples_by_cohort[k] += one.end_samples_by_cohort[k];
+      in.end_var_by_cohort[k] += one.end_var_by_cohort[k];
+      const double t = one.end_interval_by_cohort[k];
+      double& to = in.end_interval_by_cohort[k];
+      if (t > 0 && (to == 0 || t < to)) to = t;
+      const double row_t = k < one.interval_by_row.size() ? one.interval_by_row[k] : 0.0;
+      in.interval_by_row[k] = m == 0 ? row_t : std::min(in.interval_by_row[k], row_t);
+    }
+    const Site& s = r.sites[first + i];
+    line.site_ids.push_back(first + i + 1);
+    line.live_bytes_end += s.live_bytes_end;
+    if (c.rows > 0 && s.live_bytes_by_step.size() >= c.rows) {
+      line.live_bytes_last_step += s.live_bytes_by_step[c.rows - 1];
+    }
+    line.samples += static_cast<double>(s.samples);
+    *live_var += acc[i].live_var;
   }
-  return key;
+  line.growth = ClassifySiteGrowth(in, c.ps.warmup_steps, c.site_options);
+  return line;
+}
+
+// A growing line's interval of live bytes at the end, frames and projection.
+void FinishLine(const HostSiteContext& c, double live_var, std::vector<Frame> frames,
+                ProcessSummary::PythonLine& line) {
+  const HtInterval ci = HtSumInterval(line.live_bytes_end, live_var, c.interval_max);
+  line.live_bytes_end_low = ci.low;
+  line.live_bytes_end_high = ci.high;
+  line.frames = std::move(frames);
+  if (line.growth.cls == GrowthClass::kLeak) {
+    Project(line.growth.slope, c.series.used, c.series.limit, c.ps.median_step_s,
+            &line.steps_to_limit, &line.seconds_to_limit);
+  }
+}
+
+// Where the host sites of a process meet in Python: for each site, its
+// Python frames (LineFrame), innermost first, and the key of each suffix
+// (the frames from that one outwards).
+struct SiteLines {
+  std::vector<Frame> frames;
+  std::vector<std::string> suffix;  // suffix[i]: frames[i..] as one key
+};
+
+SiteLines LinesOfSite(const Site& s) {
+  SiteLines l;
+  for (const Frame& f : s.frames) {
+    if (LineFrame(f)) l.frames.push_back(f);
+  }
+  l.suffix.resize(l.frames.size());
+  for (size_t i = l.frames.size(); i-- > 0;) {
+    l.suffix[i] = FrameKey(l.frames[i]);
+    if (i + 1 < l.frames.size()) l.suffix[i] += l.suffix[i + 1];
+  }
+  return l;
 }
 
 // Python lines (ProcessSummary::PythonLine): the host sites from `first`
-// summed by Python line, each sum classified as one site's series. The
-// sum's rows take the smallest T of its sites' rows (a line whose
-// allocations a hunt targeted has its rows at the screening T, TargetRows),
-// its cohorts' variances add up, and each cohort's smallest T is the
-// smallest of its sites'.
-void BuildPythonLines(const HostSiteContext& c, size_t first, ProcessResult& r) {
-  const auto& acc = c.h.replay.sites();
+// summed by Python line (all of their Python frames), where two or more
+// sites share them, each sum classified as one site's series.
+void BuildPythonLines(const HostSiteContext& c, size_t first,
+                      const std::vector<SiteLines>& lines_of, ProcessResult& r) {
   std::map<std::string, std::vector<size_t>> by_line;
-  for (size_t i = 0; i < acc.size(); ++i) {
-    const Site& s = r.sites[first + i];
-    if (s.kind != SiteKind::kHost) continue;
-    std::string key = PythonLineKey(s);
-    if (!key.empty()) by_line[key].push_back(i);
+  for (size_t i = 0; i < lines_of.size(); ++i) {
+    if (!lines_of[i].suffix.empty()) by_line[lines_of[i].suffix[0]].push_back(i);
   }
-  GrowthInput in, one;
   for (const auto& [key, members] : by_line) {
     if (members.size() < 2) continue;
-    in = GrowthInput{};
-    in.y.assign(c.rows, 0.0);
-    in.end_bytes_by_cohort.assign(c.rows, 0.0);
-    in.end_samples_by_cohort.assign(c.rows, 0.0);
-    in.end_var_by_cohort.assign(c.rows, 0.0);
-    in.end_interval_by_cohort.assign(c.rows, 0.0);
-    in.interval_by_row.assign(c.rows, 0.0);
-    ProcessSummary::PythonLine line;
     double live_var = 0;
-    for (size_t m = 0; m < members.size(); ++m) {
-      const size_t i = members[m];
-      HostSiteGrowthInput(c, i, acc[i], one);
-      for (size_t k = 0; k < c.rows; ++k) {
-        in.y[k] += one.y[k];
-        in.end_bytes_by_cohort[k] += one.end_bytes_by_cohort[k];
-        in.end_samples_by_cohort[k] += one.end_samples_by_cohort[k];
-        in.end_var_by_cohort[k] += one.end_var_by_cohort[k];
-        const double t = one.end_interval_by_cohort[k];
-        double& to = in.end_interval_by_cohort[k];
-        if (t > 0 && (to == 0 || t < to)) to = t;
-        const double row_t = k < one.interval_by_row.size() ? one.interval_by_row[k] : 0.0;
-        in.interval_by_row[k] = m == 0 ? row_t : std::min(in.interval_by_row[k], row_t);
-      }
-      const Site& s = r.sites[first + i];
-      line.site_ids.push_back(first + i + 1);
-      line.live_bytes_end += s.live_bytes_end;
-      if (c.rows > 0 && s.live_bytes_by_step.size() >= c.rows) {
-        line.live_bytes_last_step += s.live_bytes_by_step[c.rows - 1];
-      }
-      line.samples += static_cast<double>(s.samples);
-      live_var += acc[i].live_var;
-    }
-    line.growth = ClassifySiteGrowth(in, c.ps.warmup_steps, c.site_options);
+    ProcessSummary::PythonLine line = SumLine(c, first, members, r, &live_var);
     if (line.growth.cls != GrowthClass::kLeak && line.growth.cls != GrowthClass::kBoundedGrowth) {
       continue;
     }
-    const HtInterval ci = HtSumInterval(line.live_bytes_end, live_var, c.interval_max);
-    line.live_bytes_end_low = ci.low;
-    line.live_bytes_end_high = ci.high;
-    for (const Frame& f : r.sites[first + members[0]].frames) {
-      if (LineFrame(f)) line.frames.push_back(f);
+    FinishLine(c, live_var, lines_of[members[0]].frames, line);
+    r.summary.python_lines.push_back(std::move(line));
+  }
+}
+
+// A Python line with every host site allocated under it (CallerGroups).
+struct CallerGroup {
+  std::vector<size_t> members;
+  absl::flat_hash_set<size_t> children;  // hashes of the next deeper keys; 0: the line itself
+  bool callee = false;                   // some member was allocated in a callee
+  size_t depth = 0;                      // frames in the key
+  const SiteLines* of = nullptr;         // a member's frames, from `at` outwards
+  size_t at = 0;
+  double growth = 0;  // members' estimated growth over the window (to rank them)
+};
+
+// The sites of `lines_of` grouped by each suffix of their Python frames.
+absl::flat_hash_map<std::string, CallerGroup> CallerGroups(const HostSiteContext& c, size_t first,
+                                                           const std::vector<SiteLines>& lines_of,
+                                                           const ProcessResult& r) {
+  absl::flat_hash_map<std::string, CallerGroup> groups;
+  const size_t w = std::min<size_t>(c.ps.warmup_steps, c.rows > 0 ? c.rows - 1 : 0);
+  for (size_t i = 0; i < lines_of.size(); ++i) {
+    const SiteLines& l = lines_of[i];
+    const Site& s = r.sites[first + i];
+    const double grew = c.rows > 0 && s.live_bytes_by_step.size() >= c.rows
+                            ? s.live_bytes_by_step[c.rows - 1] - s.live_bytes_by_step[w]
+                            : 0.0;
+    for (size_t k = 0; k < l.suffix.size(); ++k) {
+      CallerGroup& g = groups[l.suffix[k]];
+      g.members.push_back(i);
+      g.children.insert(k == 0 ? 0 : absl::HashOf(l.suffix[k - 1]) | 1);
+      g.callee |= k > 0;
+      g.depth = l.suffix.size() - k;
+      g.of = &l;
+      g.at = k;
+      g.growth += grew;
     }
-    if (line.growth.cls == GrowthClass::kLeak) {
-      Project(line.growth.slope, c.series.used, c.series.limit, c.ps.median_step_s,
-              &line.steps_to_limit, &line.seconds_to_limit);
-    }
+  }
+  return groups;
+}
+
+// What is already named, as a set of local site ids (sorted) and a rate.
+struct NamedUnit {
+  std::vector<uint64_t> ids;
+  double rate;
+};
+
+// The rates of the named units inside `ids` (sorted), each counted once: the
+// largest first, and lines nest or are disjoint, so a unit whose first site
+// is covered is inside one already counted.
+double ExplainedInside(const std::vector<uint64_t>& ids, const std::vector<NamedUnit>& units) {
+  std::vector<const NamedUnit*> inside;
+  for (const NamedUnit& u : units) {
+    if (std::includes(ids.begin(), ids.end(), u.ids.begin(), u.ids.end())) inside.push_back(&u);
+  }
+  std::stable_sort(inside.begin(), inside.end(), [](const NamedUnit* a, const NamedUnit* b) {
+    return a->ids.size() > b->ids.size();
+  });
+  absl::flat_hash_set<uint64_t> covered;
+  double explained = 0;
+  for (const NamedUnit* u : inside) {
+    if (covered.contains(u->ids.front())) continue;
+    explained += u->rate;
+    covered.insert(u->ids.begin(), u->ids.end());
+  }
+  return explained;
+}
+
+// Caller lines (docs/analysis.md "Caller lines"): when the exact heap grows
+// and its growing sites and lines leave part of it unexplained, the host
+// sites summed by each Python line they were allocated under, callees
+// included (an object made on one line whose attributes are made in its
+// constructor's lines: each part too small to stand out). Such a line is
+// listed when its sum is LEAK and its rate's lower bound exceeds what the
+// LEAK sites and lines inside it explain; innermost first, so that the
+// lines outside it (the training loop, main) are listed only when they hold
+// still more.
+void BuildCallerLines(const HostSiteContext& c, size_t first,
+                      const std::vector<SiteLines>& lines_of, ProcessResult& r) {
+  double attributed = 0;
+  if (!(MissingGrowth(r.sites, c.series.exact, r.summary, &attributed) > 0)) return;
+  absl::flat_hash_map<std::string, CallerGroup> groups = CallerGroups(c, first, lines_of, r);
+  std::vector<CallerGroup*> candidates;
+  for (auto& [key, g] : groups) {
+    if (g.callee && g.children.size() >= 2 && g.growth > 0) candidates.push_back(&g);
+  }
+  // The fastest-growing first, at most 256 (each costs a sum of series);
+  // then innermost first: a line is weighed against the lines inside it.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const CallerGroup* a, const CallerGroup* b) { return a->growth > b->growth; });
+  if (candidates.size() > 256) candidates.resize(256);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const CallerGroup* a, const CallerGroup* b) { return a->depth > b->depth; });
+  std::vector<NamedUnit> units;
+  for (size_t i = 0; i < lines_of.size(); ++i) {
+    const Growth& g = r.sites[first + i].growth;
+    if (g.cls == GrowthClass::kLeak) units.push_back({{first + i + 1}, g.slope});
+  }
+  for (const ProcessSummary::PythonLine& line : r.summary.python_lines) {
+    if (line.growth.cls != GrowthClass::kLeak) continue;
+    NamedUnit u{line.site_ids, line.growth.slope};
+    std::sort(u.ids.begin(), u.ids.end());
+    units.push_back(std::move(u));
+  }
+  for (CallerGroup* g : candidates) {
+    double live_var = 0;
+    ProcessSummary::PythonLine line = SumLine(c, first, g->members, r, &live_var);
+    if (line.growth.cls != GrowthClass::kLeak) continue;
+    std::vector<uint64_t> ids = line.site_ids;
+    std::sort(ids.begin(), ids.end());
+    if (!(line.growth.slope_low > ExplainedInside(ids, units))) continue;
+    line.callees = true;
+    units.push_back({std::move(ids), line.growth.slope});
+    FinishLine(c, live_var,
+               std::vector<Frame>(g->of->frames.begin() + static_cast<std::ptrdiff_t>(g->at),
+                                  g->of->frames.end()),
+               line);
     r.summary.python_lines.push_back(std::move(line));
   }
 }
@@ -1198,7 +1364,12 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
       ClassifyHostSite(c, in, r.sites[first + i]);
     }
   });
-  BuildPythonLines(c, first, r);
+  std::vector<SiteLines> lines_of(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    if (r.sites[first + i].kind == SiteKind::kHost) lines_of[i] = LinesOfSite(r.sites[first + i]);
+  }
+  BuildPythonLines(c, first, lines_of, r);
+  BuildCallerLines(c, first, lines_of, r);
 }
 
 ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std::string& path,

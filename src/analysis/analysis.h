@@ -446,6 +446,10 @@ struct ProcessSummary {
     double samples = 0;
     Growth growth;
     double steps_to_limit = -1, seconds_to_limit = -1;
+    // A caller line: the sites allocated under its innermost frame, in it
+    // or in what it calls (docs/analysis.md "Caller lines"); frames start
+    // at that frame.
+    bool callees = false;
   };
   std::vector<PythonLine> python_lines;
   std::string attribute_hint;

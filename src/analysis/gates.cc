@@ -280,14 +280,22 @@ void LeakCount(const Report& report, GateResult& r) {
   }
   std::sort(leak_ids.begin(), leak_ids.end());
   r.value = static_cast<double>(leak_ids.size());
-  // A LEAK Python line none of whose sites is LEAK by itself is one more.
+  // A LEAK Python line none of whose sites is LEAK by itself is one more,
+  // unless a larger LEAK line holds it (a caller line holds the lines under
+  // it: lines nest or are disjoint).
   double lines = 0;
   for (const ProcessSummary& p : report.processes) {
     for (const ProcessSummary::PythonLine& line : p.python_lines) {
-      if (line.growth.cls != GrowthClass::kLeak) continue;
+      if (line.growth.cls != GrowthClass::kLeak || line.site_ids.empty()) continue;
       bool any = false;
       for (uint64_t id : line.site_ids) {
         any |= std::binary_search(leak_ids.begin(), leak_ids.end(), id);
+      }
+      for (const ProcessSummary::PythonLine& outer : p.python_lines) {
+        any |=
+            outer.growth.cls == GrowthClass::kLeak &&
+            outer.site_ids.size() > line.site_ids.size() &&
+            std::binary_search(outer.site_ids.begin(), outer.site_ids.end(), line.site_ids.front());
       }
       lines += any ? 0 : 1;
     }

@@ -391,7 +391,8 @@ function growth() {
       'live at end', 'sites'].map(function (h) { return el('th', null, h); }))));
     var lb = el('tbody');
     G.lines.forEach(function (l) {
-      var where = el('details', null, [el('summary', null, l.frames[0] || '?')].concat(
+      var where = el('details', null, [el('summary', null, (l.frames[0] || '?') +
+        (l.callees ? ' (with what it calls)' : ''))].concat(
         [el('pre', null, l.frames.join('\n') + '\n(' + l.reason + ')')]));
       lb.appendChild(el('tr', {'data-class': l['class'], 'data-slope': l.slope}, [
         el('td', {'class': 'where'}, where),

@@ -524,6 +524,7 @@ void WriteGrowth(const Report& r, const std::map<uint32_t, std::pair<size_t, siz
       j.Field("high", g.slope_high);
       j.Field("live_end", line.live_bytes_end);
       j.Field("calibrated", g.calibrated);
+      j.Field("callees", line.callees);
       j.Field("reason", g.reason);
       j.Key("sites");
       j.BeginArray();

@@ -323,6 +323,7 @@ void WriteProcess(JsonWriter& w, const ProcessSummary& p) {
     w.EndArray();
     w.Field("live_bytes_last_step", line.live_bytes_last_step);
     w.Field("samples", line.samples);
+    w.Field("callees", line.callees);
     OptionalDouble(w, "steps_to_limit", line.steps_to_limit);
     OptionalDouble(w, "seconds_to_limit", line.seconds_to_limit);
     w.Key("site_ids");

@@ -628,10 +628,10 @@ void AppendPythonLine(const Report& r, const ProcessSummary& p,
                       const ProcessSummary::PythonLine& line, const ReportOptions& o,
                       std::string& out) {
   const analysis::Growth& g = line.growth;
-  absl::StrAppend(&out, "  python line ", analysis::GrowthClassName(g.cls), "  ", Rate(g),
-                  "  live at end ", HumanBytes(line.live_bytes_end), " [95% CI ",
-                  HumanBytes(line.live_bytes_end_low), ", ", HumanBytes(line.live_bytes_end_high),
-                  "]");
+  absl::StrAppend(&out, line.callees ? "  python caller line " : "  python line ",
+                  analysis::GrowthClassName(g.cls), "  ", Rate(g), "  live at end ",
+                  HumanBytes(line.live_bytes_end), " [95% CI ", HumanBytes(line.live_bytes_end_low),
+                  ", ", HumanBytes(line.live_bytes_end_high), "]");
   if (line.live_bytes_last_step >
       line.live_bytes_end + std::max(4096.0, line.live_bytes_last_step / 2)) {
     absl::StrAppend(&out, " (", HumanBytes(line.live_bytes_last_step),
@@ -647,7 +647,8 @@ void AppendPythonLine(const Report& r, const ProcessSummary& p,
     absl::StrAppend(&out, "; rate calibrated to the exact heap growth, sampled ",
                     HumanBytes(g.sampled_slope), "/step");
   }
-  absl::StrAppend(&out, "; the sum of ", line.site_ids.size(), " sites:");
+  absl::StrAppend(&out, "; the sum of ", line.site_ids.size(),
+                  line.callees ? " sites allocated on this line or in what it calls:" : " sites:");
   for (size_t i = 0; i < line.site_ids.size(); ++i) {
     if (i == 8) {
       absl::StrAppend(&out, " ...");

@@ -1,7 +1,9 @@
 #include "src/analysis/analysis.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/analysis/gates.h"
 #include "tests/unit/test_util.h"
 #include "tests/unit/trace_builder.h"
 
@@ -272,6 +274,125 @@ TEST_F(AnalysisTest, UnattributedGrowthHintKeepsItsStacksWithinThirtyPercent) {
   EXPECT_THAT(p.attribute_hint, HasSubstr("--sample-interval 2097152 --fixed-interval (raised"));
   EXPECT_THAT(p.attribute_hint, HasSubstr("about 16 % of a 0.003 s step"));
   EXPECT_THAT(p.attribute_hint, HasSubstr("a sample every 512 steps, ten in about 5120 steps"));
+}
+
+// A Python frame's ip in a STACK record (format.h kPyFrameTag), and its
+// STRING: "qualname\0filename\0line".
+uint64_t Py(uint64_t string_id) { return format::kPyFrameTag | string_id; }
+std::string PyString(const std::string& function, int line) {
+  return absl::StrCat(function, std::string(1, '\0'), "train.py", std::string(1, '\0'), line);
+}
+
+// 60 steps; each keeps `kept` bytes in each of the sites `leaking` (stacks
+// 1-4: an object made on <module>:24 and its parts, made in the
+// constructor's lines and a helper it calls) and churns 2 KiB in each of
+// `churning` (stack 5: <module>:30). Every block is recorded (interval 0:
+// p = 1); the exact heap grows by what is kept and `hidden` bytes a step
+// that no record shows.
+TraceBuilder ConstructorLeakTrace(uint64_t kept, const std::vector<uint64_t>& leaking,
+                                  const std::vector<uint64_t>& churning = {5},
+                                  uint64_t hidden = 0) {
+  TraceBuilder b;
+  b.String(1, PyString("<module>", 24));
+  b.String(2, PyString("Rec.__init__", 12));
+  b.String(3, PyString("Rec.__init__", 13));
+  b.String(4, PyString("summarize", 8));
+  b.String(5, PyString("<module>", 30));
+  b.Stack(1, {0x10, Py(1)});                // the object
+  b.Stack(2, {0x11, Py(2), Py(1)});         // an attribute
+  b.Stack(3, {0x12, Py(3), Py(1)});         // another
+  b.Stack(4, {0x13, Py(4), Py(3), Py(1)});  // one the helper makes
+  b.Stack(5, {0x14, Py(5)});                // churn
+  uint64_t alloc = 0, freed = 0, ts = 1000, addr = 0x100000;
+  for (uint64_t k = 0; k < 60; ++k) {
+    b.Step(ts++, k, 0, C(alloc, freed, alloc - freed));
+    for (uint64_t stack : churning) {
+      b.Alloc(ts++, stack, addr, 2048, 0, 0, k);
+      b.Free(ts++, addr);
+      addr += 4096;
+      alloc += 2048;
+      freed += 2048;
+    }
+    for (uint64_t stack : leaking) {
+      b.Alloc(ts++, stack, addr, kept, 0, 0, k);
+      addr += 4096;
+      alloc += kept;
+    }
+    alloc += hidden;
+    b.Step(ts++, k, 1, C(alloc, freed, alloc - freed));
+  }
+  return b;
+}
+
+TEST_F(AnalysisTest, LeakSpreadOverAConstructorIsNamedAtTheCallerLine) {
+  // 4 x 200 B a step: each part, and the two made on the constructor's line
+  // 13, under the bound (512 B/step while the exact heap grows), their sum
+  // over it.
+  Write("c.trace", ConstructorLeakTrace(200, {1, 2, 3, 4}).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("c.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ProcessSummary& p = r->processes[0];
+  EXPECT_EQ(p.live_growth.cls, GrowthClass::kLeak);
+  for (uint64_t stack = 1; stack <= 4; ++stack) {
+    ASSERT_NE(FindSite(*r, stack), nullptr);
+    EXPECT_NE(FindSite(*r, stack)->growth.cls, GrowthClass::kLeak) << stack;
+  }
+  ASSERT_EQ(p.python_lines.size(), 1u);
+  const ProcessSummary::PythonLine& line = p.python_lines[0];
+  EXPECT_TRUE(line.callees);
+  EXPECT_EQ(line.growth.cls, GrowthClass::kLeak) << line.growth.reason;
+  EXPECT_NEAR(line.growth.slope, 800, 1);
+  EXPECT_EQ(line.site_ids.size(), 4u);
+  ASSERT_EQ(line.frames.size(), 1u);
+  EXPECT_EQ(line.frames[0].function, "<module>");
+  EXPECT_EQ(line.frames[0].line, 24u);
+  // It explains the growth, and the `leaks` gate counts it.
+  EXPECT_EQ(p.unattributed_bytes_per_step, 0);
+  EXPECT_NEAR(p.attributed_bytes_per_step, 800, 1);
+  absl::StatusOr<Gate> gate = ParseGate("leaks > 0");
+  ASSERT_TRUE(gate.ok());
+  GateResult g;
+  ASSERT_TRUE(GateMetric(*r, *gate, g));
+  EXPECT_EQ(g.value, 1);
+}
+
+TEST_F(AnalysisTest, CallerLinesOnlyWhereTheNamedSitesLeaveGrowthUnexplained) {
+  // The object alone keeps 800 B a step: its site is LEAK and explains the
+  // heap's growth; nothing is summed by caller.
+  Write("one.trace", ConstructorLeakTrace(800, {1}).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("one.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(FindSite(*r, 1)->growth.cls, GrowthClass::kLeak);
+  EXPECT_TRUE(r->processes[0].python_lines.empty());
+  // 3 x 200 B from the object, line 13 and the helper, and 800 B from line
+  // 12 (LEAK alone): the caller line holds 600 B/step more than its LEAK
+  // site and is listed too.
+  Write("both.trace", ConstructorLeakTrace(200, {1, 2, 2, 2, 2, 3, 4}).Finish());
+  r = AnalyzeRun(dir_.File("both.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(FindSite(*r, 2)->growth.cls, GrowthClass::kLeak);
+  ASSERT_EQ(r->processes[0].python_lines.size(), 1u);
+  EXPECT_TRUE(r->processes[0].python_lines[0].callees);
+  EXPECT_NEAR(r->processes[0].python_lines[0].growth.slope, 1400, 1);
+  absl::StatusOr<Gate> gate = ParseGate("leaks > 0");
+  ASSERT_TRUE(gate.ok());
+  GateResult g;
+  ASSERT_TRUE(GateMetric(*r, *gate, g));
+  EXPECT_EQ(g.value, 1);  // the line holds a LEAK site: counted once, as the site
+  // 800 B from line 12 (LEAK alone), churn on the caller line itself, and
+  // 1 KiB a step in no record: unattributed growth, but the caller line
+  // holds no more than its LEAK site, and is not listed.
+  Write("same.trace", ConstructorLeakTrace(200, {2, 2, 2, 2}, {1, 5}, 1024).Finish());
+  r = AnalyzeRun(dir_.File("same.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(FindSite(*r, 2)->growth.cls, GrowthClass::kLeak);
+  EXPECT_NEAR(r->processes[0].unattributed_bytes_per_step, 1024, 1);
+  EXPECT_TRUE(r->processes[0].python_lines.empty());
+  // Without growth: nothing.
+  Write("none.trace", ConstructorLeakTrace(0, {}).Finish());
+  r = AnalyzeRun(dir_.File("none.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->processes[0].python_lines.empty());
 }
 
 TEST_F(AnalysisTest, EmptyTraceInDirectoryIsSkippedAndLossIsWarned) {
