@@ -918,11 +918,11 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
   ps.warmup_detected = detected > configured;
   out.exact = ExactSeriesOptions(options.growth);
   ps.live_growth =
-      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
+      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
   out.have_rss = std::any_of(out.rss.begin(), out.rss.end(), [](double v) { return v > 0; });
   if (out.have_rss) {
-    ps.rss_growth =
-        ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}}, ps.warmup_steps, options.growth);
+    ps.rss_growth = ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}, {}}, ps.warmup_steps,
+                                   options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };
@@ -1056,7 +1056,8 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
                                    const std::vector<size_t>& members, const ProcessResult& r,
                                    double* live_var) {
   const auto& acc = c.h.replay.sites();
-  GrowthInput in, one;
+  GrowthInput in;
+  in.parts.resize(members.size());
   in.y.assign(c.rows, 0.0);
   in.end_bytes_by_cohort.assign(c.rows, 0.0);
   in.end_samples_by_cohort.assign(c.rows, 0.0);
@@ -1067,6 +1068,7 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
   *live_var = 0;
   for (size_t m = 0; m < members.size(); ++m) {
     const size_t i = members[m];
+    GrowthInput& one = in.parts[m];
     HostSiteGrowthInput(c, i, acc[i], one);
     for (size_t k = 0; k < c.rows; ++k) {
       in.y[k] += one.y[k];

@@ -49,9 +49,11 @@ struct CohortRate {
   double half_width = 0;  // its upper half-width, high - rate
 };
 
-CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
-  CohortRate r;
-  if (b <= a) return r;
+// One site's cohorts (RateOfCohorts): the weighted mean rate, the variance
+// of its sum over the n rows, and the mean T its interval's one-sample term
+// takes; false without weight.
+bool SiteCohortRate(const GrowthInput& in, size_t a, size_t b, double* rate, double* var_sum,
+                    double* mean_t) {
   // Each cohort's kept bytes K_i is an unbiased estimate of the per-step rate
   // with variance about rate x T_i (T_i: the sampling interval of its step).
   // When T changed inside the window (progressive warm-up, a leak hunt that
@@ -82,13 +84,39 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
     wbytes += w * k;
     wvar += w * w * v;
   }
-  if (wsum <= 0) return r;
+  if (wsum <= 0) return false;
   const double n = static_cast<double>(b - a);
-  r.rate = wbytes / wsum;
+  *rate = wbytes / wsum;
   // As n cohorts of the harmonic mean interval: the same score interval as a
   // sum of n kept amounts (HtSumInterval), scaled back to one step.
-  const double var_sum = wvar / (wsum * wsum) * n * n;
-  const HtInterval ci = HtSumInterval(r.rate * n, var_sum, n / wsum);
+  *var_sum = wvar / (wsum * wsum) * n * n;
+  *mean_t = n / wsum;
+  return true;
+}
+
+CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
+  CohortRate r;
+  if (b <= a) return r;
+  double rate = 0, var_sum = 0, mean_t = 0;
+  if (in.parts.empty()) {
+    if (!SiteCohortRate(in, a, b, &rate, &var_sum, &mean_t)) return r;
+  } else {
+    // A sum of sites: the sum of their rates and variances; the one-sample
+    // term at the smallest of their mean T (the finest of their samples).
+    bool any = false;
+    for (const GrowthInput& part : in.parts) {
+      double pr = 0, pv = 0, pt = 0;
+      if (!SiteCohortRate(part, a, b, &pr, &pv, &pt)) continue;
+      rate += pr;
+      var_sum += pv;
+      mean_t = any ? std::min(mean_t, pt) : pt;
+      any = true;
+    }
+    if (!any) return r;
+  }
+  const double n = static_cast<double>(b - a);
+  r.rate = rate;
+  const HtInterval ci = HtSumInterval(r.rate * n, var_sum, mean_t);
   r.low = ci.low / n;
   r.high = ci.high / n;
   r.half_width = r.high - r.rate;

@@ -106,6 +106,12 @@ struct GrowthInput {
   // The smallest sampling interval T among each cohort's samples live at the
   // end (0: none, or recorded with p = 1); empty: unknown (TargetRows).
   std::vector<double> end_interval_by_cohort;
+  // A sum of sites (a Python line): each site's own input. The cohorts'
+  // rate is then the sum of each part's, each weighted by its own rows' T:
+  // one set of weights for the sum would weigh one site's cohorts by rows
+  // another site's samples chose (a line's small sites targeted by a hunt
+  // from the row of one 64 MiB block of its big one read 4x its rate).
+  std::vector<GrowthInput> parts;
 };
 
 // Sets in->end_*_by_cohort for `rows` rows from a site's cohort cells

@@ -585,6 +585,58 @@ TEST(GrowthTest, BlocksRecordedWithCertaintyNeedThreeStepsNotTenSamples) {
   EXPECT_NE(g.reason.find("only 7 live samples"), std::string::npos) << g.reason;
 }
 
+// A Python line's sum of sites (GrowthInput::parts): its cohorts' rate is
+// the sum of each site's, each weighted by its own rows' T. A 64 MiB block
+// every eighth row (p = 1, rows at T = 512 KiB) and a small site a hunt
+// targeted from row 55, the row of the last block, on (its rows at 256 B):
+// one set of weights for the sum, the smallest T of each row, rested the
+// rate on rows 55-58 and their one block, 16 MiB/step; the parts' sum is the
+// big site's 8 MiB/step.
+TEST(GrowthTest, ALinesRateIsTheSumOfItsSitesRates) {
+  const size_t rows = 60;
+  GrowthInput big, small;
+  for (GrowthInput* in : {&big, &small}) {
+    in->y.assign(rows, 0);
+    in->end_bytes_by_cohort.assign(rows, 0);
+    in->end_samples_by_cohort.assign(rows, 0);
+    in->end_var_by_cohort.assign(rows, 0);
+    in->interval_by_row.assign(rows, 512 * 1024);
+  }
+  for (size_t r = 7; r < rows; r += 8) {
+    for (size_t i = r; i < rows; ++i) big.y[i] += 64 * kMiB;
+    big.end_bytes_by_cohort[r] = 64 * kMiB;
+    big.end_samples_by_cohort[r] = 1;
+  }
+  for (size_t r = 55; r < rows; ++r) {
+    small.interval_by_row[r] = 256;
+    small.end_bytes_by_cohort[r] = 256;
+    small.end_samples_by_cohort[r] = 1;
+    small.end_var_by_cohort[r] = 256.0 * 256;
+    for (size_t i = r; i < rows; ++i) small.y[i] += 256;
+  }
+  GrowthInput line;
+  line.y = big.y;
+  line.end_bytes_by_cohort = big.end_bytes_by_cohort;
+  line.end_samples_by_cohort = big.end_samples_by_cohort;
+  line.end_var_by_cohort = big.end_var_by_cohort;
+  line.interval_by_row = big.interval_by_row;
+  for (size_t r = 0; r < rows; ++r) {
+    line.y[r] += small.y[r];
+    line.end_bytes_by_cohort[r] += small.end_bytes_by_cohort[r];
+    line.end_samples_by_cohort[r] += small.end_samples_by_cohort[r];
+    line.end_var_by_cohort[r] += small.end_var_by_cohort[r];
+    line.interval_by_row[r] = std::min(big.interval_by_row[r], small.interval_by_row[r]);
+  }
+  const double one_set = KeptRate(line, 0, rows - 1);
+  EXPECT_GT(one_set, 12 * kMiB);  // what the weights of the smallest T read
+  line.parts = {big, small};
+  EXPECT_NEAR(KeptRate(line, 0, rows - 1),
+              KeptRate(big, 0, rows - 1) + KeptRate(small, 0, rows - 1), 1e-6);
+  const Growth g = ClassifySiteGrowth(line, 0, GrowthOptions{});
+  EXPECT_EQ(g.cls, GrowthClass::kLeak) << g.reason;
+  EXPECT_NEAR(g.slope, 8 * kMiB, 1.5 * kMiB) << g.reason;
+}
+
 TEST(GrowthTest, SmallTrendIsNoTrend) {
   GrowthInput in;
   for (size_t r = 0; r < 100; ++r) in.y.push_back(1000.0 * r);  // 1000 B/step
