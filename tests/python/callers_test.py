@@ -133,10 +133,9 @@ class CallerLinesTest(unittest.TestCase):
         false_leaks, tested = [], 0
         for seed in SEEDS:
             p, report = self.run_seed(seed, False)
-            false_leaks += [(seed, "line", line["frames"][:2]) for line in common.leak_lines(report)]
-            false_leaks += [(seed, "site", s["frames"][:6]) for s in report["sites"]
-                            if s["class"] == "LEAK"]
-            tested += 2 * len(common.tested_sites(report))
+            found, n = common.leaks_and_tested(report, seed)
+            false_leaks += found
+            tested += n
         self.assertLessEqual(len(false_leaks), common.max_false_leaks(max(tested, 1)),
                              false_leaks)
 

@@ -230,6 +230,15 @@ def leak_lines(report):
             for line in p.get("python_lines", []) if line["class"] == "LEAK"]
 
 
+def leaks_and_tested(report, seed):
+    """A leak-free run's LEAK lines and sites, as (seed, kind, frames), and
+    how many it tested: each tested site, and once more for the line it may
+    be part of (only growing lines are listed: an upper bound)."""
+    found = [(seed, "line", line["frames"][:2]) for line in leak_lines(report)]
+    found += [(seed, "site", s["frames"][:6]) for s in report["sites"] if s["class"] == "LEAK"]
+    return found, 2 * len(tested_sites(report))
+
+
 def max_false_leaks(tested, false_failure=1e-4):
     """How many false LEAK sites `tested` tested sites may show: more happens
     with probability <= false_failure at the stated FALSE_LEAK_RATE."""

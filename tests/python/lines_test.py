@@ -171,14 +171,9 @@ class PythonLinesTest(unittest.TestCase):
         false_leaks, tested = [], 0
         for seed in SEEDS:
             p, report, _ = self.run_seed(seed, False)
-            lines = python_lines(report)
-            false_leaks += [(seed, "line", line["frames"][:2]) for line in lines
-                            if line["class"] == "LEAK"]
-            false_leaks += [(seed, "site", s["frames"][:6]) for s in report["sites"]
-                            if s["class"] == "LEAK"]
-            # Every multi-site line was tested; only growing ones are listed,
-            # so count each tested site once more for its line (an upper bound).
-            tested += 2 * len(common.tested_sites(report))
+            found, n = common.leaks_and_tested(report, seed)
+            false_leaks += found
+            tested += n
         self.assertLessEqual(len(false_leaks), common.max_false_leaks(max(tested, 1)),
                              false_leaks)
 
