@@ -1046,6 +1046,29 @@ std::string FrameKey(const Frame& f) {
   return absl::StrCat(f.function, "\x1f", f.file, "\x1f", f.line, "\x1e");
 }
 
+// Adds a site's cohorts to the part of a line's sum (GrowthInput::parts)
+// whose rows have the same T as the site's: weighted alike, their cohorts
+// can be summed before the weighted mean. Most sites share the process's
+// rows; each first row a hunt targeted a site from makes one more part.
+void AddToPart(const GrowthInput& site, size_t rows, std::vector<GrowthInput>& parts) {
+  GrowthInput* part = nullptr;
+  for (GrowthInput& p : parts) {
+    if (p.interval_by_row == site.interval_by_row) part = &p;
+  }
+  if (part == nullptr) {
+    part = &parts.emplace_back();
+    part->interval_by_row = site.interval_by_row;
+    part->end_bytes_by_cohort.assign(rows, 0.0);
+    part->end_samples_by_cohort.assign(rows, 0.0);
+    part->end_var_by_cohort.assign(rows, 0.0);
+  }
+  for (size_t k = 0; k < rows; ++k) {
+    part->end_bytes_by_cohort[k] += site.end_bytes_by_cohort[k];
+    part->end_samples_by_cohort[k] += site.end_samples_by_cohort[k];
+    part->end_var_by_cohort[k] += site.end_var_by_cohort[k];
+  }
+}
+
 // The host sites `members` (indexes into the pass) summed as one line and
 // classified as one site's series: the rows take the smallest T of the
 // sites' rows (a line whose allocations a hunt targeted has its rows at the
@@ -1056,8 +1079,7 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
                                    const std::vector<size_t>& members, const ProcessResult& r,
                                    double* live_var) {
   const auto& acc = c.h.replay.sites();
-  GrowthInput in;
-  in.parts.resize(members.size());
+  GrowthInput in, one;
   in.y.assign(c.rows, 0.0);
   in.end_bytes_by_cohort.assign(c.rows, 0.0);
   in.end_samples_by_cohort.assign(c.rows, 0.0);
@@ -1068,8 +1090,8 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
   *live_var = 0;
   for (size_t m = 0; m < members.size(); ++m) {
     const size_t i = members[m];
-    GrowthInput& one = in.parts[m];
     HostSiteGrowthInput(c, i, acc[i], one);
+    AddToPart(one, c.rows, in.parts);
     for (size_t k = 0; k < c.rows; ++k) {
       in.y[k] += one.y[k];
       in.end_bytes_by_cohort[k] += one.end_bytes_by_cohort[k];
@@ -1108,12 +1130,25 @@ void FinishLine(const HostSiteContext& c, double live_var, std::vector<Frame> fr
 }
 
 // Where the host sites of a process meet in Python: for each site, its
-// Python frames (LineFrame), innermost first, and the key of each suffix
-// (the frames from that one outwards).
+// Python frames (LineFrame), innermost first, the key of all of them (its
+// Python line) and a hash of each suffix (the frames from that one
+// outwards: the lines it was allocated under, CallerGroups). Hashes, not
+// strings: the suffixes' strings of a 60-frame stack would take hundreds
+// of KiB a site.
 struct SiteLines {
   std::vector<Frame> frames;
-  std::vector<std::string> suffix;  // suffix[i]: frames[i..] as one key
+  std::string key;                // all of frames as one key; "" without one
+  std::vector<uint64_t> suffix;  // suffix[i]: a hash of frames[i..], never 0
 };
+
+// A 64-bit mix of a frame's hash and its callers' (splitmix64's finalizer):
+// the same in every run, so that the groups, and the report, are too.
+uint64_t MixSuffix(uint64_t frame, uint64_t outer) {
+  uint64_t x = frame ^ (outer + 0x9e3779b97f4a7c15ull + (outer << 6) + (outer >> 2));
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return (x ^ (x >> 31)) | 1;
+}
 
 SiteLines LinesOfSite(const Site& s) {
   SiteLines l;
@@ -1122,9 +1157,11 @@ SiteLines LinesOfSite(const Site& s) {
   }
   l.suffix.resize(l.frames.size());
   for (size_t i = l.frames.size(); i-- > 0;) {
-    l.suffix[i] = FrameKey(l.frames[i]);
-    if (i + 1 < l.frames.size()) l.suffix[i] += l.suffix[i + 1];
+    const std::string part = FrameKey(l.frames[i]);
+    const uint64_t outer = i + 1 < l.frames.size() ? l.suffix[i + 1] : 0;
+    l.suffix[i] = MixSuffix(std::hash<std::string>{}(part), outer);
   }
+  for (const Frame& f : l.frames) l.key += FrameKey(f);
   return l;
 }
 
@@ -1135,7 +1172,7 @@ void BuildPythonLines(const HostSiteContext& c, size_t first,
                       const std::vector<SiteLines>& lines_of, ProcessResult& r) {
   std::map<std::string, std::vector<size_t>> by_line;
   for (size_t i = 0; i < lines_of.size(); ++i) {
-    if (!lines_of[i].suffix.empty()) by_line[lines_of[i].suffix[0]].push_back(i);
+    if (!lines_of[i].key.empty()) by_line[lines_of[i].key].push_back(i);
   }
   for (const auto& [key, members] : by_line) {
     if (members.size() < 2) continue;
@@ -1152,7 +1189,7 @@ void BuildPythonLines(const HostSiteContext& c, size_t first,
 // A Python line with every host site allocated under it (CallerGroups).
 struct CallerGroup {
   std::vector<size_t> members;
-  absl::flat_hash_set<size_t> children;  // hashes of the next deeper keys; 0: the line itself
+  absl::flat_hash_set<uint64_t> children;  // the next deeper suffixes; 0: the line itself
   bool callee = false;                   // some member was allocated in a callee
   size_t depth = 0;                      // frames in the key
   const SiteLines* of = nullptr;         // a member's frames, from `at` outwards
@@ -1161,10 +1198,10 @@ struct CallerGroup {
 };
 
 // The sites of `lines_of` grouped by each suffix of their Python frames.
-absl::flat_hash_map<std::string, CallerGroup> CallerGroups(const HostSiteContext& c, size_t first,
-                                                           const std::vector<SiteLines>& lines_of,
-                                                           const ProcessResult& r) {
-  absl::flat_hash_map<std::string, CallerGroup> groups;
+absl::flat_hash_map<uint64_t, CallerGroup> CallerGroups(const HostSiteContext& c, size_t first,
+                                                        const std::vector<SiteLines>& lines_of,
+                                                        const ProcessResult& r) {
+  absl::flat_hash_map<uint64_t, CallerGroup> groups;
   const size_t w = std::min<size_t>(c.ps.warmup_steps, c.rows > 0 ? c.rows - 1 : 0);
   for (size_t i = 0; i < lines_of.size(); ++i) {
     const SiteLines& l = lines_of[i];
@@ -1175,7 +1212,7 @@ absl::flat_hash_map<std::string, CallerGroup> CallerGroups(const HostSiteContext
     for (size_t k = 0; k < l.suffix.size(); ++k) {
       CallerGroup& g = groups[l.suffix[k]];
       g.members.push_back(i);
-      g.children.insert(k == 0 ? 0 : absl::HashOf(l.suffix[k - 1]) | 1);
+      g.children.insert(k == 0 ? 0 : l.suffix[k - 1]);
       g.callee |= k > 0;
       g.depth = l.suffix.size() - k;
       g.of = &l;
@@ -1226,15 +1263,20 @@ void BuildCallerLines(const HostSiteContext& c, size_t first,
                       const std::vector<SiteLines>& lines_of, ProcessResult& r) {
   double attributed = 0;
   if (!(MissingGrowth(r.sites, c.series.exact, r.summary, &attributed) > 0)) return;
-  absl::flat_hash_map<std::string, CallerGroup> groups = CallerGroups(c, first, lines_of, r);
+  absl::flat_hash_map<uint64_t, CallerGroup> groups = CallerGroups(c, first, lines_of, r);
   std::vector<CallerGroup*> candidates;
   for (auto& [key, g] : groups) {
     if (g.callee && g.children.size() >= 2 && g.growth > 0) candidates.push_back(&g);
   }
   // The fastest-growing first, at most 256 (each costs a sum of series);
   // then innermost first: a line is weighed against the lines inside it.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const CallerGroup* a, const CallerGroup* b) { return a->growth > b->growth; });
+  // Ties by first site and depth (a site's suffix of one depth is one
+  // group): the map's order is not the same from run to run.
+  std::sort(candidates.begin(), candidates.end(), [](const CallerGroup* a, const CallerGroup* b) {
+    if (a->growth != b->growth) return a->growth > b->growth;
+    if (a->members[0] != b->members[0]) return a->members[0] < b->members[0];
+    return a->depth > b->depth;
+  });
   if (candidates.size() > 256) candidates.resize(256);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const CallerGroup* a, const CallerGroup* b) { return a->depth > b->depth; });
