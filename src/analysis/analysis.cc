@@ -1137,7 +1137,7 @@ void FinishLine(const HostSiteContext& c, double live_var, std::vector<Frame> fr
 // of KiB a site.
 struct SiteLines {
   std::vector<Frame> frames;
-  std::string key;                // all of frames as one key; "" without one
+  std::string key;               // all of frames as one key; "" without one
   std::vector<uint64_t> suffix;  // suffix[i]: a hash of frames[i..], never 0
 };
 
@@ -1190,9 +1190,9 @@ void BuildPythonLines(const HostSiteContext& c, size_t first,
 struct CallerGroup {
   std::vector<size_t> members;
   absl::flat_hash_set<uint64_t> children;  // the next deeper suffixes; 0: the line itself
-  bool callee = false;                   // some member was allocated in a callee
-  size_t depth = 0;                      // frames in the key
-  const SiteLines* of = nullptr;         // a member's frames, from `at` outwards
+  bool callee = false;                     // some member was allocated in a callee
+  size_t depth = 0;                        // frames in the key
+  const SiteLines* of = nullptr;           // a member's frames, from `at` outwards
   size_t at = 0;
   double growth = 0;  // members' estimated growth over the window (to rank them)
 };
