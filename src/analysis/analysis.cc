@@ -1297,7 +1297,16 @@ void BuildCallerLines(const HostSiteContext& c, size_t first,
     if (line.growth.cls != GrowthClass::kLeak) continue;
     std::vector<uint64_t> ids = line.site_ids;
     std::sort(ids.begin(), ids.end());
-    if (!(line.growth.slope_low > ExplainedInside(ids, units))) continue;
+    // It must hold significantly more than what is named inside it, and a
+    // share of its own worth naming (as unattributed growth must be): else
+    // main()'s call, which holds everything, reads LEAK for the sum of the
+    // leaks named inside it and some small growth elsewhere.
+    const double explained = ExplainedInside(ids, units);
+    const double rest = line.growth.slope - explained;
+    if (!(line.growth.slope_low > explained) ||
+        !(rest > std::max(c.site_options.min_rate, 0.25 * line.growth.slope))) {
+      continue;
+    }
     line.callees = true;
     units.push_back({std::move(ids), line.growth.slope});
     FinishLine(c, live_var,

@@ -13,9 +13,9 @@ of them pass it, so the lines and sites named explain only part of the
 growth; the sum of every site allocated under the calling line is LEAK.
 
 Stated rates: the calling line named LEAK, as a caller line, in at least
-85 % of seeds (measured 20 of 20, seeds 1-20; 19 of 20 before a line's rate
-was the sum of its sites' rates: in the other, three constructor lines
-named LEAK on their own explained the growth); the leak
+85 % of seeds (measured 19 of 20, seeds 1-20: in the other, two of the
+constructor's lines named LEAK on their own were calibrated to the whole
+growth); the leak
 attributed (nothing unattributed, or less than half the exact rate) and
 named only at lines under the calling line in at least 95 % (measured 20 of
 20); with 10 seeds the test accepts min_covered(10, q) of each (a correct

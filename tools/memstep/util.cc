@@ -284,7 +284,7 @@ std::string ReportUsage() {
          "  --memory-limit BYTES project time to exhaustion against BYTES (default: MemTotal)\n"
          "  --leak-min-rate BYTES    smallest growth/step called LEAK (default 16K)\n"
          "  --leak-min-growth BYTES  smallest growth over the window called LEAK (default 1M)\n"
-         "                       (defaults for call sites; the exact heap series uses 1/16\n"
+         "                       (defaults for call sites; the exact heap series uses 1/32\n"
          "                       of them unless these options are given)\n"
          "  --fail-on EXPR       exit 3 when EXPR holds, e.g. 'growth > 1MiB/step',\n"
          "                       'peak(forward) > 2GiB', 'leaks > 0', 'device_peak > 8GiB'\n"
