@@ -1070,11 +1070,11 @@ void AddToPart(const GrowthInput& site, size_t rows, std::vector<GrowthInput>& p
 }
 
 // The host sites `members` (indexes into the pass) summed as one line and
-// classified as one site's series: the rows take the smallest T of the
-// sites' rows (a line whose allocations a hunt targeted has its rows at the
-// screening T, TargetRows), the cohorts' variances add up, and each cohort's
-// smallest T is the smallest of its sites'. Frames, interval and projection
-// are the caller's (FinishLine).
+// classified as one site's series: series, cohorts' bytes, samples and
+// variances add up, and the cohorts' rate is the sum of its parts' (each
+// weighted by its own rows' T: a site a hunt targeted has its rows at the
+// screening T, TargetRows). Frames, interval and projection are the
+// caller's (FinishLine).
 ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
                                    const std::vector<size_t>& members, const ProcessResult& r,
                                    double* live_var) {
@@ -1084,12 +1084,9 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
   in.end_bytes_by_cohort.assign(c.rows, 0.0);
   in.end_samples_by_cohort.assign(c.rows, 0.0);
   in.end_var_by_cohort.assign(c.rows, 0.0);
-  in.end_interval_by_cohort.assign(c.rows, 0.0);
-  in.interval_by_row.assign(c.rows, 0.0);
   ProcessSummary::PythonLine line;
   *live_var = 0;
-  for (size_t m = 0; m < members.size(); ++m) {
-    const size_t i = members[m];
+  for (const size_t i : members) {
     HostSiteGrowthInput(c, i, acc[i], one);
     AddToPart(one, c.rows, in.parts);
     for (size_t k = 0; k < c.rows; ++k) {
@@ -1097,11 +1094,6 @@ ProcessSummary::PythonLine SumLine(const HostSiteContext& c, size_t first,
       in.end_bytes_by_cohort[k] += one.end_bytes_by_cohort[k];
       in.end_samples_by_cohort[k] += one.end_samples_by_cohort[k];
       in.end_var_by_cohort[k] += one.end_var_by_cohort[k];
-      const double t = one.end_interval_by_cohort[k];
-      double& to = in.end_interval_by_cohort[k];
-      if (t > 0 && (to == 0 || t < to)) to = t;
-      const double row_t = k < one.interval_by_row.size() ? one.interval_by_row[k] : 0.0;
-      in.interval_by_row[k] = m == 0 ? row_t : std::min(in.interval_by_row[k], row_t);
     }
     const Site& s = r.sites[first + i];
     line.site_ids.push_back(first + i + 1);
