@@ -197,8 +197,11 @@ struct RateCoverage {
 // The rate of a LEAK site (growth.cc RateOfCohorts): the cohorts' kept bytes
 // over the window, with their Horvitz-Thompson variance, as analysis.cc
 // passes them. 220 steps, W = 20.
+// `from_row`, `T_from`: from that row on, the site is sampled at T_from (a
+// hunt's target, sampled at the screening T).
 GrowthInput LeakSeries(uint64_t seed, double size, int64_t per_step, double churn_size,
-                       int64_t churn_n, double T = kT) {
+                       int64_t churn_n, double T_first = kT, size_t from_row = 0,
+                       double T_from = 0) {
   std::mt19937_64 rng(seed);
   const size_t steps = 220;
   GrowthInput in;
@@ -206,13 +209,15 @@ GrowthInput LeakSeries(uint64_t seed, double size, int64_t per_step, double chur
   in.end_bytes_by_cohort.assign(steps, 0);
   in.end_samples_by_cohort.assign(steps, 0);
   in.end_var_by_cohort.assign(steps, 0);
-  in.interval_by_row.assign(steps, T);
+  in.interval_by_row.assign(steps, T_first);
+  double T = T_first;
   auto sampled = [&](double s, int64_t n) {
     std::binomial_distribution<int64_t> d(
         n, SampleProbability(static_cast<uint64_t>(s), static_cast<uint64_t>(T)));
     return d(rng);
   };
   for (size_t r = 0; r < steps; ++r) {
+    if (T_from > 0 && r >= from_row) T = in.interval_by_row[r] = T_from;
     const double p = SampleProbability(static_cast<uint64_t>(size), static_cast<uint64_t>(T));
     const double k = static_cast<double>(sampled(size, per_step));
     const double w = size / p;
@@ -313,6 +318,52 @@ TEST(CoverageTest, PythonLineSumRateIntervalCoversTheTruth) {
   printf(
       "Python line of three sites, %.0f B/step: LEAK in %d of %d seeds, its 95%% interval "
       "covers the rate in %d of them (accept >= %d; above the truth %d, below %d)\n",
+      truth, c.leak, kSeeds, c.covered, min, c.above, c.below);
+  EXPECT_GE(c.leak, kSeeds * 9 / 10);
+  EXPECT_GE(c.covered, min);
+}
+
+// A Python line whose sites a hunt targeted from different rows (each site's
+// rows at the screening T S from its own first targeted row, at T before):
+// the sum's rate is the sum of its sites' rates, each weighted by its own
+// rows' T (GrowthInput::parts), and its interval must cover the truth 95 %
+// of the time. (With one set of weights, the smallest T of each row, one
+// site's rows chose the weights of another's cohorts.)
+TEST(CoverageTest, PythonLineOfSitesTargetedFromDifferentRowsCoversTheTruth) {
+  constexpr int kSeeds = 1000;
+  constexpr double kS = 4096;
+  const struct {
+    double size;
+    int64_t per_step;
+    size_t from_row;
+  } sites[] = {{64, 40, 40}, {232, 10, 120}, {560, 4, 180}};
+  double truth = 0;
+  for (const auto& x : sites) truth += x.size * static_cast<double>(x.per_step);
+  RateCoverage c;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    GrowthInput sum;
+    for (size_t i = 0; i < 3; ++i) {
+      GrowthInput one = LeakSeries(seed * 3 + i, sites[i].size, sites[i].per_step, 0, 0, kT,
+                                   sites[i].from_row, kS);
+      if (i == 0) {
+        sum = one;
+      } else {
+        for (size_t r = 0; r < one.y.size(); ++r) {
+          sum.y[r] += one.y[r];
+          sum.end_bytes_by_cohort[r] += one.end_bytes_by_cohort[r];
+          sum.end_samples_by_cohort[r] += one.end_samples_by_cohort[r];
+          sum.end_var_by_cohort[r] += one.end_var_by_cohort[r];
+        }
+      }
+      sum.parts.push_back(std::move(one));
+    }
+    c.Add(ClassifyGrowth(sum, 20, HuntedSiteOptions()), truth);
+  }
+  const int min = MinCovered(c.leak);
+  printf(
+      "Python line of three sites targeted from rows 40, 120 and 180, %.0f B/step: LEAK in %d "
+      "of %d seeds, its 95%% interval covers the rate in %d of them (accept >= %d; above the "
+      "truth %d, below %d)\n",
       truth, c.leak, kSeeds, c.covered, min, c.above, c.below);
   EXPECT_GE(c.leak, kSeeds * 9 / 10);
   EXPECT_GE(c.covered, min);
