@@ -135,13 +135,17 @@ void TargetRows(const std::vector<double>& screen_by_row, GrowthInput* in) {
       targeted = false;  // the hunt ended: its targets with it
       continue;
     }
+    if (targeted) in->interval_by_row[r] = std::min(in->interval_by_row[r], S);
     const double own = in->end_interval_by_cohort[r];
     // A sample drawn at the screening T: only a targeted context's are
-    // (every other one was thinned to its row's T).
+    // (every other one was thinned to its row's T). Its row keeps its T:
+    // chosen for the sample it holds, at the screening T's weight it would
+    // lean the rate up by that sample (a line summing a dozen sites targeted
+    // late read a third above its rate); the rows after it are chosen by
+    // nothing in them.
     if (!targeted && own > 0 && std::fabs(own - S) <= 1e-3 * S && S < in->interval_by_row[r]) {
       targeted = true;
     }
-    if (targeted) in->interval_by_row[r] = std::min(in->interval_by_row[r], S);
   }
 }
 

@@ -123,11 +123,11 @@ void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* 
 // (`screen_by_row`, the screen-interval COUNTER in force in each row, 0 when
 // none), smaller than the T every other site is sampled at (the rows'
 // interval_by_row). A site targeted in a row therefore has that row's T at
-// the screening T. Which rows: from the first row whose cohort has a sample
-// drawn at exactly the screening T (no untargeted sample is: each is thinned
-// to its row's T) to the hunt's end. Sets in->interval_by_row accordingly
-// (after SetCohorts). The first such row is chosen by a sample in it, which
-// leans its weight up: by one cohort in the dozens a hunt targets.
+// the screening T. Which rows: from the row after the first row whose cohort
+// has a sample drawn at exactly the screening T (no untargeted sample is:
+// each is thinned to its row's T) to the hunt's end. Sets in->interval_by_row
+// accordingly (after SetCohorts). That first row keeps its T: chosen for the
+// sample in it, at the screening T's weight it would lean the rate up.
 void TargetRows(const std::vector<double>& screen_by_row, GrowthInput* in);
 
 // The per-step rate of what the cohorts of rows [from, to) kept to the end,

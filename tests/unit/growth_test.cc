@@ -699,10 +699,11 @@ TEST(GrowthTest, NoLeakWithAnIntervalReachingZero) {
       leaks, false_leaks, flat_runs, demoted, flat_demoted);
 }
 
-// TargetRows: a site's rows take the screening T from the first row whose
-// cohort has a sample drawn at exactly it, to the hunt's end; a sample at the
-// rows' own T (thinned, untargeted) starts nothing, and a later hunt needs a
-// sample of its own.
+// TargetRows: a site's rows take the screening T from the row after the
+// first row whose cohort has a sample drawn at exactly it (that row, chosen
+// for its sample, keeps its T), to the hunt's end; a sample at the rows' own
+// T (thinned, untargeted) starts nothing, and a later hunt needs a sample of
+// its own.
 TEST(GrowthTest, TargetRowsFollowTheFirstSampleAtTheScreeningT) {
   GrowthInput in;
   const double T = 512 * kKiB, Tf = 128 * kKiB, S = 4 * kKiB;
@@ -712,7 +713,7 @@ TEST(GrowthTest, TargetRowsFollowTheFirstSampleAtTheScreeningT) {
   // row 7 after the hunt, row 9 targeted in a second hunt at 2S.
   in.end_interval_by_cohort = {T, 0, Tf, S, 0, S, 0, T, 0, 2 * S, 0};
   TargetRows(screen, &in);
-  const std::vector<double> want = {T, Tf, Tf, S, S, S, T, T, Tf, 2 * S, 2 * S};
+  const std::vector<double> want = {T, Tf, Tf, Tf, S, S, T, T, Tf, Tf, 2 * S};
   EXPECT_EQ(in.interval_by_row, want);
   // Not screening anywhere: nothing changes.
   GrowthInput plain;
