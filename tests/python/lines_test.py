@@ -168,14 +168,7 @@ class PythonLinesTest(unittest.TestCase):
         self.assertGreaterEqual(named, common.min_covered(len(SEEDS), 0.85), runs)
 
     def test_the_loop_without_the_leak_names_no_line(self):
-        false_leaks, tested = [], 0
-        for seed in SEEDS:
-            p, report, _ = self.run_seed(seed, False)
-            found, n = common.leaks_and_tested(report, seed)
-            false_leaks += found
-            tested += n
-        self.assertLessEqual(len(false_leaks), common.max_false_leaks(max(tested, 1)),
-                             false_leaks)
+        common.assert_leak_free(self, ((seed, self.run_seed(seed, False)[1]) for seed in SEEDS))
 
 
 if __name__ == "__main__":

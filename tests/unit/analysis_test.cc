@@ -285,7 +285,8 @@ std::string PyString(const std::string& function, int line) {
 
 // 60 steps; each keeps `kept` bytes in each of the sites `leaking` (stacks
 // 1-4: an object made on <module>:24 and its parts, made in the
-// constructor's lines and a helper it calls) and churns 2 KiB in each of
+// constructor's lines and a helper it calls; 6: a second site of
+// <module>:24 itself) and churns 2 KiB in each of
 // `churning` (stack 5: <module>:30). Every block is recorded (interval 0:
 // p = 1); the exact heap grows by what is kept and `hidden` bytes a step
 // that no record shows.
@@ -303,6 +304,7 @@ TraceBuilder ConstructorLeakTrace(uint64_t kept, const std::vector<uint64_t>& le
   b.Stack(3, {0x12, Py(3), Py(1)});         // another
   b.Stack(4, {0x13, Py(4), Py(3), Py(1)});  // one the helper makes
   b.Stack(5, {0x14, Py(5)});                // churn
+  b.Stack(6, {0x15, Py(1)});                // another native path of the calling line
   uint64_t alloc = 0, freed = 0, ts = 1000, addr = 0x100000;
   for (uint64_t k = 0; k < 60; ++k) {
     b.Step(ts++, k, 0, C(alloc, freed, alloc - freed));
@@ -354,6 +356,36 @@ TEST_F(AnalysisTest, LeakSpreadOverAConstructorIsNamedAtTheCallerLine) {
   GateResult g;
   ASSERT_TRUE(GateMetric(*r, *gate, g));
   EXPECT_EQ(g.value, 1);
+}
+
+// A caller line holding a LEAK Python line: the line (two sites of the
+// calling line, 400 B/step each, LEAK only summed) and the caller line
+// (with the constructor's 3 x 200 B) are both listed; the unattributed sum,
+// the calibration and the `leaks` gate count the outer one only.
+TEST_F(AnalysisTest, ACallerLineCountsOnceWithTheLineInsideIt) {
+  Write("n.trace", ConstructorLeakTrace(200, {1, 1, 6, 6, 2, 3, 4}).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("n.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ProcessSummary& p = r->processes[0];
+  ASSERT_EQ(p.python_lines.size(), 2u);
+  const ProcessSummary::PythonLine& inner = p.python_lines[0];
+  const ProcessSummary::PythonLine& outer = p.python_lines[1];
+  EXPECT_FALSE(inner.callees);
+  EXPECT_EQ(inner.site_ids.size(), 2u);
+  EXPECT_EQ(inner.growth.cls, GrowthClass::kLeak) << inner.growth.reason;
+  EXPECT_TRUE(outer.callees);
+  EXPECT_EQ(outer.site_ids.size(), 5u);
+  EXPECT_EQ(outer.growth.cls, GrowthClass::kLeak) << outer.growth.reason;
+  EXPECT_NEAR(outer.growth.slope, 1400, 1);
+  // Calibrated alone to the exact heap (with the inner line counted too, the
+  // units would sum 2,200 B/step against 1,400 and be refused).
+  EXPECT_TRUE(outer.growth.calibrated);
+  EXPECT_EQ(p.unattributed_bytes_per_step, 0);
+  absl::StatusOr<Gate> gate = ParseGate("leaks > 0");
+  ASSERT_TRUE(gate.ok());
+  GateResult g;
+  ASSERT_TRUE(GateMetric(*r, *gate, g));
+  EXPECT_EQ(g.value, 1);  // the inner line is held by the outer one
 }
 
 TEST_F(AnalysisTest, CallerLinesOnlyWhereTheNamedSitesLeaveGrowthUnexplained) {

@@ -280,6 +280,22 @@ GrowthOptions HuntedSiteOptions() {
   return o;
 }
 
+// Adds a site's series and cohorts to a Python line's sum, as analysis.cc
+// sums them (`first`: the sum starts as this site).
+void AddSite(const GrowthInput& one, bool first, GrowthInput& sum) {
+  if (first) {
+    sum = one;
+    sum.parts.clear();
+    return;
+  }
+  for (size_t r = 0; r < one.y.size(); ++r) {
+    sum.y[r] += one.y[r];
+    sum.end_bytes_by_cohort[r] += one.end_bytes_by_cohort[r];
+    sum.end_samples_by_cohort[r] += one.end_samples_by_cohort[r];
+    sum.end_var_by_cohort[r] += one.end_var_by_cohort[r];
+  }
+}
+
 // A Python line (docs/analysis.md "Python lines"): the sites of one line
 // summed as analysis.cc sums them (series, cohorts' bytes, samples and
 // variances; the rows' T alike here), classified as one site. Three sites
@@ -299,18 +315,8 @@ TEST(CoverageTest, PythonLineSumRateIntervalCoversTheTruth) {
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     GrowthInput sum;
     for (size_t i = 0; i < 3; ++i) {
-      const GrowthInput one =
-          LeakSeries(seed * 3 + i, sites[i].size, sites[i].per_step, 0, 0, kHuntT);
-      if (i == 0) {
-        sum = one;
-        continue;
-      }
-      for (size_t r = 0; r < one.y.size(); ++r) {
-        sum.y[r] += one.y[r];
-        sum.end_bytes_by_cohort[r] += one.end_bytes_by_cohort[r];
-        sum.end_samples_by_cohort[r] += one.end_samples_by_cohort[r];
-        sum.end_var_by_cohort[r] += one.end_var_by_cohort[r];
-      }
+      AddSite(LeakSeries(seed * 3 + i, sites[i].size, sites[i].per_step, 0, 0, kHuntT), i == 0,
+              sum);
     }
     c.Add(ClassifyGrowth(sum, 20, HuntedSiteOptions()), truth);
   }
@@ -345,16 +351,7 @@ TEST(CoverageTest, PythonLineOfSitesTargetedFromDifferentRowsCoversTheTruth) {
     for (size_t i = 0; i < 3; ++i) {
       GrowthInput one = LeakSeries(seed * 3 + i, sites[i].size, sites[i].per_step, 0, 0, kT,
                                    sites[i].from_row, kS);
-      if (i == 0) {
-        sum = one;
-      } else {
-        for (size_t r = 0; r < one.y.size(); ++r) {
-          sum.y[r] += one.y[r];
-          sum.end_bytes_by_cohort[r] += one.end_bytes_by_cohort[r];
-          sum.end_samples_by_cohort[r] += one.end_samples_by_cohort[r];
-          sum.end_var_by_cohort[r] += one.end_var_by_cohort[r];
-        }
-      }
+      AddSite(one, i == 0, sum);
       sum.parts.push_back(std::move(one));
     }
     c.Add(ClassifyGrowth(sum, 20, HuntedSiteOptions()), truth);
