@@ -430,7 +430,7 @@ void* SampleBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval) 
   void* p = g_region.Alloc(size, align);
   if (p != nullptr) {
     if (r->fn == kFnCalloc) memset(p, 0, size);
-    CountAlloc(t, size);
+    CountAlloc(t, RegionCharge(size));
     r->ret = 0;
     EmitAlloc(t, p, size, interval, KindOf(r->fn), stack);
     errno = saved_errno;
@@ -476,7 +476,7 @@ void* ScreenBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval, 
     return ForwardCounted(t, r);
   }
   if (r->fn == kFnCalloc) memset(p, 0, size);
-  CountAlloc(t, size);
+  CountAlloc(t, RegionCharge(size));
   r->ret = 0;
   errno = saved_errno;
   return p;
@@ -537,7 +537,7 @@ void FreeRegionSlow(void* p) {
     // Nested in memstep's own code (a signal handler interrupted a slow path
     // that may hold this class's lock): count the free but keep the block
     // (a rare leak of one sampled block beats a self-deadlock).
-    CountFree(t, g_region.RequestedSize(p));
+    CountFree(t, RegionCharge(g_region.RequestedSize(p)));
     return;
   }
   EnsureThread(t);
@@ -548,7 +548,7 @@ void FreeRegionSlow(void* p) {
   size_t req;
   if (!g_region.Free(p, &req)) return;
   if (recorded) EmitFree(t, p, seq);
-  CountFree(t, req);
+  CountFree(t, RegionCharge(req));
 }
 
 void FreeBigSlow(void* p, size_t usable) {
@@ -574,7 +574,7 @@ static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region,
   if (old_region) {
     if (old_boot) return;
     if (nested) {
-      CountFree(t, old_len);
+      CountFree(t, RegionCharge(old_len));
       return;
     }
     uint64_t seq = NextSeq();
@@ -582,7 +582,7 @@ static void ReleaseOld(ThreadState& t, void* p, size_t old_len, bool old_region,
     size_t req;
     if (g_region.Free(p, &req)) {
       if (rec && recorded) EmitFree(t, p, seq);
-      CountFree(t, req);
+      CountFree(t, RegionCharge(req));
     }
     return;
   }
@@ -671,7 +671,7 @@ static void* ReallocMove(ThreadState& t, const OldBlock& old, size_t n, ReallocT
   bool in_table = false;
   if (target == kRegion) {
     q = g_region.Alloc(n, 16);
-    new_count = n;
+    new_count = RegionCharge(n);
     if (q == nullptr) {  // region exhausted
       q = RealSampledBlock(n, 16);
       if (q != nullptr) {

@@ -289,6 +289,18 @@ MEMSTEP_ALWAYS_INLINE size_t RealUsable(void* p) {
   return MEMSTEP_LIKELY(g_hot.glibc) ? GlibcUsableSize(p) : g_real.malloc_usable_size(p);
 }
 
+// What a sampled block of memstep's region (`size` requested bytes) counts
+// in the exact counters: the usable size glibc would have given the request
+// (its chunk less the 8-byte header, at least 24 bytes), as the block would
+// have counted unsampled; the analysis weights each sample by the same usable
+// size (src/analysis/replay.h UsableBytes). With another allocator: the
+// request.
+MEMSTEP_ALWAYS_INLINE size_t RegionCharge(size_t size) {
+  if (!g_hot.glibc || size > (size_t{1} << 40)) return size;
+  const size_t chunk = (size + 8 + 15) & ~size_t{15};
+  return chunk < 32 ? 24 : chunk - 8;
+}
+
 // Counts one block of `charge` = usable size + kChargePad bytes (a glibc
 // heap chunk's size); true when the thread's pending counts are due for a
 // flush (the caller flushes).

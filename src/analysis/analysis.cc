@@ -728,7 +728,7 @@ struct Captured {
 // and device) and keeps what each site had live there. Stops after the last
 // one. Only for moments the replay pass's marks did not keep (ReplayHost,
 // DeviceAnalysis::Kept): normally it does not run.
-Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
+Captured CapturePass(const TraceEvents& events, HostRounding rounding, std::vector<size_t> host,
                      std::vector<size_t> device) {
   for (std::vector<size_t>* v : {&host, &device}) {
     std::sort(v->begin(), v->end());
@@ -738,6 +738,7 @@ Captured CapturePass(const TraceEvents& events, std::vector<size_t> host,
   if (host.empty() && device.empty()) return out;
   const size_t last = std::max(host.empty() ? 0 : host.back(), device.empty() ? 0 : device.back());
   HeapReplay heap;
+  heap.set_rounding(rounding);
   DeviceReplay dev;
   size_t next_host = 0, next_device = 0;
   const bool with_host = !host.empty();
@@ -1441,6 +1442,7 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
   // Pass 1 after the scan: the whole replay (the device pass rides on it).
   HostPass h;
+  h.replay.set_rounding(HostRoundingOf(t));
   ReplayHost(t, events, row_of_step, max_run, options, r.steps.size(), device.get(), r, h);
   // The run peak and the stage peaks without an in-process snapshot: pass 1
   // kept the host and device sites there (marks), so the capture pass
@@ -1461,8 +1463,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   for (size_t index : device_captures) {
     device_all_kept = device_all_kept && device_kept.count(index) > 0;
   }
-  Captured both = CapturePass(events, host_kept ? std::vector<size_t>{} : captures,
-                              device_all_kept ? std::vector<size_t>{} : device_captures);
+  Captured both =
+      CapturePass(events, HostRoundingOf(t), host_kept ? std::vector<size_t>{} : captures,
+                  device_all_kept ? std::vector<size_t>{} : device_captures);
   if (host_kept) both.host = std::move(h.captured);
   if (device_all_kept) both.device = std::move(device_kept);
   for (size_t k = 0; k < h.targets.size(); ++k) {

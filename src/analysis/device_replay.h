@@ -109,7 +109,9 @@ class DeviceReplay {
   template <typename Fn>
   void ForEachLive(Fn fn) const {
     for (const auto& [key, l] : allocations_) {
-      if (l.site != kNoSite) fn(l.site, l.cohort, static_cast<double>(l.size) * l.weight, l.weight);
+      if (l.site != kNoSite) {
+        fn(l.site, l.cohort, static_cast<double>(l.size) * l.weight, l.weight, l.size);
+      }
     }
   }
   size_t live_allocations() const { return allocations_.size(); }

@@ -182,6 +182,7 @@ void LiveModel::Update(Tracked& t) {
 void LiveModel::Tracked::Start(bool symbolize) {
   const reader::Trace& tr = tailer.trace();
   resolver = std::make_unique<FrameResolver>(tr, symbolize);
+  heap.set_rounding(HostRoundingOf(tr));
   p.host = tr.hostname;
   p.rank = tr.RankValue("RANK");
   p.pid = tr.header.pid;

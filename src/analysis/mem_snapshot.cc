@@ -36,6 +36,7 @@ void AnalyzeMemSnapshots(const reader::Trace& t, const TraceEvents& events, size
   for (const reader::Event& e : t.events) left += e.tag == format::kTagMemSnapshot;
   if (left == 0) return;
   HeapReplay host;
+  host.set_rounding(HostRoundingOf(t));
   DeviceReplay dev;
   const double dev_interval = static_cast<double>(t.max_dev_interval);
   events.ForEachUntil([&](size_t, const reader::Event& e) {

@@ -23,6 +23,37 @@ double SampleProbability(uint64_t size, uint64_t interval) {
   return p > 0 ? p : 1e-300;
 }
 
+HostRounding HostRoundingOf(const reader::Trace& t) {
+  if (t.allocator == "glibc") return HostRounding::kGlibc;
+  if (t.allocator == "jemalloc") return HostRounding::kJemalloc;
+  return HostRounding::kRequest;
+}
+
+uint64_t UsableBytes(HostRounding r, uint8_t kind, uint64_t size) {
+  constexpr uint64_t kHuge = uint64_t{1} << 62;     // no rounding can overflow below it
+  constexpr uint64_t kGlibcMmapFloor = 128 * 1024;  // M_MMAP_THRESHOLD's least (default) value
+  if (size >= kHuge) return size;
+  if (kind == format::kKindPymalloc) return size == 0 ? 16 : (size + 15) & ~uint64_t{15};
+  switch (r) {
+    case HostRounding::kGlibc: {
+      if (size >= kGlibcMmapFloor) return size;
+      const uint64_t chunk = (size + 8 + 15) & ~uint64_t{15};
+      return chunk < 32 ? 24 : chunk - 8;
+    }
+    case HostRounding::kJemalloc: {
+      if (size <= 8) return 8;
+      if (size <= 128) return (size + 15) & ~uint64_t{15};
+      // Four classes per doubling: (2^k, 2^(k+1)] in steps of 2^(k-2).
+      const int k = 63 - __builtin_clzll(size - 1);
+      const uint64_t step = uint64_t{1} << (k - 2);
+      return (size + step - 1) & ~(step - 1);
+    }
+    case HostRounding::kRequest:
+      break;
+  }
+  return size;
+}
+
 void HeapReplay::set_cohort(uint32_t c) {
   if (c == cohort_) return;
   cohort_ = c;
@@ -125,7 +156,7 @@ void HeapReplay::Apply(const reader::Event& e) {
     case format::kTagAlloc: {
       RemoveLive(e.addr);
       const double p = SampleProbability(e.size, e.interval);
-      const double bytes = static_cast<double>(e.size) / p;
+      const double bytes = static_cast<double>(UsableBytes(rounding_, e.kind, e.size)) / p;
       const double count = 1.0 / p;
       const uint32_t site = SiteIndex(Kind::kHost, e.stack, e.ts);
       Touch(site);
@@ -146,7 +177,7 @@ void HeapReplay::Apply(const reader::Event& e) {
         s.step_alloc_count_var += count * count * (1 - p);
       }
       host_live_ += bytes;
-      live_[e.addr] = Live{site, cohort_, bytes, count};
+      live_[e.addr] = Live{site, cohort_, bytes, count, e.size};
       break;
     }
     case format::kTagFree:

@@ -1,13 +1,14 @@
 // HeapReplay: replays one process's sequenced events (reader::Event, in seq
 // order) into estimated live bytes per call site.
 //
-// Worked example (T = 512 KiB, sizes in bytes):
+// Worked example (T = 512 KiB, sizes in bytes, glibc: a request of 4096
+// bytes is a block of 4104 usable bytes, UsableBytes):
 //   ALLOC addr=A size=4096 interval=524288 stack=7
-//     p = 1 - exp(-(4096+1)/524288) = 0.00778; weight: 4096/p = 526 386 bytes,
-//     1/p = 128.5 allocations. Site (host, 7) live += 526 386.
+//     p = 1 - exp(-(4096+1)/524288) = 0.00778; weight: 4104/p = 527 238 bytes,
+//     1/p = 128.5 allocations. Site (host, 7) live += 527 238.
 //   ALLOC addr=B size=2 MiB interval=0 stack=9        (p = 1: always recorded)
 //     Site (host, 9) live += 2 097 152.
-//   FREE addr=A                                       site 7 live -= 526 386
+//   FREE addr=A                                       site 7 live -= 527 238
 //   MMAP addr=0x10000 len=0x4000 stack=3              site (mmap, 3) live = 16 KiB
 //   MUNMAP addr=0x11000 len=0x1000                    splits the range in two:
 //     [0x10000,0x11000) and [0x12000,0x14000); site 3 live = 12 KiB
@@ -47,6 +48,25 @@ namespace memstep::analysis {
 // drawn with mean interval `interval` (0: recorded with probability 1).
 double SampleProbability(uint64_t size, uint64_t interval);
 
+// How the process's allocator rounds a request up to the block it hands out.
+// The exact counters count usable bytes (malloc_usable_size, pymalloc's size
+// class), while an ALLOC record carries the request: each sample stands for
+// its usable size over p (p from the request, as drawn), so that site
+// estimates and the exact heap are in one unit (docs/analysis.md "Bytes:
+// usable, not requested"). kRequest: the allocator is not known.
+enum class HostRounding : uint8_t { kRequest, kGlibc, kJemalloc };
+// From the header's ALLOCATOR TLV (which the library always writes): "glibc"
+// or "jemalloc"; kRequest without it (the allocator is not known).
+HostRounding HostRoundingOf(const reader::Trace& t);
+// The usable bytes of a block of `size` requested bytes of ALLOC kind `kind`
+// (format::AllocKind): glibc max(24, round_up(size + 8, 16) - 8) below
+// 128 KiB, the request from there (glibc may mmap such a block, rounding it
+// to pages, or not, by its sliding threshold: under 3 % either way);
+// jemalloc its size class (8, 16..128 by 16, then four classes per
+// doubling); pymalloc (kind 4, any allocator) round_up(size, 16). Alignment
+// beyond 16 is not modelled.
+uint64_t UsableBytes(HostRounding r, uint8_t kind, uint64_t size);
+
 // HtSumInterval (growth.h): the 95 % interval of a sum of sampled weights.
 
 class HeapReplay {
@@ -83,6 +103,9 @@ class HeapReplay {
     double step_alloc_count_var = 0;
   };
 
+  // The rounding of the trace's allocator (UsableBytes); kRequest until set.
+  void set_rounding(HostRounding r) { rounding_ = r; }
+
   // Applies one event; non-heap events (STEP, STAGE, COUNTER) are ignored.
   void Apply(const reader::Event& e);
 
@@ -95,13 +118,14 @@ class HeapReplay {
   // analysis sets it while a selected step is open).
   void set_in_step(bool in_step) { in_step_ = in_step; }
 
-  // Calls fn(site index, cohort, estimated bytes) for every live sampled
-  // allocation and every live piece of an anonymous mapping.
+  // Calls fn(site index, cohort, estimated bytes, 1 / p, requested size)
+  // for every live sampled allocation and every live piece of an anonymous
+  // mapping (1 / p = 1, its length).
   template <typename Fn>
   void ForEachLive(Fn fn) const {
-    for (const auto& [addr, l] : live_) fn(l.site, l.cohort, l.bytes, l.count);
+    for (const auto& [addr, l] : live_) fn(l.site, l.cohort, l.bytes, l.count, l.size);
     for (const auto& [start, r] : ranges_) {
-      fn(r.site, r.cohort, static_cast<double>(r.end - start), 1.0);
+      fn(r.site, r.cohort, static_cast<double>(r.end - start), 1.0, r.end - start);
     }
   }
 
@@ -128,8 +152,9 @@ class HeapReplay {
   struct Live {
     uint32_t site;
     uint32_t cohort;
-    double bytes;
-    double count;
+    double bytes;   // usable bytes / p
+    double count;   // 1 / p
+    uint64_t size;  // the request (its T follows from it and p)
   };
   // A piece of an anonymous mapping. A mapping is one live object while any
   // of its pieces remain: a partial munmap shrinks or splits it, and the
@@ -161,6 +186,7 @@ class HeapReplay {
   uint64_t next_object_ = 0;
   uint32_t cohort_ = 0;
   bool in_step_ = false;
+  HostRounding rounding_ = HostRounding::kRequest;
   double host_live_ = 0;
   double mmap_live_ = 0;
   SiteMarks<Accumulator> marks_;

@@ -31,6 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "src/analysis/analysis.h"
+#include "src/analysis/replay.h"
 #include "src/reader/reader.h"
 
 namespace memstep::analysis {
@@ -68,6 +69,8 @@ class SliceTracker {
   size_t max_slices_;
   int64_t bucket_ = 1;
   int64_t open_step_ = -1;
+  HostRounding rounding_ = HostRounding::kRequest;  // the trace's (replay.h), from its first ALLOC
+  bool rounding_known_ = false;
   absl::flat_hash_map<Key, uint32_t> index_;
   std::vector<SiteSlice> slices_;
   std::vector<Key> keys_;  // slices_[i]'s key

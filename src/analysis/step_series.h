@@ -337,7 +337,7 @@ struct CohortCell {
 };
 
 // A replay's sampled allocations live now, summed per site and cohort:
-// `for_each_live(fn)` calls fn(site, cohort, estimated bytes, 1 / p) for each
+// `for_each_live(fn)` calls fn(site, cohort, estimated bytes, 1 / p, requested size) for each
 // (HeapReplay::ForEachLive, DeviceReplay::ForEachLive); cohorts >= `rows` and
 // sites >= `sites` are left out; `expected`: how many there are, to reserve.
 // Each cell's variance is the Horvitz-Thompson one, (s/p)^2 (1 - p) per
@@ -352,12 +352,13 @@ std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t s
   struct Live {
     uint32_t site, cohort;
     uint64_t bytes, count;  // the doubles' bits: a total order, NaN included
+    uint64_t size;          // the request
   };
   std::vector<Live> live;
   live.reserve(expected);
-  for_each_live([&](uint32_t site, uint32_t cohort, double bytes, double count) {
+  for_each_live([&](uint32_t site, uint32_t cohort, double bytes, double count, uint64_t size) {
     if (cohort >= rows || site >= sites) return;
-    Live l{site, cohort, 0, 0};
+    Live l{site, cohort, 0, 0, size};
     std::memcpy(&l.bytes, &bytes, sizeof bytes);
     std::memcpy(&l.count, &count, sizeof count);
     live.push_back(l);
@@ -366,7 +367,8 @@ std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t s
     if (a.site != b.site) return a.site < b.site;
     if (a.cohort != b.cohort) return a.cohort < b.cohort;
     if (a.bytes != b.bytes) return a.bytes < b.bytes;
-    return a.count < b.count;
+    if (a.count != b.count) return a.count < b.count;
+    return a.size < b.size;
   });
   std::vector<std::vector<CohortCell>> out(sites);
   for (const Live& l : live) {
@@ -381,9 +383,10 @@ std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t s
     // Var of one sample's estimate size/p: (size/p)^2 (1 - p), p = 1/count.
     if (count > 1) {
       c.var += bytes * bytes * (1 - 1 / count);
-      // Its T, from p = 1 - exp(-(size + 1) / T) and size = bytes * p.
+      // Its T, from p = 1 - exp(-(size + 1) / T) with the request's size
+      // (its bytes are usable bytes / p: replay.h UsableBytes).
       const double p = 1 / count;
-      const double T = (bytes * p + 1) / -std::log1p(-p);
+      const double T = (static_cast<double>(l.size) + 1) / -std::log1p(-p);
       if (std::isfinite(T) && T > 0 && (c.min_interval == 0 || T < c.min_interval)) {
         c.min_interval = T;
       }

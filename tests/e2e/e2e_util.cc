@@ -248,6 +248,10 @@ bool WaitForGrowth(const std::string& path, int64_t size, int timeout_s, int dra
   return grown;
 }
 
+double Usable(size_t size, analysis::HostRounding r) {
+  return static_cast<double>(analysis::UsableBytes(r, format::kKindMalloc, size));
+}
+
 SiteTotals FindSites(const analysis::Report& report, std::string_view function,
                      std::optional<analysis::SiteKind> kind) {
   SiteTotals totals;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/analysis/analysis.h"
+#include "src/analysis/replay.h"
 
 namespace memstep::e2e {
 
@@ -104,6 +105,12 @@ struct SiteTotals {
 };
 SiteTotals FindSites(const analysis::Report& report, std::string_view function,
                      std::optional<analysis::SiteKind> kind = std::nullopt);
+
+// What a sampled block of `size` requested bytes counts for in a site's
+// bytes: the usable size the allocator gives the request
+// (analysis::UsableBytes, glibc unless told; UsableBytesTest checks it
+// against glibc and jemalloc themselves).
+double Usable(size_t size, analysis::HostRounding r = analysis::HostRounding::kGlibc);
 
 // A short description of the report's top sites, for failure messages.
 std::string DescribeSites(const analysis::Report& report, int max_sites = 12);

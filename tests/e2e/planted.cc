@@ -744,6 +744,35 @@ int ModeProgress() {
 
 }  // namespace
 
+// "usable": for each size of a spread up to 64 MiB, "size usable" on stdout,
+// as the real allocator answers: nallocx (jemalloc's size class, without
+// allocating) when the process has it, else malloc_usable_size of a block.
+int ModeUsable() {
+  using NallocxFn = size_t (*)(size_t, int);
+  auto nallocx = reinterpret_cast<NallocxFn>(dlsym(RTLD_DEFAULT, "nallocx"));
+  std::vector<size_t> sizes;
+  for (size_t s = 1; s < 20000; ++s) sizes.push_back(s);
+  for (size_t s = 20000; s < (size_t{64} << 20); s = s * 9 / 8 + 1) {
+    sizes.insert(sizes.end(), {s - 1, s, s + 1});
+  }
+  for (int k = 14; k <= 26; ++k) {
+    const size_t b = size_t{1} << k;
+    sizes.insert(sizes.end(), {b - 1, b, b + 1, b + b / 4, b + b / 4 + 1});
+  }
+  for (size_t s : sizes) {
+    size_t usable = 0;
+    if (nallocx != nullptr) {
+      usable = nallocx(s, 0);
+    } else {
+      void* p = malloc(s);
+      usable = malloc_usable_size(p);
+      free(p);
+    }
+    printf("%zu %zu\n", s, usable);
+  }
+  return nallocx != nullptr ? 0 : 3;  // 3: no nallocx (not jemalloc)
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s MODE [ARG]\n", argv[0]);
@@ -769,6 +798,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   if (strcmp(mode, "churn") == 0 && argc > 2) return ModeChurn(atol(argv[2]));
+  if (strcmp(mode, "usable") == 0) return ModeUsable();
   fprintf(stderr, "unknown mode %s\n", mode);
   return 2;
 }

@@ -53,7 +53,7 @@ TEST(PlantedProcesses, ForkChildHasItsOwnLinkedTrace) {
   SiteTotals in_child = FindSites(child_run, "PlantedForkChild4444x10");
   ASSERT_GE(in_child.sites, 1) << DescribeSites(child_run);
   EXPECT_NEAR(in_child.alloc_count, kForkChildCount, 0.01);
-  EXPECT_NEAR(in_child.alloc_bytes, kForkChildCount * double{kForkChildSize}, 0.5);
+  EXPECT_NEAR(in_child.alloc_bytes, kForkChildCount * Usable(kForkChildSize), 0.5);
 
   analysis::Report parent_run = MustAnalyze(parent->trace_path);
   EXPECT_EQ(FindSites(parent_run, "PlantedForkChild4444x10").sites, 0);
@@ -106,7 +106,7 @@ TEST(PlantedProcesses, ExecedProgramIsTracedToo) {
   SiteTotals t = FindSites(target_run, "PlantedAfterExec5555x7");
   ASSERT_GE(t.sites, 1) << DescribeSites(target_run);
   EXPECT_NEAR(t.alloc_count, kExecCount, 0.01);
-  EXPECT_NEAR(t.live_bytes_end, kExecCount * double{kExecSize}, 0.5);
+  EXPECT_NEAR(t.live_bytes_end, kExecCount * Usable(kExecSize), 0.5);
 }
 
 // dlopen/dlclose of a library in a loop while 4 threads allocate: no

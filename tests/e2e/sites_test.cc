@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,28 +53,31 @@ struct Expected {
   double live_count;
 };
 
-// Interval 1: every allocation is recorded with p = 1, so the estimates must
-// equal the planted numbers exactly (no tolerance beyond float printing).
-void ExpectExactSites(const analysis::Report& report) {
-  const double kLeak = kLeakCount * double{kLeakSize};
-  const double kCalloc = kCallocCount * double{kCallocN * kCallocElem};
-  const double kGrow = kReallocCount * double{kReallocGrowSize};
-  const double kAlignedLive = (kAlignedCount - kAlignedFreed) * double{kAlignedSize};
+// Interval 1: every allocation is sampled with p = 1 - exp(-(s+1)) (1 to
+// double precision), so the estimates must equal the planted numbers exactly
+// (no tolerance beyond float printing), each block at its usable size under
+// the allocator `r` (Usable).
+void ExpectExactSites(const analysis::Report& report,
+                      analysis::HostRounding r = analysis::HostRounding::kGlibc) {
+  const double kLeak = kLeakCount * Usable(kLeakSize, r);
+  const double kCalloc = kCallocCount * Usable(kCallocN * kCallocElem, r);
+  const double kGrow = kReallocCount * Usable(kReallocGrowSize, r);
+  const double kAlignedLive = (kAlignedCount - kAlignedFreed) * Usable(kAlignedSize, r);
   const double kPartialLive = kMmapPartialCount * double{kMmapPartialLen - kMmapPartialCut};
   const Expected expected[] = {
       {"PlantedLeak3000x1000", SiteKind::kHost, kLeak, kLeakCount, kLeak, kLeakCount},
-      {"PlantedChurn1000x777", SiteKind::kHost, kChurnCount * double{kChurnSize}, kChurnCount, 0,
+      {"PlantedChurn1000x777", SiteKind::kHost, kChurnCount * Usable(kChurnSize, r), kChurnCount, 0,
        0},
       {"PlantedCalloc500x48x10", SiteKind::kHost, kCalloc, kCallocCount, kCalloc, kCallocCount},
-      {"PlantedReallocSeed300x111", SiteKind::kHost, kReallocCount * double{kReallocSeedSize},
+      {"PlantedReallocSeed300x111", SiteKind::kHost, kReallocCount * Usable(kReallocSeedSize, r),
        kReallocCount, 0, 0},
       {"PlantedReallocGrow300x4321", SiteKind::kHost, kGrow, kReallocCount, kGrow, kReallocCount},
-      {"PlantedPosixMemalign200x2048", SiteKind::kHost, kMemalignCount * double{kMemalignSize},
-       kMemalignCount, kMemalignCount * double{kMemalignSize}, kMemalignCount},
-      {"PlantedAlignedAlloc150x4096", SiteKind::kHost, kAlignedCount * double{kAlignedSize},
+      {"PlantedPosixMemalign200x2048", SiteKind::kHost, kMemalignCount * Usable(kMemalignSize, r),
+       kMemalignCount, kMemalignCount * Usable(kMemalignSize, r), kMemalignCount},
+      {"PlantedAlignedAlloc150x4096", SiteKind::kHost, kAlignedCount * Usable(kAlignedSize, r),
        kAlignedCount, kAlignedLive, kAlignedCount - kAlignedFreed},
-      {"PlantedNewArray200x1284", SiteKind::kHost, kNewArrayCount * double{kNewArrayElems * 4},
-       kNewArrayCount, kNewArrayCount * double{kNewArrayElems * 4}, kNewArrayCount},
+      {"PlantedNewArray200x1284", SiteKind::kHost, kNewArrayCount * Usable(kNewArrayElems * 4, r),
+       kNewArrayCount, kNewArrayCount * Usable(kNewArrayElems * 4, r), kNewArrayCount},
       // A partly unmapped mapping is still live, with its remaining bytes.
       {"PlantedMmapPartial10x64K", SiteKind::kMmap, kMmapPartialCount * double{kMmapPartialLen},
        kMmapPartialCount, kPartialLive, kMmapPartialCount},
@@ -116,20 +120,40 @@ TEST(PlantedSites, ExactAtIntervalOne) {
   ExpectExactSites(TraceAndAnalyze(dir, "sites", 1));
 }
 
-// jemalloc preloaded after memstep is the real allocator: sizes come from its
-// malloc_usable_size instead of glibc's chunk headers, and the facts must not
-// change.
+// jemalloc preloaded after memstep is the real allocator: the exact counters
+// take sizes from its malloc_usable_size instead of glibc's chunk headers, and
+// each sample stands for its jemalloc size class.
 TEST(PlantedSites, ExactAtIntervalOneOverJemalloc) {
   const std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
   ASSERT_EQ(access(jemalloc.c_str(), R_OK), 0)
       << "no " << jemalloc << " (scripts/install-deps.sh installs libjemalloc-dev)";
   TempDir dir;
   analysis::Report report = TraceAndAnalyze(dir, "sites", 1, jemalloc);
-  ExpectExactSites(report);
+  ExpectExactSites(report, analysis::HostRounding::kJemalloc);
   ASSERT_EQ(report.processes.size(), 1u);
   // Exact counters balance: what is live is what was allocated minus freed.
   const analysis::ProcessSummary& p = report.processes[0];
   EXPECT_EQ(p.live_bytes_end, p.alloc_bytes - p.free_bytes);
+}
+
+// The analysis' model of jemalloc's size classes (analysis::UsableBytes)
+// against jemalloc itself: its nallocx in a process that preloads it, for a
+// spread of sizes from 1 B to 64 MiB.
+TEST(PlantedSites, JemallocUsableSizesAreTheModels) {
+  const std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  ASSERT_EQ(access(jemalloc.c_str(), R_OK), 0)
+      << "no " << jemalloc << " (scripts/install-deps.sh installs libjemalloc-dev)";
+  ChildResult r = RunChild({PlantedProgram(), "usable"}, {"LD_PRELOAD=" + jemalloc});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream in(r.output);
+  size_t size = 0, usable = 0, n = 0;
+  while (in >> size >> usable) {
+    ++n;
+    EXPECT_EQ(analysis::UsableBytes(analysis::HostRounding::kJemalloc, format::kKindMalloc, size),
+              usable)
+        << size;
+  }
+  EXPECT_GT(n, 20000u);
 }
 
 // Default interval. For an allocation of s bytes sampled with
@@ -154,7 +178,7 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
   analysis::Report report = TraceAndAnalyze(dir, "sampled", 0);
 
   SiteTotals churn = FindSites(report, "PlantedSampledChurn400MiB", SiteKind::kHost);
-  const double churn_bytes = kSampledChurnCount * double{kSampledChurnSize};
+  const double churn_bytes = kSampledChurnCount * Usable(kSampledChurnSize);
   const double churn_tol = FiveSdRelative(kSampledChurnCount, kSampledChurnSize);
   ASSERT_GE(churn.sites, 1) << DescribeSites(report);
   EXPECT_NEAR(churn.alloc_bytes / churn_bytes, 1.0, churn_tol);
@@ -162,7 +186,7 @@ TEST(PlantedSites, WithinToleranceAtDefaultInterval) {
   EXPECT_EQ(churn.live_bytes_end, 0);  // every sampled block was freed
 
   SiteTotals leak = FindSites(report, "PlantedSampledLeak96MiB", SiteKind::kHost);
-  const double leak_bytes = kSampledLeakCount * double{kSampledLeakSize};
+  const double leak_bytes = kSampledLeakCount * Usable(kSampledLeakSize);
   const double leak_tol = FiveSdRelative(kSampledLeakCount, kSampledLeakSize);
   ASSERT_GE(leak.sites, 1) << DescribeSites(report);
   EXPECT_NEAR(leak.alloc_bytes / leak_bytes, 1.0, leak_tol);
@@ -251,7 +275,7 @@ TEST(PlantedThreads, SixteenThreadsExactPerThreadSites) {
     SCOPED_TRACE(name);
     SiteTotals t = FindSites(report, name, SiteKind::kHost);
     ASSERT_GE(t.sites, 1) << DescribeSites(report, 40);
-    const double count = ThreadCount(n), size = ThreadSize(n);
+    const double count = ThreadCount(n), size = Usable(ThreadSize(n));
     const double live = count - ThreadCount(n) / 2;
     EXPECT_NEAR(t.alloc_count, count, 0.01);
     EXPECT_NEAR(t.alloc_bytes, count * size, 0.5);

@@ -20,6 +20,12 @@ probability 1.6e-4 (Binomial(10, 0.9) <= 4). Other LEAK sites (rank 0's
 included), over the runs' tested sites, at most max_false_leaks (1e-4).
 Rank 0's exact heap may read LEAK: DDP's own heap grows 1.6-2.3 KiB a step
 without memstep (glibc's mallinfo2 in the loop), LEAK in 2 of those 14 runs.
+That growth is real, so a LEAK line or site in torch's own Python code (its
+innermost Python frame in the torch package: autograd's backward, DDP's
+forward), on either rank, names it and is not a false LEAK; its 95 % interval
+must still reach down to DDP's 2.3 KiB a step. Since sites count usable bytes
+(docs/analysis.md "Bytes: usable, not requested") the backward line of rank 0
+reads LEAK in 3 of 10 seeds at 1.4 KiB/step [0.3, 3.3] (a sum of 68 sites).
 """
 
 import os
@@ -36,6 +42,13 @@ SCRIPT = os.path.join(common.HERE, "ddp_train.py")
 STEPS = 60
 SEEDS = range(1, 11)
 MIN_NAMED = common.min_covered(len(SEEDS), 0.9, 1e-3)
+DDP_GROWTH = 2.3 * 1024  # DDP's own heap growth a step, measured without memstep
+
+
+def in_torch(frames, ci):
+    """A LEAK in torch's own Python code whose interval allows DDP's growth."""
+    py = [f for f in frames if f.get("module") == "<python>"]
+    return bool(py) and "/torch/" in py[0].get("file", "") and ci[0] <= DDP_GROWTH
 
 
 def leak_line():
@@ -58,7 +71,7 @@ class TorchDdpTest(unittest.TestCase):
     def test_two_ranks_and_the_leaking_rank_named_at_its_line(self):
         line = leak_line()
         named, tested = 0, 0
-        runs, others = [], []
+        runs, others, torch_growth = [], [], []
         for seed in SEEDS:
             out, report = self.run_seed(seed)
             ranks = {p["pid"]: p["rank"] for p in report["processes"] if p["rank"] != ""}
@@ -69,9 +82,14 @@ class TorchDdpTest(unittest.TestCase):
             leaks = [s for s in report["sites"] if s["growth"]["class"] == "LEAK"]
             keeper = [s for s in leaks if ranks.get(s["pid"]) == "1" and any(
                 f.get("file") == SCRIPT and f.get("line") == line for f in s["frames"])]
-            others += [(seed, ranks.get(s["pid"]), [(f.get("function"), f.get("line"))
-                                                    for f in s["frames"][:4]])
-                       for s in leaks if s not in keeper]
+            for s in leaks:
+                if s in keeper:
+                    continue
+                if in_torch(s["frames"], s["growth"]["ci"]):
+                    torch_growth.append((seed, ranks.get(s["pid"]), "site"))
+                    continue
+                others.append((seed, ranks.get(s["pid"]),
+                               [(f.get("function"), f.get("line")) for f in s["frames"][:4]]))
             # Python lines (docs/analysis.md "Python lines"): the leak's line
             # may be LEAK as a sum of its sites; any other LEAK line is a
             # false one, as a site would be.
@@ -83,6 +101,8 @@ class TorchDdpTest(unittest.TestCase):
                     if ranks.get(p["pid"]) == "1" and at.get("file") == SCRIPT and \
                             at.get("line") == line:
                         keeper.append(ln)
+                    elif in_torch(ln["frames"], ln["growth_ci"]):
+                        torch_growth.append((seed, ranks.get(p["pid"]), "line", at))
                     else:
                         others.append((seed, ranks.get(p["pid"]), "line", at))
             tested += len(common.tested_sites(report))
@@ -95,6 +115,7 @@ class TorchDdpTest(unittest.TestCase):
                                       capture_output=True, text=True, timeout=120)
                 self.assertEqual(text.returncode, 0, text.stderr)
                 self.assertIn("Ranks (2 processes with RANK", text.stdout)
+        print("DDP's own growth named in torch's code:", torch_growth)
         self.assertGreaterEqual(named, MIN_NAMED, runs)
         self.assertLessEqual(len(others), common.max_false_leaks(tested), others)
 

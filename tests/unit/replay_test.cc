@@ -1,8 +1,11 @@
 #include "src/analysis/replay.h"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "src/analysis/device_replay.h"
@@ -58,6 +61,83 @@ TEST(SampleProbabilityTest, Values) {
   EXPECT_EQ(SampleProbability(100, 0), 1.0);
   EXPECT_NEAR(SampleProbability(4095, 524288), 1 - std::exp(-4096.0 / 524288), 1e-15);
   EXPECT_NEAR(SampleProbability(1 << 30, 524288), 1.0, 1e-12);
+}
+
+// The model of usable sizes (UsableBytes) against the allocators themselves:
+// glibc's own malloc and malloc_usable_size (looked up in libc.so.6, past any
+// sanitizer's interceptors), for every size below 4 KiB and a spread up to its
+// 128 KiB bound (below M_MMAP_THRESHOLD's least value, so never mmapped).
+// jemalloc's classes: PlantedSites.JemallocUsableSizesAreTheModels (jemalloc
+// cannot be dlopened into a running process: its TLS is static).
+TEST(UsableBytesTest, GlibcModelIsGlibcsUsableSize) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr) << dlerror();
+  using MallocFn = void* (*)(size_t);
+  using FreeFn = void (*)(void*);
+  using UsableFn = size_t (*)(void*);
+  auto real_malloc = reinterpret_cast<MallocFn>(dlsym(libc, "malloc"));
+  auto real_free = reinterpret_cast<FreeFn>(dlsym(libc, "free"));
+  auto real_usable = reinterpret_cast<UsableFn>(dlsym(libc, "malloc_usable_size"));
+  ASSERT_TRUE(real_malloc != nullptr && real_free != nullptr && real_usable != nullptr);
+  std::vector<size_t> sizes;
+  for (size_t s = 0; s < 4096; ++s) sizes.push_back(s);
+  for (size_t s = 4096; s < 128 * 1024; s += 1021) sizes.push_back(s);
+  sizes.push_back(128 * 1024 - 1);
+  for (size_t s : sizes) {
+    void* p = real_malloc(s);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(UsableBytes(HostRounding::kGlibc, format::kKindMalloc, s), real_usable(p)) << s;
+    real_free(p);
+  }
+  dlclose(libc);
+  // From 128 KiB: the request (glibc may have mmapped the block, or not).
+  EXPECT_EQ(UsableBytes(HostRounding::kGlibc, format::kKindMalloc, 128 * 1024), 128u * 1024);
+  EXPECT_EQ(UsableBytes(HostRounding::kGlibc, format::kKindCalloc, 1 << 20), 1u << 20);
+}
+
+// CPython's small-object allocator hands out multiples of 16 bytes (its
+// ALIGNMENT on 64-bit platforms), whatever the process's malloc; a request
+// of 0 goes to malloc, so any record of kind pymalloc is 1..512 bytes.
+TEST(UsableBytesTest, PymallocSizeClassesAndUnknownAllocators) {
+  for (HostRounding r : {HostRounding::kRequest, HostRounding::kGlibc, HostRounding::kJemalloc}) {
+    EXPECT_EQ(UsableBytes(r, format::kKindPymalloc, 1), 16u);
+    EXPECT_EQ(UsableBytes(r, format::kKindPymalloc, 16), 16u);
+    EXPECT_EQ(UsableBytes(r, format::kKindPymalloc, 17), 32u);
+    EXPECT_EQ(UsableBytes(r, format::kKindPymalloc, 500), 512u);
+    EXPECT_EQ(UsableBytes(r, format::kKindPymalloc, 512), 512u);
+  }
+  EXPECT_EQ(UsableBytes(HostRounding::kRequest, format::kKindMalloc, 33), 33u);
+  EXPECT_EQ(UsableBytes(HostRounding::kGlibc, format::kKindMalloc, ~uint64_t{0}), ~uint64_t{0});
+  EXPECT_EQ(UsableBytes(HostRounding::kJemalloc, format::kKindMalloc, ~uint64_t{0} - 5),
+            ~uint64_t{0} - 5);
+}
+
+// A sample stands for its usable size over p, p from the request as drawn;
+// its cohort's T (LiveCohorts) comes back exactly from the request.
+TEST(HeapReplayTest, SamplesStandForTheirUsableSize) {
+  for (HostRounding r : {HostRounding::kRequest, HostRounding::kGlibc}) {
+    HeapReplay replay;
+    replay.set_rounding(r);
+    replay.set_cohort(0);
+    replay.Apply(Alloc(0, 7, 0x1000, 33, 256));
+    Event py = Alloc(1, 7, 0x2000, 20, 256);
+    py.kind = format::kKindPymalloc;
+    replay.Apply(py);
+    const double p33 = SampleProbability(33, 256), p20 = SampleProbability(20, 256);
+    const double usable33 = r == HostRounding::kGlibc ? 40 : 33;
+    ASSERT_EQ(replay.sites().size(), 1u);
+    const HeapReplay::Accumulator& a = replay.sites()[0];
+    EXPECT_DOUBLE_EQ(a.live_bytes, usable33 / p33 + 32 / p20);
+    EXPECT_DOUBLE_EQ(a.live_count, 1 / p33 + 1 / p20);
+    EXPECT_DOUBLE_EQ(a.live_var, usable33 * usable33 / p33 / p33 * (1 - p33) +
+                                     32.0 * 32 / p20 / p20 * (1 - p20));
+    const auto cohorts = LiveCohorts([&](auto fn) { replay.ForEachLive(fn); }, 1, 1, 2);
+    ASSERT_EQ(cohorts[0].size(), 1u);
+    EXPECT_NEAR(cohorts[0][0].min_interval, 256.0, 1e-9);
+    EXPECT_DOUBLE_EQ(cohorts[0][0].bytes, a.live_bytes);
+    replay.Apply(Free(0x1000));
+    EXPECT_NEAR(replay.sites()[0].live_bytes, 32 / p20, 1e-9);
+  }
 }
 
 TEST(HeapReplayTest, ExactBytesAtProbabilityOne) {
