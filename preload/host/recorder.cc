@@ -349,7 +349,8 @@ void EmitAlloc(ThreadState& t, const void* p, size_t size, uint64_t interval, ui
       PushFromHook(t, buf, e.size());
     }
   }
-  SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, stack);
+  SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, SampleSlack(size, kind == fmt::kKindPymalloc),
+               interval, stack);
 }
 
 void EmitFree(ThreadState& t, const void* p, uint64_t seq) {
@@ -469,7 +470,8 @@ void* ScreenBlock(ThreadState& t, AllocReq* r, size_t align, uint64_t interval, 
     return ForwardCounted(t, r);
   }
   // Untracked, its free would write a FREE record of an ALLOC never written.
-  if (!Recording() || !SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, interval, key)) {
+  if (!Recording() || !SitesOnAlloc(reinterpret_cast<uintptr_t>(p), size, SampleSlack(size, false),
+                                    interval, key)) {
     size_t unused;
     g_region.Free(p, &unused);
     errno = saved_errno;

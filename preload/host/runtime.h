@@ -301,6 +301,16 @@ MEMSTEP_ALWAYS_INLINE size_t RegionCharge(size_t size) {
   return chunk < 32 ? 24 : chunk - 8;
 }
 
+// What a sample's block holds beyond its `size` requested bytes, as the
+// analysis counts it (src/analysis/replay.h UsableBytes): pymalloc's 16-byte
+// classes; glibc's usable size below 128 KiB; else 0 (another allocator, or a
+// block glibc may have mmapped). The site tally weighs samples by it.
+MEMSTEP_ALWAYS_INLINE size_t SampleSlack(size_t size, bool pymalloc) {
+  if (pymalloc) return size == 0 ? 16 : ((size + 15) & ~size_t{15}) - size;
+  if (!g_hot.glibc || size >= 128 * 1024) return 0;
+  return RegionCharge(size) - size;
+}
+
 // Counts one block of `charge` = usable size + kChargePad bytes (a glibc
 // heap chunk's size); true when the thread's pending counts are due for a
 // flush (the caller flushes).

@@ -419,7 +419,7 @@ MEMSTEP_NOINLINE void RestampSlow(ThreadState& t, uintptr_t block) {
     if (ctx == 0 || old.stack == ctx || !SitesTakeBlock(block, &old)) return;
     if (!SitesIsTarget(ctx)) {
       cost.set_screen();
-      SitesOnAlloc(block, old.size, old.interval, ctx);
+      SitesOnAlloc(block, old.size, old.slack, old.interval, ctx);
       return;
     }
     // A target's draws are samples with stacks at the T they were drawn with.
@@ -482,7 +482,8 @@ MEMSTEP_NOINLINE void SampleSlow(ThreadState& t, const void* p, size_t req, cons
   if (what == kSampleScreen) {
     // No stack and no record: tallied under its Python context.
     cost.set_screen();
-    if (Recording() && SitesOnAlloc(reinterpret_cast<uintptr_t>(p), req, interval, key)) {
+    if (Recording() &&
+        SitesOnAlloc(reinterpret_cast<uintptr_t>(p), req, SampleSlack(req, true), interval, key)) {
       BitSet(b, true);
     }
     return;

@@ -81,10 +81,11 @@ void SnapshotWriterPoll();
 
 // ---- per-site live estimates (sites.cc) ----
 void InitSites();
-// Sampled allocation of `size` bytes with sampling interval `interval`
-// (0 = recorded with probability 1) at `stack`; false when it is not
-// tracked (no site table, or the block table full).
-bool SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack);
+// Sampled allocation of `size` requested bytes whose block holds `slack`
+// more (its usable size - size: SampleSlack), with sampling interval
+// `interval` (0 = recorded with probability 1) at `stack`; false when it is
+// not tracked (no site table, or the block table full).
+bool SitesOnAlloc(uintptr_t addr, size_t size, size_t slack, uint64_t interval, uint32_t stack);
 // The block at addr (if tracked) is freed. Call before the block can be
 // reused. False when it was a screen (its allocation wrote no record, so its
 // free writes none either).
@@ -93,11 +94,13 @@ bool SitesOnFree(uintptr_t addr);
 uint64_t SitesRemove(uintptr_t addr);
 void SitesRestore(uintptr_t addr, uint64_t packed);
 // A tracked block as its allocation entered it: its stack (or screen key,
-// kScreenKeyBit), requested size (saturated at 4 GiB) and the T it was drawn
+// kScreenKeyBit), requested size (from 128 MiB in 16-byte units, saturated at
+// 32 GiB), its slack (usable - requested, at most 15) and the T it was drawn
 // with (0: recorded with p = 1).
 struct TrackedBlock {
   uint32_t stack;
   size_t size;
+  size_t slack;
   uint64_t interval;
 };
 // SitesPeekBlock reads it; SitesTakeBlock removes it (SitesOnFree without the

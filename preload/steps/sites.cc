@@ -145,10 +145,31 @@ std::atomic<uint32_t> g_hunt_epoch{0};
 std::atomic<bool> g_hunt_new_any{false};
 
 // packed = stack (23 bits) | hunt-born (1) | hunt epoch at birth (4 bits) |
-// rate id (4 bits) | size (32 bits, saturated). Stack ids stay below 2^21
-// (the dictionary's stack table).
-uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
-  uint64_t s = size > 0xFFFFFFFFu ? 0xFFFFFFFFu : size;
+// rate id (4 bits) | size (32 bits: below 128 MiB, the request in bits 0-26
+// and the slack, usable - request, in bits 27-30 (saturated at 15); from
+// 128 MiB, bit 31 set and the request / 16 in bits 0-30 (saturated at
+// 32 GiB), no slack). Stack ids stay below 2^21 (the dictionary's stack
+// table).
+constexpr uint64_t kSmallSize = uint64_t{1} << 27;
+constexpr uint64_t kLargeBit = uint64_t{1} << 31;
+uint64_t PackSize(size_t size, size_t slack) {
+  if (size < kSmallSize) return size | (static_cast<uint64_t>(slack < 15 ? slack : 15) << 27);
+  const uint64_t units = size >> 4;
+  return kLargeBit | (units < kLargeBit - 1 ? units : kLargeBit - 1);
+}
+// The request and the usable size of a packed value.
+size_t PackedRequest(uint64_t packed) {
+  const uint64_t v = packed & 0xFFFFFFFFu;
+  return (v & kLargeBit) != 0 ? static_cast<size_t>((v & (kLargeBit - 1)) << 4)
+                              : static_cast<size_t>(v & (kSmallSize - 1));
+}
+size_t PackedUsable(uint64_t packed) {
+  const uint64_t v = packed & 0xFFFFFFFFu;
+  return PackedRequest(packed) + ((v & kLargeBit) != 0 ? 0 : static_cast<size_t>(v >> 27));
+}
+
+uint64_t Pack(uint32_t stack, size_t size, size_t slack, uint64_t interval) {
+  const uint64_t s = PackSize(size, slack);
   uint64_t hunt = 0;
   if (g_hunt_on.load(std::memory_order_relaxed)) {
     hunt = 0x10 | (g_hunt_epoch.load(std::memory_order_relaxed) & 0xF);
@@ -160,25 +181,29 @@ uint64_t Pack(uint32_t stack, size_t size, uint64_t interval) {
 uint32_t PackedStack(uint64_t packed) { return static_cast<uint32_t>(packed >> 41); }
 bool IsScreenKey(uint32_t stack) { return (stack & kScreenKeyBit) != 0; }
 
-// A sample's share of its site's Horvitz-Thompson variance, w (w - size) for
-// weight w = size / p, in KiB^2 (rounded; 0 for blocks recorded with p = 1).
+// A sample's share of its site's Horvitz-Thompson variance, w (w - u) for
+// weight w = u / p (u its usable size), in KiB^2 (rounded; 0 for blocks
+// recorded with p = 1).
 int64_t VarianceKib2(uint64_t packed, int64_t bytes) {
-  const double size = static_cast<double>(packed & 0xFFFFFFFFu);
+  const double size = static_cast<double>(PackedUsable(packed));
   const double w = static_cast<double>(bytes);
   return static_cast<int64_t>(w * (w - size) / (1024.0 * 1024.0) + 0.5);
 }
 
+// A sample's estimates: its usable size u over p, p from its request as
+// drawn (docs/analysis.md "Bytes: usable, not requested"), and 1 / p blocks.
 void Weights(uint64_t packed, int64_t* bytes, int64_t* count) {
-  double size = static_cast<double>(packed & 0xFFFFFFFFu);
+  const double size = static_cast<double>(PackedRequest(packed));
+  const double usable = static_cast<double>(PackedUsable(packed));
   uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
   uint64_t T = rate == 0 ? 0 : g_rates[rate].load(std::memory_order_relaxed);
   if (T <= 1) {
-    *bytes = static_cast<int64_t>(size);
+    *bytes = static_cast<int64_t>(usable);
     *count = 1000;
     return;
   }
   double p = 1.0 - exp(-(size + 1.0) / static_cast<double>(T));
-  *bytes = static_cast<int64_t>(size / p);
+  *bytes = static_cast<int64_t>(usable / p);
   *count = static_cast<int64_t>(1000.0 / p);  // milli-blocks
 }
 
@@ -331,9 +356,9 @@ void InitSites() {
   g_sites_on = true;
 }
 
-bool SitesOnAlloc(uintptr_t addr, size_t size, uint64_t interval, uint32_t stack) {
+bool SitesOnAlloc(uintptr_t addr, size_t size, size_t slack, uint64_t interval, uint32_t stack) {
   if (!g_sites_on) return false;
-  uint64_t packed = Pack(stack, size, interval);
+  uint64_t packed = Pack(stack, size, slack, interval);
   if (!g_blocks.Insert(addr, packed)) return false;
   Apply(packed, +1);
   return true;
@@ -363,7 +388,8 @@ void SitesRestore(uintptr_t addr, uint64_t packed) {
 namespace {
 void Unpack(uint64_t packed, TrackedBlock* out) {
   out->stack = PackedStack(packed);
-  out->size = static_cast<size_t>(packed & 0xFFFFFFFFu);
+  out->size = PackedRequest(packed);
+  out->slack = PackedUsable(packed) - out->size;
   const uint32_t rate = static_cast<uint32_t>(packed >> 32) & 0xF;
   out->interval = rate == 0 ? 0 : g_rates[rate].load(std::memory_order_relaxed);
 }
