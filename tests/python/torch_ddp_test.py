@@ -23,7 +23,9 @@ without memstep (glibc's mallinfo2 in the loop), LEAK in 2 of those 14 runs.
 That growth is real, so a LEAK line or site in torch's own Python code (its
 innermost Python frame in the torch package: autograd's backward, DDP's
 forward), on either rank, names it and is not a false LEAK; its 95 % interval
-must still reach down to DDP's 2.3 KiB a step. Since sites count usable bytes
+must still reach down to DDP's 2.3 KiB a step. A caller line on rank 1 whose
+sites include the leak's (`<module>`'s call of main(), in 2 of 10 seeds of
+one CI run) holds the leak and DDP's growth: not false either. Since sites count usable bytes
 (docs/analysis.md "Bytes: usable, not requested") the backward line of rank 0
 reads LEAK in 3 of 10 seeds at 1.4 KiB/step [0.3, 3.3] (a sum of 68 sites).
 """
@@ -71,7 +73,7 @@ class TorchDdpTest(unittest.TestCase):
     def test_two_ranks_and_the_leaking_rank_named_at_its_line(self):
         line = leak_line()
         named, tested = 0, 0
-        runs, others, torch_growth = [], [], []
+        runs, others, torch_growth, holding = [], [], [], []
         for seed in SEEDS:
             out, report = self.run_seed(seed)
             ranks = {p["pid"]: p["rank"] for p in report["processes"] if p["rank"] != ""}
@@ -82,6 +84,9 @@ class TorchDdpTest(unittest.TestCase):
             leaks = [s for s in report["sites"] if s["growth"]["class"] == "LEAK"]
             keeper = [s for s in leaks if ranks.get(s["pid"]) == "1" and any(
                 f.get("file") == SCRIPT and f.get("line") == line for f in s["frames"])]
+            # Rank 1's sites allocated on the leak's line, LEAK or not.
+            leak_ids = {s["id"] for s in report["sites"] if ranks.get(s["pid"]) == "1" and any(
+                f.get("file") == SCRIPT and f.get("line") == line for f in s["frames"])}
             for s in leaks:
                 if s in keeper:
                     continue
@@ -103,6 +108,10 @@ class TorchDdpTest(unittest.TestCase):
                         keeper.append(ln)
                     elif in_torch(ln["frames"], ln["growth_ci"]):
                         torch_growth.append((seed, ranks.get(p["pid"]), "line", at))
+                    elif ln["callees"] and leak_ids & set(ln["site_ids"]):
+                        # A caller line above the leak (main()'s call): the
+                        # leak and DDP's own growth under it, both real.
+                        holding.append((seed, ranks.get(p["pid"]), at.get("line")))
                     else:
                         others.append((seed, ranks.get(p["pid"]), "line", at))
             tested += len(common.tested_sites(report))
@@ -116,6 +125,7 @@ class TorchDdpTest(unittest.TestCase):
                 self.assertEqual(text.returncode, 0, text.stderr)
                 self.assertIn("Ranks (2 processes with RANK", text.stdout)
         print("DDP's own growth named in torch's code:", torch_growth)
+        print("caller lines holding the leak:", holding)
         self.assertGreaterEqual(named, MIN_NAMED, runs)
         self.assertLessEqual(len(others), common.max_false_leaks(tested), others)
 
