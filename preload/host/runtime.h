@@ -44,6 +44,7 @@
 #include "preload/core/region.h"
 #include "preload/core/ring.h"
 #include "preload/core/sampler.h"
+#include "src/format/format.h"
 
 namespace memstep::preload {
 
@@ -296,9 +297,7 @@ MEMSTEP_ALWAYS_INLINE size_t RealUsable(void* p) {
 // size (src/analysis/replay.h UsableBytes). With another allocator: the
 // request.
 MEMSTEP_ALWAYS_INLINE size_t RegionCharge(size_t size) {
-  if (!g_hot.glibc || size > (size_t{1} << 40)) return size;
-  const size_t chunk = (size + 8 + 15) & ~size_t{15};
-  return chunk < 32 ? 24 : chunk - 8;
+  return g_hot.glibc ? static_cast<size_t>(format::GlibcUsable(size)) : size;
 }
 
 // What a sample's block holds beyond its `size` requested bytes, as the
@@ -306,9 +305,9 @@ MEMSTEP_ALWAYS_INLINE size_t RegionCharge(size_t size) {
 // classes; glibc's usable size below 128 KiB; else 0 (another allocator, or a
 // block glibc may have mmapped). The site tally weighs samples by it.
 MEMSTEP_ALWAYS_INLINE size_t SampleSlack(size_t size, bool pymalloc) {
-  if (pymalloc) return size == 0 ? 16 : ((size + 15) & ~size_t{15}) - size;
-  if (!g_hot.glibc || size >= 128 * 1024) return 0;
-  return RegionCharge(size) - size;
+  if (pymalloc) return static_cast<size_t>(format::PymallocUsable(size)) - size;
+  if (!g_hot.glibc || size >= format::kGlibcMmapFloor) return 0;
+  return static_cast<size_t>(format::GlibcUsable(size)) - size;
 }
 
 // Counts one block of `charge` = usable size + kChargePad bytes (a glibc

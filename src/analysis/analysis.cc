@@ -1442,7 +1442,9 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   std::unique_ptr<DeviceAnalysis> device = DeviceAnalysis::Start(t, host, r.steps);
   // Pass 1 after the scan: the whole replay (the device pass rides on it).
   HostPass h;
-  h.replay.set_rounding(HostRoundingOf(t));
+  const HostRounding rounding = HostRoundingOf(t);
+  h.replay.set_rounding(rounding);
+  h.slices.set_rounding(rounding);
   ReplayHost(t, events, row_of_step, max_run, options, r.steps.size(), device.get(), r, h);
   // The run peak and the stage peaks without an in-process snapshot: pass 1
   // kept the host and device sites there (marks), so the capture pass
@@ -1463,9 +1465,8 @@ ProcessResult AnalyzeTrace(const Trace& t, const TraceEvents& events, const std:
   for (size_t index : device_captures) {
     device_all_kept = device_all_kept && device_kept.count(index) > 0;
   }
-  Captured both =
-      CapturePass(events, HostRoundingOf(t), host_kept ? std::vector<size_t>{} : captures,
-                  device_all_kept ? std::vector<size_t>{} : device_captures);
+  Captured both = CapturePass(events, rounding, host_kept ? std::vector<size_t>{} : captures,
+                              device_all_kept ? std::vector<size_t>{} : device_captures);
   if (host_kept) both.host = std::move(h.captured);
   if (device_all_kept) both.device = std::move(device_kept);
   for (size_t k = 0; k < h.targets.size(); ++k) {

@@ -30,24 +30,12 @@ HostRounding HostRoundingOf(const reader::Trace& t) {
 }
 
 uint64_t UsableBytes(HostRounding r, uint8_t kind, uint64_t size) {
-  constexpr uint64_t kHuge = uint64_t{1} << 62;     // no rounding can overflow below it
-  constexpr uint64_t kGlibcMmapFloor = 128 * 1024;  // M_MMAP_THRESHOLD's least (default) value
-  if (size >= kHuge) return size;
-  if (kind == format::kKindPymalloc) return size == 0 ? 16 : (size + 15) & ~uint64_t{15};
+  if (kind == format::kKindPymalloc) return format::PymallocUsable(size);
   switch (r) {
-    case HostRounding::kGlibc: {
-      if (size >= kGlibcMmapFloor) return size;
-      const uint64_t chunk = (size + 8 + 15) & ~uint64_t{15};
-      return chunk < 32 ? 24 : chunk - 8;
-    }
-    case HostRounding::kJemalloc: {
-      if (size <= 8) return 8;
-      if (size <= 128) return (size + 15) & ~uint64_t{15};
-      // Four classes per doubling: (2^k, 2^(k+1)] in steps of 2^(k-2).
-      const int k = 63 - __builtin_clzll(size - 1);
-      const uint64_t step = uint64_t{1} << (k - 2);
-      return (size + step - 1) & ~(step - 1);
-    }
+    case HostRounding::kGlibc:
+      return size >= format::kGlibcMmapFloor ? size : format::GlibcUsable(size);
+    case HostRounding::kJemalloc:
+      return format::JemallocUsable(size);
     case HostRounding::kRequest:
       break;
   }

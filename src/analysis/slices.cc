@@ -34,10 +34,6 @@ void SliceTracker::Apply(const reader::Event& e, const reader::Trace& t) {
         keys_.push_back(key);
         by_stack_[e.stack].push_back(it->second);
       }
-      if (!rounding_known_) {
-        rounding_ = HostRoundingOf(t);
-        rounding_known_ = true;
-      }
       const double p = SampleProbability(e.size, e.interval);
       const double bytes = static_cast<double>(UsableBytes(rounding_, e.kind, e.size)) / p;
       SiteSlice& s = slices_[it->second];

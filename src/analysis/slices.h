@@ -42,6 +42,9 @@ class SliceTracker {
   explicit SliceTracker(size_t max_slices = kDefaultMaxSlices)
       : max_slices_(max_slices < 1 ? 1 : max_slices) {}
 
+  // The rounding of the trace's allocator (replay.h UsableBytes); kRequest until set.
+  void set_rounding(HostRounding r) { rounding_ = r; }
+
   // Applies one event of `t` in seq order: STEP records open and close
   // steps, ALLOC and FREE records change the slices; others are ignored.
   void Apply(const reader::Event& e, const reader::Trace& t);
@@ -69,8 +72,7 @@ class SliceTracker {
   size_t max_slices_;
   int64_t bucket_ = 1;
   int64_t open_step_ = -1;
-  HostRounding rounding_ = HostRounding::kRequest;  // the trace's (replay.h), from its first ALLOC
-  bool rounding_known_ = false;
+  HostRounding rounding_ = HostRounding::kRequest;
   absl::flat_hash_map<Key, uint32_t> index_;
   std::vector<SiteSlice> slices_;
   std::vector<Key> keys_;  // slices_[i]'s key

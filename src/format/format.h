@@ -249,6 +249,36 @@ enum AllocKind : uint8_t {
   kKindPymalloc = 4,  // a block of CPython's pymalloc (object/mem domains, <= 512 B)
 };
 
+// The usable size an allocator gives a request of `size` bytes: what the
+// exact counters count for a block, so what a sample stands for
+// (docs/analysis.md "Bytes: usable, not requested"). One model for the
+// library (region blocks, its site tally) and the analysis (UsableBytes).
+// glibc: a heap chunk (size + 8 rounded up to 16, at least 32) less its
+// 8-byte header; from kGlibcMmapFloor glibc may mmap the block instead
+// (page-rounded) by its sliding threshold, so callers count the request there.
+inline constexpr uint64_t kGlibcMmapFloor = 128 * 1024;         // M_MMAP_THRESHOLD's least value
+inline constexpr uint64_t kUsableModelMax = uint64_t{1} << 40;  // above: the request
+constexpr uint64_t GlibcUsable(uint64_t size) {
+  if (size >= kUsableModelMax) return size;
+  const uint64_t chunk = (size + 8 + 15) & ~uint64_t{15};
+  return chunk < 32 ? 24 : chunk - 8;
+}
+// CPython's small-object allocator: 16-byte classes (its ALIGNMENT on 64-bit
+// platforms); a request of 0 takes the smallest.
+constexpr uint64_t PymallocUsable(uint64_t size) {
+  return size == 0 ? 16 : (size + 15) & ~uint64_t{15};
+}
+// jemalloc's size classes: 8, multiples of 16 to 128, then four classes per
+// doubling ((2^k, 2^(k+1)] in steps of 2^(k-2)).
+constexpr uint64_t JemallocUsable(uint64_t size) {
+  if (size >= kUsableModelMax) return size;
+  if (size <= 8) return 8;
+  if (size <= 128) return (size + 15) & ~uint64_t{15};
+  const int k = 63 - __builtin_clzll(size - 1);
+  const uint64_t step = uint64_t{1} << (k - 2);
+  return (size + step - 1) & ~(step - 1);
+}
+
 // Device allocation kinds (kTagDevAlloc `kind`). JSON names in
 // DeviceKindName().
 enum DeviceKind : uint8_t {

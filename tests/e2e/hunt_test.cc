@@ -137,6 +137,35 @@ int Seeds() {
   return e != nullptr && atoi(e) > 0 ? atoi(e) : 30;
 }
 
+// Sites and the exact heap count one unit, usable bytes (docs/analysis.md
+// "Bytes: usable, not requested"): at T = 1 every block is a sample served
+// from memstep's region, yet the exact heap grows each step by what glibc
+// would have counted for the leak's 20 blocks of 512 B (20 x 520 B, the
+// region's RegionCharge), and the leak's site holds 60 steps of that.
+TEST(HuntTest, SampledBlocksCountTheirUsableSizeInSitesAndExactHeap) {
+  TempDir dir;
+  ChildResult r =
+      RunChild({PlantedProgram(), "hunt", "10240", "512"}, TracedEnv(dir.path(), 1), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(dir.path());
+  ASSERT_TRUE(report.ok()) << report.status();
+  const double per_step = 20 * Usable(512);
+  ASSERT_EQ(per_step, 10400);
+  const std::vector<analysis::StepRow>& steps = report->steps;
+  ASSERT_GE(steps.size(), 50u);
+  for (size_t k = 2; k < steps.size(); ++k) {
+    EXPECT_EQ(static_cast<double>(steps[k].live_bytes_end) -
+                  static_cast<double>(steps[k - 1].live_bytes_end),
+              per_step)
+        << "step " << k;
+  }
+  double leak_live = 0;
+  for (const analysis::Site& s : report->sites) {
+    if (InLeakFunction(s)) leak_live += s.live_bytes_end;
+  }
+  EXPECT_NEAR(leak_live, static_cast<double>(steps.size()) * per_step, 0.5);
+}
+
 TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
   const int kSeeds = Seeds();
   constexpr long kLeak = 10 * 1024;

@@ -266,6 +266,12 @@ case "$CASE" in
       || fail "trace check"
     "$CHECK" "$(one_trace)" --dump | grep -q '^SNAPSHOT .*cause=1 ' || fail "no run-peak snapshot"
     ;;
+  snapshot-usable)  # every block recorded: the planted site's tally is its usable bytes
+    # (glibc: a request of 12345 B is a 12360-byte block; docs/preload.md "Peak composition")
+    MEMSTEP_SAMPLE_INTERVAL=1 run "$BIN" snapshot
+    "$CHECK" "$(one_trace)" --expect-trailer --min-snapshots 6 \
+      --expect-planted-usable 12345 12360 || fail "trace check"
+    ;;
   windows)  # 50 ms windows until the program marks steps; then a notice
     MEMSTEP_WINDOW=0.05 run "$BIN" windows
     "$CHECK" "$(one_trace)" --expect-trailer --min-steps 12 --min-notices 1 || fail "trace check"

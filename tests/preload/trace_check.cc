@@ -7,6 +7,7 @@
 //                         [--allow-truncated-tail] [--min-epochs N]
 //                         [--expect-alerts N] [--min-snapshots N] [--min-notices N]
 //                         [--expect-planted-top STAGE SIZE] [--expect-interval T]
+//                         [--expect-planted-usable SIZE USABLE]
 // Checks: header magic/version/CRC, every chunk's header and payload CRC,
 // zstd decompression, record syntax of every tag, and that every stack,
 // string and mapping id is defined before it is used. Prints one summary line
@@ -45,6 +46,10 @@ std::set<uint64_t> g_stacks, g_strings, g_maps;
 bool g_dump = false;
 bool g_allow_truncated_tail = false;  // a kill -9 may cut the last write
 uint64_t g_planted_size = 0;          // --expect-planted-top: allocation size
+// --expect-planted-usable SIZE USABLE: each snapshot entry of a planted stack
+// holds its count times USABLE bytes (every block recorded with p = 1).
+uint64_t g_planted_usable = 0;
+int g_usable_entries = 0, g_usable_wrong = 0;
 std::set<uint64_t> g_planted_stacks;  // stacks of allocations of that size
 std::vector<std::pair<uint64_t, std::string>> g_string_text;
 
@@ -252,6 +257,14 @@ bool Take(const fmt::SiteSnapshotRecord& r, Stats* s) {
     sites.Next(&bytes);
     sites.Next(&count);
     if (!StackDefined(stack)) return Fail("SITE_SNAPSHOT stack before STACK");
+    if (g_planted_usable != 0 && count > 0 && g_planted_stacks.count(stack) != 0) {
+      ++g_usable_entries;
+      if (bytes != count * g_planted_usable) {
+        ++g_usable_wrong;
+        std::fprintf(stderr, "trace_check: planted site %llu B for %llu blocks\n", (ull)bytes,
+                     (ull)count);
+      }
+    }
     if (bytes > prev) return Fail("SITE_SNAPSHOT not sorted by bytes");
     prev = bytes;
     if (i == 0) top = stack, top_bytes = bytes;
@@ -395,6 +408,10 @@ void ParseModeOptions(int argc, char** argv) {
     if (std::strcmp(argv[i], "--expect-planted-top") == 0 && i + 2 < argc) {
       g_planted_size = std::strtoull(argv[i + 2], nullptr, 10);
     }
+    if (std::strcmp(argv[i], "--expect-planted-usable") == 0 && i + 2 < argc) {
+      g_planted_size = std::strtoull(argv[i + 1], nullptr, 10);
+      g_planted_usable = std::strtoull(argv[i + 2], nullptr, 10);
+    }
   }
 }
 
@@ -474,6 +491,13 @@ bool CheckExpectation(int argc, char** argv, int* i, const Stats& s, bool* ok) {
     std::string stage = argv[++*i];
     ++*i;
     if (!PlantedTopOk(s, stage)) *ok = false;
+  } else if (a == "--expect-planted-usable" && *i + 2 < argc) {
+    *i += 2;
+    std::printf("planted_usable: %d snapshot entries, %d not count x %llu\n", g_usable_entries,
+                g_usable_wrong, (ull)g_planted_usable);
+    if (g_usable_entries == 0 || g_usable_wrong != 0) {
+      *ok = Fail("planted site's snapshot bytes are not its blocks' usable size");
+    }
   } else if (a == "--min-mmaps" && arg) {
     need("mmaps", s.mmaps);
   } else if (a == "--expect-stage" && arg) {
