@@ -17,39 +17,34 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
   // collection that frees garbage piled up since the last one): no total to
   // calibrate to.
   if (exact.cls != GrowthClass::kLeak || !(exact.slope > 0) || exact.level_shifts > 0) return r;
-  // A site's sampled rate: the bytes allocated in the window and still live
-  // at the end, over the window (Horvitz-Thompson: unbiased). Its Theil-Sen
-  // slope is not: a leak of a few large objects is a series of rare jumps,
-  // whose median pairwise slope is far below the mean rate.
-  auto rate = [](const Growth* g) {
-    return g->window_bytes > 0 && g->window > 0 ? g->window_bytes / static_cast<double>(g->window)
-                                                : g->slope;
-  };
+  // A LEAK site's (or line's) rate b is what the window's cohorts kept, their
+  // inverse-variance Horvitz-Thompson mean (growth.cc): unbiased, and the
+  // rate the report gives. Not the plain sum of the window's cohorts over the
+  // window (used until the rate was that mean): with T changing inside the
+  // window (a hunt, a screening that targeted a site late) that sum rests on
+  // the sparse rows too and reads far off (635 B/step against 1,659 for a
+  // caller line, whose calibration it refused).
   std::vector<Growth*> leaks;
-  std::vector<double> rates;
   for (Growth* g : sites) {
     if (g == nullptr || g->cls != GrowthClass::kLeak || !(g->slope > 0)) continue;
     leaks.push_back(g);
-    rates.push_back(rate(g));
-    r.sampled_sum += rates.back();
+    r.sampled_sum += g->slope;
   }
   if (leaks.empty() || !(r.sampled_sum > 0)) return r;
   // Is the exact slope consistent with the sites' sampled ones? Under that
   // hypothesis site i's true rate is b_i * G / S, so it expects n_i * G / S
   // samples and its estimate has a standard deviation of about
-  // b_i * sqrt(G / S) / sqrt(n_i) (a sampled leak is a random walk whose
-  // Theil-Sen interval is too narrow for this). The wider of that and the
-  // Theil-Sen half-width counts.
+  // b_i * sqrt(G / S) / sqrt(n_i). The wider of that and the half-width of
+  // the site's own interval counts.
   const double scale = std::sqrt(exact.slope / r.sampled_sum);
   double var = 0;  // of the sum, from each site's 95 % half-width
-  for (size_t i = 0; i < leaks.size(); ++i) {
-    const Growth* g = leaks[i];
-    const double ts_half = (g->slope_high - g->slope_low) / 2;
+  for (const Growth* g : leaks) {
+    const double own_half = (g->slope_high - g->slope_low) / 2;
     // What its samples are worth (small ones about one each; blocks recorded
     // with p = 1 without bound, so no Poisson term).
     const double samples = std::max({g->window_samples, g->window_effective_samples, 1.0});
-    const double poisson_half = kZ95 * rates[i] * scale / std::sqrt(samples);
-    const double half = ts_half > poisson_half ? ts_half : poisson_half;
+    const double poisson_half = kZ95 * g->slope * scale / std::sqrt(samples);
+    const double half = std::max(own_half, poisson_half);
     var += half * half;
   }
   const double exact_half = (exact.slope_high - exact.slope_low) / 2;
@@ -59,8 +54,7 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
   if (std::fabs(exact.slope - r.sampled_sum) > r.tolerance) return r;
   r.factor = exact.slope / r.sampled_sum;
   r.applied = true;
-  for (size_t i = 0; i < leaks.size(); ++i) {
-    Growth* g = leaks[i];
+  for (Growth* g : leaks) {
     g->sampled_slope = g->slope;
     g->calibrated = true;
     if (leaks.size() == 1) {
@@ -68,10 +62,9 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
       g->slope_low = exact.slope_low;
       g->slope_high = exact.slope_high;
     } else {  // its share of the exact slope, with its interval scaled alike
-      const double k = rates[i] * r.factor / g->slope;
-      g->slope *= k;
-      g->slope_low *= k;
-      g->slope_high *= k;
+      g->slope *= r.factor;
+      g->slope_low *= r.factor;
+      g->slope_high *= r.factor;
     }
   }
   return r;

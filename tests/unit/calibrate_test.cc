@@ -144,6 +144,30 @@ TEST(CalibrateTest, SeveralLeakSitesKeepTheirSharesAndSumToTheExactSlope) {
   EXPECT_EQ(flat.slope, 50 * kKiB);
 }
 
+// The rate tested and rescaled is the one the report gives, the cohorts'
+// inverse-variance mean (Growth::slope), not the plain sum of the window's
+// cohorts over the window: for a caller line that a screening hunt
+// targeted late (a held-out PyTorch loop keeping a record a step), that
+// sum read 635 B/step against a rate of 1,659 [1,240, 2,213] and the exact
+// heap's 1,683, and the calibration was refused.
+TEST(CalibrateTest, TheRateTestedIsTheReportedOne) {
+  Growth exact;
+  exact.cls = GrowthClass::kLeak;
+  exact.slope = 1683, exact.slope_low = 1376, exact.slope_high = 1984;
+  Growth line;
+  line.cls = GrowthClass::kLeak;
+  line.slope = 1659, line.slope_low = 1240, line.slope_high = 2213;
+  line.window = 60;
+  line.window_bytes = 635.0 * 60;
+  line.window_samples = 52;
+  line.window_effective_samples = 57;
+  CalibrationResult c = CalibrateLeakRates(exact, {&line});
+  ASSERT_TRUE(c.applied);
+  EXPECT_DOUBLE_EQ(c.sampled_sum, 1659);
+  EXPECT_DOUBLE_EQ(line.sampled_slope, 1659);
+  EXPECT_EQ(line.slope, 1683);
+}
+
 TEST(CalibrateTest, NothingWithoutAnExactLeak) {
   Growth exact;
   exact.cls = GrowthClass::kNoTrend;
