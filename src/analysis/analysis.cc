@@ -1064,11 +1064,16 @@ void AddToPart(const GrowthInput& site, size_t rows, std::vector<GrowthInput>& p
     part->end_bytes_by_cohort.assign(rows, 0.0);
     part->end_samples_by_cohort.assign(rows, 0.0);
     part->end_var_by_cohort.assign(rows, 0.0);
+    part->end_block_by_cohort.assign(rows, 0.0);
   }
   for (size_t k = 0; k < rows; ++k) {
     part->end_bytes_by_cohort[k] += site.end_bytes_by_cohort[k];
     part->end_samples_by_cohort[k] += site.end_samples_by_cohort[k];
     part->end_var_by_cohort[k] += site.end_var_by_cohort[k];
+    if (k < site.end_block_by_cohort.size()) {
+      part->end_block_by_cohort[k] =
+          std::max(part->end_block_by_cohort[k], site.end_block_by_cohort[k]);
+    }
   }
 }
 

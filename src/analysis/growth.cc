@@ -53,7 +53,7 @@ struct CohortRate {
 // of its sum over the n rows, and the mean T its interval's one-sample term
 // takes; false without weight.
 bool SiteCohortRate(const GrowthInput& in, size_t a, size_t b, double* rate, double* var_sum,
-                    double* mean_t) {
+                    double* mean_t, double* block) {
   // Each cohort's kept bytes K_i is an unbiased estimate of the per-step rate
   // with variance about rate x T_i (T_i: the sampling interval of its step).
   // When T changed inside the window (progressive warm-up, a leak hunt that
@@ -83,6 +83,7 @@ bool SiteCohortRate(const GrowthInput& in, size_t a, size_t b, double* rate, dou
     wsum += w;
     wbytes += w * k;
     wvar += w * w * v;
+    if (i < in.end_block_by_cohort.size()) *block = std::max(*block, in.end_block_by_cohort[i]);
   }
   if (wsum <= 0) return false;
   const double n = static_cast<double>(b - a);
@@ -94,19 +95,19 @@ bool SiteCohortRate(const GrowthInput& in, size_t a, size_t b, double* rate, dou
   return true;
 }
 
-CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
+CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b, bool blocks = false) {
   CohortRate r;
   if (b <= a) return r;
-  double rate = 0, var_sum = 0, mean_t = 0;
+  double rate = 0, var_sum = 0, mean_t = 0, block = 0;
   if (in.parts.empty()) {
-    if (!SiteCohortRate(in, a, b, &rate, &var_sum, &mean_t)) return r;
+    if (!SiteCohortRate(in, a, b, &rate, &var_sum, &mean_t, &block)) return r;
   } else {
     // A sum of sites: the sum of their rates and variances; the one-sample
     // term at the smallest of their mean T (the finest of their samples).
     bool any = false;
     for (const GrowthInput& part : in.parts) {
       double pr = 0, pv = 0, pt = 0;
-      if (!SiteCohortRate(part, a, b, &pr, &pv, &pt)) continue;
+      if (!SiteCohortRate(part, a, b, &pr, &pv, &pt, &block)) continue;
       rate += pr;
       var_sum += pv;
       mean_t = any ? std::min(mean_t, pt) : pt;
@@ -116,7 +117,13 @@ CohortRate RateOfCohorts(const GrowthInput& in, size_t a, size_t b) {
   }
   const double n = static_cast<double>(b - a);
   r.rate = rate;
-  const HtInterval ci = HtSumInterval(r.rate * n, var_sum, mean_t);
+  // `blocks`: the one-sample term is at least one of the largest blocks
+  // recorded with p = 1 (GrowthInput::end_block_by_cohort): with no sampling
+  // variance their rate is still uncertain by one block over the window.
+  // Only the reported rate's interval takes it; the halves' (persistence,
+  // retention) keep one sample's worth.
+  const double one = blocks ? std::max(mean_t, block / 1.5) : mean_t;
+  const HtInterval ci = HtSumInterval(r.rate * n, var_sum, one);
   r.low = ci.low / n;
   r.high = ci.high / n;
   r.half_width = r.high - r.rate;
@@ -154,6 +161,7 @@ void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* 
   in->end_samples_by_cohort.assign(rows, 0.0);
   in->end_var_by_cohort.assign(rows, 0.0);
   in->end_interval_by_cohort.assign(rows, 0.0);
+  in->end_block_by_cohort.assign(rows, 0.0);
   if (cells == nullptr) return;
   for (const CohortCell& cell : *cells) {
     if (cell.row >= rows) continue;
@@ -161,6 +169,7 @@ void SetCohorts(const std::vector<CohortCell>* cells, size_t rows, GrowthInput* 
     in->end_samples_by_cohort[cell.row] = cell.samples;
     in->end_var_by_cohort[cell.row] = cell.var;
     in->end_interval_by_cohort[cell.row] = cell.min_interval;
+    in->end_block_by_cohort[cell.row] = cell.block;
   }
 }
 
@@ -267,7 +276,7 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   // Call sites: what the window's cohorts kept, per step (the last row's
   // cohort is left out: what it allocated had no step to be freed in).
   const size_t kept_end = N > 2 ? n - 1 : n;
-  w.kept = cohorts ? RateOfCohorts(in, ws, kept_end) : CohortRate{};
+  w.kept = cohorts ? RateOfCohorts(in, ws, kept_end, true) : CohortRate{};
   w.kept1 = cohorts ? RateOfCohorts(in, ws, ws + half) : CohortRate{};
   w.kept2 = cohorts ? RateOfCohorts(in, ws + half, kept_end) : CohortRate{};
   if (cohorts) {

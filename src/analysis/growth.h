@@ -106,6 +106,12 @@ struct GrowthInput {
   // The smallest sampling interval T among each cohort's samples live at the
   // end (0: none, or recorded with p = 1); empty: unknown (TargetRows).
   std::vector<double> end_interval_by_cohort;
+  // The largest block recorded with p = 1 among each cohort's samples live
+  // at the end (0: none); empty: none. A leak's rate over the window counts
+  // its blocks, and a window may hold one more or one fewer of them than
+  // the rate gives it (a 64 MiB block every eighth step: 6 or 7 in 55
+  // steps): its interval allows one block more or less (RateOfCohorts).
+  std::vector<double> end_block_by_cohort;
   // A sum of sites (a Python line): each site's own input. The cohorts'
   // rate is then the sum of each part's, each weighted by its own rows' T:
   // one set of weights for the sum would weigh one site's cohorts by rows

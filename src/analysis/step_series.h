@@ -334,6 +334,7 @@ struct CohortCell {
   double samples = 0;
   double var = 0;
   double min_interval = 0;  // the smallest T its samples were drawn with (0: none, or p = 1)
+  double block = 0;         // its largest block recorded with p = 1 (0: none)
 };
 
 // A replay's sampled allocations live now, summed per site and cohort:
@@ -390,6 +391,8 @@ std::vector<std::vector<CohortCell>> LiveCohorts(ForEach for_each_live, size_t s
       if (std::isfinite(T) && T > 0 && (c.min_interval == 0 || T < c.min_interval)) {
         c.min_interval = T;
       }
+    } else {
+      c.block = std::max(c.block, bytes);
     }
   }
   for (std::vector<CohortCell>& cells : out) cells.shrink_to_fit();

@@ -585,6 +585,43 @@ TEST(GrowthTest, BlocksRecordedWithCertaintyNeedThreeStepsNotTenSamples) {
   EXPECT_NE(g.reason.find("only 7 live samples"), std::string::npos) << g.reason;
 }
 
+// A leak of blocks recorded with p = 1 has no sampling variance, but its
+// window holds one block more or fewer than its rate gives it: a 64 MiB
+// block every eighth step is 6 or 7 blocks in the window's rows, so the
+// rate reads 7.3 or 8.5 MiB/step. The interval allows one block more or
+// less (GrowthInput::end_block_by_cohort) and covers the 8 MiB/step at every
+// phase; with one sample's worth (T = 512 KiB) it was 12 KiB wide and
+// missed it at every phase (the held-out run: 7.31 MiB/step [7.30, 7.31]).
+TEST(GrowthTest, ALeakOfBlocksIsUncertainByOneBlock) {
+  const size_t rows = 60;
+  int leak = 0, covered = 0, covered_without = 0;
+  for (size_t phase = 0; phase < 8; ++phase) {
+    GrowthInput in;
+    in.y.assign(rows, 0);
+    in.end_bytes_by_cohort.assign(rows, 0);
+    in.end_samples_by_cohort.assign(rows, 0);
+    in.end_var_by_cohort.assign(rows, 0);
+    in.end_block_by_cohort.assign(rows, 0);
+    in.interval_by_row.assign(rows, 512 * 1024);
+    for (size_t r = phase; r < rows; r += 8) {
+      for (size_t i = r; i < rows; ++i) in.y[i] += 64 * kMiB;
+      in.end_bytes_by_cohort[r] = in.end_block_by_cohort[r] = 64 * kMiB;
+      in.end_samples_by_cohort[r] = 1;
+    }
+    const Growth g = ClassifySiteGrowth(in, 0, GrowthOptions{});
+    if (g.cls != GrowthClass::kLeak) continue;
+    ++leak;
+    covered += g.slope_low <= 8 * kMiB && 8 * kMiB <= g.slope_high;
+    EXPECT_LT(g.slope_high - g.slope_low, 6 * kMiB) << phase;  // not without bound
+    in.end_block_by_cohort.clear();
+    const Growth without = ClassifySiteGrowth(in, 0, GrowthOptions{});
+    covered_without += without.slope_low <= 8 * kMiB && 8 * kMiB <= without.slope_high;
+  }
+  EXPECT_EQ(leak, 8);
+  EXPECT_EQ(covered, leak);
+  EXPECT_EQ(covered_without, 0);
+}
+
 // A Python line's sum of sites (GrowthInput::parts): its cohorts' rate is
 // the sum of each site's, each weighted by its own rows' T. A 64 MiB block
 // every eighth row (p = 1, rows at T = 512 KiB) and a small site a hunt

@@ -135,6 +135,7 @@ TEST(HeapReplayTest, SamplesStandForTheirUsableSize) {
     ASSERT_EQ(cohorts[0].size(), 1u);
     EXPECT_NEAR(cohorts[0][0].min_interval, 256.0, 1e-9);
     EXPECT_DOUBLE_EQ(cohorts[0][0].bytes, a.live_bytes);
+    EXPECT_EQ(cohorts[0][0].block, 0);  // no block recorded with p = 1
     replay.Apply(Free(0x1000));
     EXPECT_NEAR(replay.sites()[0].live_bytes, 32 / p20, 1e-9);
   }
@@ -145,6 +146,12 @@ TEST(HeapReplayTest, ExactBytesAtProbabilityOne) {
   r.Apply(Alloc(0, 1, 0x10, 100, 0));
   r.Apply(Alloc(1, 1, 0x20, 200, 0));
   r.Apply(Alloc(2, 2, 0x30, 1000, 0));
+  // Its cohort's largest block recorded with p = 1 (GrowthInput::
+  // end_block_by_cohort), while both of site 0's are live.
+  const auto cohorts = LiveCohorts([&](auto fn) { r.ForEachLive(fn); }, 2, 1, 3);
+  ASSERT_EQ(cohorts[0].size(), 1u);
+  EXPECT_EQ(cohorts[0][0].block, 200);
+  EXPECT_EQ(cohorts[0][0].bytes, 300);
   r.Apply(Free(0x20));
   r.Apply(Free(0x999));  // never sampled: ignored
   ASSERT_EQ(r.sites().size(), 2u);
