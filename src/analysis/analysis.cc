@@ -1264,7 +1264,7 @@ void BuildCallerLines(const HostSiteContext& c, size_t first,
   // A screening test, one-sided at 5 % (1.645 standard deviations): each
   // candidate then passes its own. At three, as the report's unattributed
   // growth, a leak spread over a constructor's lines went unsearched while a
-  // third of it was unnamed (its exact rate's interval 1.4-2.3 KiB/step).
+  // third of it was unnamed (its exact rate's interval 1.4-2.3 kB/step).
   double attributed = 0;
   if (!(MissingGrowth(r.sites, c.series.exact, 1.645, r.summary, &attributed) > 0)) return;
   absl::flat_hash_map<uint64_t, CallerGroup> groups = CallerGroups(c, first, lines_of, r);
