@@ -71,7 +71,7 @@ CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Grow
       g->slope = exact.slope;
       g->slope_low = std::min(own_low, exact.slope_low);
       g->slope_high = exact.slope_high;
-    } else {  // its share of the exact slope, with its interval scaled alike
+    } else {  // its share of the exact slope; the hull of its own interval and the scaled one
       g->slope *= r.factor;
       g->slope_low = std::min(own_low, own_low * r.factor);
       g->slope_high = std::max(own_high, own_high * r.factor);

@@ -34,7 +34,9 @@ struct CalibrationResult {
 // growth of every heap (malloc-family) call site of that process; only LEAK
 // ones take part. On success each LEAK site's slope and CI are rescaled and
 // marked calibrated (Growth::calibrated, Growth::sampled_slope keeps the raw
-// estimate); a single LEAK site takes the exact series' CI.
+// estimate); a single LEAK site takes the exact series' upper bound and the
+// lower of the two lower bounds (growth elsewhere, under the test's power,
+// can only make its share smaller).
 CalibrationResult CalibrateLeakRates(const Growth& exact, const std::vector<Growth*>& sites);
 
 }  // namespace memstep::analysis
