@@ -921,11 +921,11 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
   ps.warmup_detected = detected > configured;
   out.exact = ExactSeriesOptions(options.growth);
   ps.live_growth =
-      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
+      ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
   out.have_rss = std::any_of(out.rss.begin(), out.rss.end(), [](double v) { return v > 0; });
   if (out.have_rss) {
-    ps.rss_growth = ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}, {}}, ps.warmup_steps,
-                                   options.growth);
+    ps.rss_growth = ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}, {}, {}},
+                                   ps.warmup_steps, options.growth);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };

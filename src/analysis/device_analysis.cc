@@ -560,7 +560,7 @@ class DevicePass {
 
 // The growth verdict of an exact per-step series.
 Growth ClassifyExact(const std::vector<double>& y, size_t warmup, const GrowthOptions& exact) {
-  return ClassifySiteGrowth(GrowthInput{y, {}, {}, {}, {}, {}, {}}, warmup, exact);
+  return ClassifySiteGrowth(GrowthInput{y, {}, {}, {}, {}, {}, {}, {}}, warmup, exact);
 }
 
 double Seconds(uint64_t ts) { return static_cast<double>(ts) / 1e9; }

@@ -70,6 +70,17 @@ Growth ExactGrowth(const GrowthInput& in) {
   return ClassifyGrowth(in, kWarmup, o);
 }
 
+// One seed's run: a leak of `truth` bytes/step at the site and `elsewhere`
+// bytes/step in no site; the exact series and the site, classified.
+struct Seed {
+  Growth exact, site;
+};
+Seed RunSeed(uint64_t seed, double truth, double elsewhere) {
+  Sim sim(seed);
+  sim.Run(truth, elsewhere);
+  return {ExactGrowth(sim.exact), ClassifyGrowth(sim.site, kWarmup)};
+}
+
 TEST(CalibrateTest, SmallLeakRateWithinTenPercentOverTwoHundredSteps) {
   const double truth = 100 * kKiB;
   int leak = 0, sampled_within = 0, within = 0, applied = 0, covered = 0;
@@ -104,10 +115,7 @@ TEST(CalibrateTest, GrowthElsewhereIsNotAttributedToTheLeakSite) {
   const double truth = 100 * kKiB;
   int applied = 0, leak = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
-    Sim sim(seed);
-    sim.Run(truth, 400 * kKiB);
-    Growth exact = ExactGrowth(sim.exact);
-    Growth site = ClassifyGrowth(sim.site, kWarmup);
+    auto [exact, site] = RunSeed(seed, truth, 400 * kKiB);
     if (site.cls != GrowthClass::kLeak) continue;
     ++leak;
     const double before = site.slope;
@@ -133,10 +141,7 @@ TEST(CalibrateTest, GrowthElsewhereUnderTheSitesNoiseStaysInItsInterval) {
   const double truth = 100 * kKiB;
   int applied = 0, covered = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
-    Sim sim(seed);
-    sim.Run(truth, 20 * kKiB);
-    Growth exact = ExactGrowth(sim.exact);
-    Growth site = ClassifyGrowth(sim.site, kWarmup);
+    auto [exact, site] = RunSeed(seed, truth, 20 * kKiB);
     if (site.cls != GrowthClass::kLeak) continue;
     if (!CalibrateLeakRates(exact, {&site}).applied) continue;
     ++applied;

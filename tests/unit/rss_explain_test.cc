@@ -64,11 +64,11 @@ RssInput Build(const Rates& r, uint32_t seed) {
     }
   }
   const GrowthOptions options;
-  in.rss_growth = ClassifyGrowth(GrowthInput{in.rss, {}, {}, {}, {}, {}, {}}, 0, options);
+  in.rss_growth = ClassifyGrowth(GrowthInput{in.rss, {}, {}, {}, {}, {}, {}, {}}, 0, options);
   GrowthOptions exact = options;
   exact.min_rate /= 16;
   exact.min_window_growth /= 16;
-  in.live_growth = ClassifyGrowth(GrowthInput{in.live, {}, {}, {}, {}, {}, {}}, 0, exact);
+  in.live_growth = ClassifyGrowth(GrowthInput{in.live, {}, {}, {}, {}, {}, {}, {}}, 0, exact);
   return in;
 }
 
@@ -335,11 +335,12 @@ RssInput Staircase(int jumps, uint32_t seed, bool live_jumps = false) {
     st.rss_source = 1;
     st.own_bytes = 4000000;
   }
-  in.rss_growth = ClassifyGrowth(GrowthInput{in.rss, {}, {}, {}, {}, {}, {}}, 0, GrowthOptions{});
+  in.rss_growth =
+      ClassifyGrowth(GrowthInput{in.rss, {}, {}, {}, {}, {}, {}, {}}, 0, GrowthOptions{});
   GrowthOptions exact;
   exact.min_rate /= 16;
   exact.min_window_growth /= 16;
-  in.live_growth = ClassifyGrowth(GrowthInput{in.live, {}, {}, {}, {}, {}, {}}, 0, exact);
+  in.live_growth = ClassifyGrowth(GrowthInput{in.live, {}, {}, {}, {}, {}, {}, {}}, 0, exact);
   return in;
 }
 
