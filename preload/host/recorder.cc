@@ -250,16 +250,39 @@ uint64_t NextSeq() { return g_seq.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
 
+// A gap is counted down in pieces of at most kGapPiece bytes. At the end of a
+// piece that is not the gap's end, the thread looks at T again: unchanged, it
+// goes on with the gap; changed, it draws a new gap at the new T (the rest of
+// an exponential gap that has not ended is again exponential, and the switch
+// falls between two allocations, so each allocation is tested under one T,
+// the T its sample is stamped with: unbiased). Without pieces a thread
+// finished its gap at the old T: a thread that allocates 4 KiB a step kept a
+// gap drawn at 512 KiB for 100 steps or more after a leak hunt lowered T to
+// 2 KiB, and a leak on it was never sampled (a worker thread keeping 100
+// floats a step: its hunt ran to the end, UNATTRIBUTED). A piece's end costs
+// one slow-path call with no sample, once per kGapPiece bytes allocated.
+constexpr int64_t kGapPiece = 32 << 10;
+
+// Adds the first piece of a gap of `gap` bytes to the countdown (0, or minus
+// the bytes the allocation being decided overshot by) and keeps the rest.
+void ArmGap(ThreadState& t, int64_t gap) {
+  const int64_t piece = gap < kGapPiece ? gap : kGapPiece;
+  t.gap_rest = gap - piece;
+  t.bytes_until_sample += piece;
+}
+
 // Decides whether the allocation whose countdown went negative is sampled.
 // Draws the thread's first gap lazily (memoryless: unbiased).
 bool DecideSampleImpl(ThreadState& t, uint64_t* interval) {
   int st = g_state.load(std::memory_order_relaxed);
   if (st == kNotYet) {
     t.bytes_until_sample = 0;  // ask again on the next allocation
+    t.gap_rest = 0;
     return false;
   }
   if (st != kRecording) {
     t.bytes_until_sample = INT64_MAX / 2;
+    t.gap_rest = 0;
     return false;
   }
   // Progressive sampling: a gap keeps the T it was drawn with, and its
@@ -278,12 +301,26 @@ bool DecideSampleImpl(ThreadState& t, uint64_t* interval) {
       t.sampler.Seed(t.tid ^ (MonoNs() << 20) ^ reinterpret_cast<uintptr_t>(&t));
     }
     t.gap_interval = T;
-    t.bytes_until_sample += t.sampler.NextGap(T);
+    ArmGap(t, t.sampler.NextGap(T));
     if (t.bytes_until_sample >= 0) return false;
   }
+  // The countdown ran out: at the end of a piece, or of the gap.
+  const int64_t over = -t.bytes_until_sample;  // this allocation's bytes past the piece
+  if (t.gap_rest > 0 && over <= t.gap_rest) {  // else the gap ends inside it: a sample
+    const int64_t rest = t.gap_rest - over;
+    t.bytes_until_sample = 0;
+    if (T == t.gap_interval) {
+      ArmGap(t, rest);  // the same gap goes on
+    } else {
+      t.gap_interval = T;  // a new gap at the new T, from the next allocation
+      ArmGap(t, t.sampler.NextGap(T));
+    }
+    return false;
+  }
   uint64_t drawn_with = t.gap_interval;
-  t.bytes_until_sample = t.sampler.NextGap(T);
+  t.bytes_until_sample = 0;
   t.gap_interval = T;
+  ArmGap(t, t.sampler.NextGap(T));
   *interval = drawn_with <= 1 ? 0 : drawn_with;
   return true;
 }

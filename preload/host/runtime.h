@@ -115,6 +115,7 @@ struct ThreadState {
   Ring* ring;
   Sampler sampler;
   uint64_t gap_interval;   // the T the current gap was drawn with (stamped on its sample)
+  int64_t gap_rest;        // the current gap's bytes beyond the countdown's piece (DecideSample)
   uintptr_t dl_sp;         // sp at the entry of the outermost dlopen running (0: none)
   uintptr_t dl_ret;        // its caller's return address (x86-64: left at dl_sp)
   uintptr_t guarded_mmap;  // the last anonymous mmap made with the guard set (pymem.cc: arenas)

@@ -65,9 +65,10 @@
 // DEV_ALLOC carries its own T).
 //
 // Estimates stay unbiased because every sample carries the T its gap was
-// drawn with (recorder.cc DecideSample); a thread finishes its current gap
-// at the old T, which keeps the hot path free of any rate check. Each change
-// writes a RATE record.
+// drawn with (recorder.cc DecideSample); a thread looks at T again at the
+// end of each 32 KiB piece of its gap (kGapPiece), in the slow path, which
+// keeps the hot path free of any rate check. Each change writes a RATE
+// record.
 
 #include <math.h>
 

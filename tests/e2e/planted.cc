@@ -26,6 +26,9 @@
 //   progressive      kProgSteps steps, each keeping kProgLeakBlocks blocks and
 //                    churning; calls memstep_boost(kProgBoostSteps) inside
 //                    step kProgBoostAt
+//   quiet-thread     kQuietSteps steps; a worker thread allocates a little
+//                    in each (PlantedQuietWork); memstep_boost inside step
+//                    kQuietBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
 //   churn LEAK       kHotSteps steps with a hot allocator (PlantedChurnHot)
@@ -336,6 +339,39 @@ int ModeProgressive() {
     StepEnd(step);
   }
   Say("progressive done %ld\n", kProgSteps);
+  return 0;
+}
+
+// ---- mode "quiet-thread" -------------------------------------------------
+
+NOINLINE void PlantedQuietWork() {
+  void* blocks[kQuietBlocks];
+  for (int i = 0; i < kQuietBlocks; ++i) {
+    blocks[i] = malloc(kQuietSize);
+    Escape(blocks[i]);
+  }
+  for (int i = 0; i < kQuietBlocks; ++i) free(blocks[i]);
+}
+
+int ModeQuietThread() {
+  auto boost = reinterpret_cast<void (*)(uint32_t)>(dlsym(RTLD_DEFAULT, "memstep_boost"));
+  std::atomic<long> go{-1}, done{-1};
+  std::thread worker([&] {
+    for (long s = 0; s < kQuietSteps; ++s) {
+      while (go.load(std::memory_order_acquire) < s) sched_yield();
+      PlantedQuietWork();
+      done.store(s, std::memory_order_release);
+    }
+  });
+  for (long step = 0; step < kQuietSteps; ++step) {
+    StepBegin(step);
+    if (step == kQuietBoostAt && boost != nullptr) boost(kQuietBoostSteps);
+    go.store(step, std::memory_order_release);
+    while (done.load(std::memory_order_acquire) < step) sched_yield();
+    StepEnd(step);
+  }
+  worker.join();
+  Say("quiet-thread done %ld\n", kQuietSteps);
   return 0;
 }
 
@@ -794,6 +830,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "progress") == 0) return ModeProgress();
   if (strcmp(mode, "oom") == 0) return ModeOom(argc > 2 ? strtoul(argv[2], nullptr, 10) : 1024);
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
+  if (strcmp(mode, "quiet-thread") == 0) return ModeQuietThread();
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));

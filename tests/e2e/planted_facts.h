@@ -102,6 +102,16 @@ inline constexpr int kProgChurnBlocks = 4000;
 inline constexpr size_t kProgChurnSize = 1000;
 inline constexpr int kProgBoostAt = 50;
 
+// Mode "quiet-thread": a worker thread that allocates little (kQuietBlocks
+// blocks of kQuietSize a step, freed in the step) beside a main thread that
+// calls memstep_boost(kQuietBoostSteps) in step kQuietBoostAt, after the
+// schedule decayed to T_steady.
+inline constexpr long kQuietSteps = 200;
+inline constexpr int kQuietBlocks = 32;
+inline constexpr size_t kQuietSize = 520;
+inline constexpr long kQuietBoostAt = 180;
+inline constexpr uint32_t kQuietBoostSteps = 10;
+
 // Mode "hunt": the leak hunt's planted loop.
 inline constexpr long kHuntSteps = 60;
 inline constexpr int kHuntStepMs = 10;

@@ -176,5 +176,46 @@ TEST(ProgressiveTest, FixedRateWhenTurnedOff) {
   for (uint64_t T : leak.intervals) EXPECT_TRUE(T == 0 || T == kSteady) << T;
 }
 
+// A thread that allocates little picks up a lower T within one piece of its
+// gap (recorder.cc kGapPiece, 32 KiB), not when the gap drawn at the old T
+// runs out. The worker allocates 16 KiB a step; at T_steady = 8 MiB its gap
+// lasts about 500 steps. The boost's T_warm = 2 KiB for 10 steps then gives
+// it about 7 samples a step (32 blocks of 520 B, p = 0.22 each) once its
+// 32 KiB piece ends, within two steps: some 55 (a Poisson count under 20
+// has probability below 1e-8; measured 52). When the thread finished its
+// gap at the old T, 0 or 1 (measured 0).
+TEST(ProgressiveTest, AQuietThreadSamplesAtTheBoostedRate) {
+  TempDir dir;
+  constexpr uint64_t kSteadyQuiet = 8 << 20, kWarmQuiet = 2048;
+  std::vector<std::string> env = TracedEnv(dir.path(), kSteadyQuiet);
+  env.push_back("MEMSTEP_SAMPLE_WARM=" + std::to_string(kWarmQuiet));
+  env.push_back("MEMSTEP_HUNT_BUDGET=0");
+  ChildResult r = RunChild({PlantedProgram(), "quiet-thread"}, env);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> files = dir.Files(".trace");
+  ASSERT_EQ(files.size(), 1u);
+  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // The schedule reached T_steady before the boost.
+  bool steady = false;
+  for (const reader::Rate& rate : t->rates) steady |= rate.interval == kSteadyQuiet;
+  ASSERT_TRUE(steady);
+  uint64_t boosted = 0, before = 0;
+  for (const reader::Event& e : t->events) {
+    if (e.tag != format::kTagAlloc || e.size != kQuietSize) continue;
+    if (e.step >= static_cast<uint64_t>(kQuietBoostAt) &&
+        e.step < static_cast<uint64_t>(kQuietBoostAt) + kQuietBoostSteps) {
+      boosted += e.interval == kWarmQuiet;
+    } else if (e.step >= 150 && e.step < static_cast<uint64_t>(kQuietBoostAt)) {
+      ++before;
+    }
+  }
+  printf("quiet thread: %llu samples at T_warm in the %u boosted steps, %llu in the 30 before\n",
+         static_cast<unsigned long long>(boosted), kQuietBoostSteps,
+         static_cast<unsigned long long>(before));
+  EXPECT_GE(boosted, 20u);
+}
+
 }  // namespace
 }  // namespace memstep::e2e
