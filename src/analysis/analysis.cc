@@ -1007,6 +1007,9 @@ void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::A
 void ClassifyHostSite(const HostSiteContext& c, const GrowthInput& in, Site& s) {
   const ProcessSummary& ps = c.ps;
   s.growth = ClassifySiteGrowth(in, ps.warmup_steps, c.site_options);
+  // A buffer that grows by being reallocated or replaced keeps nothing old:
+  // its cohorts miss it, its whole live series does not (growth.h).
+  s.growth = ClassifyReplacedGrowth(s.live_bytes_by_step, in, s.growth, c.site_options);
   if (s.growth.cls == GrowthClass::kLeak) {
     Project(s.growth.slope, c.series.used, c.series.limit, ps.median_step_s, &s.steps_to_limit,
             &s.seconds_to_limit);

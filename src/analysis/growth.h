@@ -180,6 +180,10 @@ struct Growth {
   // exact heap growth; sampled_slope is the raw sampled estimate.
   bool calibrated = false;
   double sampled_slope = 0;
+  // Set by ClassifyReplacedGrowth: the class and rate rest on the site's
+  // whole live series, not on what its cohorts kept (a buffer that grows by
+  // being reallocated or replaced by a larger copy).
+  bool replaced = false;
 };
 
 // Classifies `in` with warm-up `warmup` rows (already resolved by the caller:
@@ -193,6 +197,35 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
 // and sparsely after it has a low series but a high kept rate);
 // ClassifyGrowth otherwise.
 Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions& options);
+
+// A call site whose live bytes grow although it keeps nothing old: one
+// buffer reallocated larger, or replaced by a larger copy, every step or
+// every few (bytearray.extend, a growing std::vector, a history kept as
+// `h = torch.cat([h, x])`). What is live at its step ends was born in the
+// last step or the last few, so its long-lived series and its cohorts show
+// nothing kept, and `site` (its class from them) is not LEAK. Its whole live
+// series `live` (the Horvitz-Thompson live bytes at each row end) rises.
+// Returns `site` as LEAK with `replaced` set, its rate and interval the
+// Theil-Sen slope of `live` (in whole bytes) over the window and its 95 %
+// interval from TrendTestExact (the AR(1) tail: the row-to-row sampling
+// noise is in the residuals; and the few jumps of rows sampled while the
+// buffer was smaller than T set aside), when over the window of `site`:
+//   - at least 3/4 of the rows end with live bytes at the site (a buffer
+//     live at every step end is sampled at most of them; the noise of a
+//     site sampled now and then is not a trend);
+//   - the trend test at p < 1e-4 (every site's whole series is tested, and
+//     a T that fell inside the window fakes a rise in ranks), and the
+//     effect-size bounds of `o`;
+//   - persistence, as for any call site (the second half's upper bound not
+//     below o.persistence x the first half's lower bound);
+//   - the bytes live at the end that were born before the window's second
+//     half are under o.retention x the growth over a half: it is the buffer
+//     that grows, not objects it keeps (which its cohorts would classify);
+//   - the interval above 0.
+// Otherwise `site` unchanged. `in`: the site's cohorts (SetCohorts), rows
+// as `live`.
+Growth ClassifyReplacedGrowth(const StepSeries& live, const GrowthInput& in, const Growth& site,
+                              const GrowthOptions& o);
 
 // The bounds a call site is held to: `site`, or the exact series' smaller
 // ones when the exact series it counts toward (the heap, for host sites; the

@@ -50,6 +50,7 @@ void WriteGrowth(JsonWriter& w, const analysis::Growth& g, const std::string& cl
   w.EndArray();
   w.Field("calibrated", g.calibrated);
   OptionalDouble(w, "sampled_bytes_per_step", g.calibrated ? g.sampled_slope : -1);
+  w.Field("replaced", g.replaced);
   w.Field("bytes_per_step_first_half", g.slope_first_half);
   w.Field("bytes_per_step_second_half", g.slope_second_half);
   OptionalDouble(w, "retained_bytes", g.retained_bytes);

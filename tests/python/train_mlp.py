@@ -6,7 +6,10 @@ keeping tensors with their autograd graph across steps: `--leak loss` appends
 each step's loss tensor (after backward() its graph nodes stay alive, a few
 KiB per step); `--leak features` appends the hidden features (batch x hidden
 float32 plus their graph); `--leak small` keeps seven new 2 KiB tensors per
-step, 14 KiB of data (the leak hunt's test). Without --leak only Python floats are kept.
+step, 14 KiB of data (the leak hunt's test); `--leak history` grows one tensor by
+concatenation, `hist = torch.cat([hist, ...])`, 32 KiB a step: each step's copy
+replaces the last (a buffer that grows by replacement). Without --leak only
+Python floats are kept.
 
 `--fake-cuda-stats` replaces torch.cuda, for memstep's statistics collector
 only, with tests/python/fake_torch_cuda.py (round = step number), since CI
@@ -76,7 +79,7 @@ def main():
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--optimizer", choices=["sgd", "adam", "mysgd"], default="adam")
-    p.add_argument("--leak", choices=["none", "loss", "features", "small"], default="none")
+    p.add_argument("--leak", choices=["none", "loss", "features", "small", "history"], default="none")
     p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
     p.add_argument("--eval", action="store_true", help="a no_grad evaluation pass per epoch")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -112,6 +115,7 @@ def main():
         fake = FakeCuda().install()
     stats = MallocStats(args.malloc_stats) if args.malloc_stats else None
     kept = []
+    hist = torch.empty(0, 128)
     steps = 0
     for _ in range(args.epochs):
         for x, y in loader:
@@ -134,6 +138,8 @@ def main():
                 kept.append(features)
             elif args.leak == "small":
                 kept.extend([torch.randn(512) * 1.0 for _ in range(7)])  # LEAK_SMALL_LINE
+            elif args.leak == "history":
+                hist = torch.cat([hist, features[:64, :128].detach()])  # LEAK_HISTORY_LINE
             else:
                 kept.append(loss.item())
             if stats is not None:
