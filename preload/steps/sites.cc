@@ -46,6 +46,16 @@ constexpr double kHuntSiteZ = 3;
 // (src/analysis/growth.h). Counted as one, a leak of one 64 MiB tensor every
 // eight steps kept a hunt running to its end at T = 256 B.
 constexpr int32_t kExactSampleWorth = 8;
+// The fewest steps since the hunt's checkpoint whose samples a site's growth
+// must come from to explain any of the exact growth, as the report's
+// classifier takes samples born in three steps at least: what one step
+// makes at once is an event, not a leak's growth. An object renewed in one
+// step (a DataLoader's index list, made anew each epoch) has its new copy
+// sampled densely by the hunt and its old one, born before the hunt, not in
+// the tally at all: its site "grew" by the whole list. It explained a
+// torch.cat history of 4 KiB a step and ended the hunt, whose buffer was
+// then sampled at T = 512 KiB and not named.
+constexpr int32_t kHuntMinSteps = 3;
 // A screened context becomes a target when it has at least this many
 // long-lived screens and their estimated bytes stand kTargetZ standard
 // deviations above their sampling noise. Lenient: a wrong
@@ -65,6 +75,9 @@ struct Site {
   std::atomic<int64_t> hunt_new;
   std::atomic<int32_t> hunt_old_n;
   std::atomic<int32_t> hunt_new_n;
+  // Step ends at which samples born in that step entered the long-lived
+  // tally (kHuntMinSteps), and that count at the checkpoint.
+  std::atomic<int32_t> hunt_steps;
   // The sampling variance of those tallies (sum of w (w - size) per sample,
   // in KiB^2): this step's, and the running sums of what entered the
   // long-lived tally and what left it (freed); both only grow, so the
@@ -74,6 +87,7 @@ struct Site {
   std::atomic<int64_t> hunt_var_out;
   int64_t hunt_chk;
   int32_t hunt_chk_n;
+  int32_t hunt_chk_steps;
   int64_t hunt_chk_var;  // hunt_var_in + hunt_var_out at the checkpoint
 };
 
@@ -525,6 +539,7 @@ void SitesHuntStepEnd() {
     int64_t var = s.hunt_var_new.exchange(0, std::memory_order_relaxed);
     if (b != 0) s.hunt_old.fetch_add(b, std::memory_order_relaxed);
     if (n != 0) s.hunt_old_n.fetch_add(n, std::memory_order_relaxed);
+    if (n > 0) s.hunt_steps.fetch_add(1, std::memory_order_relaxed);
     if (var != 0) s.hunt_var_in.fetch_add(var, std::memory_order_relaxed);
   });
 }
@@ -534,6 +549,7 @@ void SitesHuntCheckpoint() {
   ForEachSite([](Site& s) {
     s.hunt_chk = s.hunt_old.load(std::memory_order_relaxed);
     s.hunt_chk_n = s.hunt_old_n.load(std::memory_order_relaxed);
+    s.hunt_chk_steps = s.hunt_steps.load(std::memory_order_relaxed);
     s.hunt_chk_var = s.hunt_var_in.load(std::memory_order_relaxed) +
                      s.hunt_var_out.load(std::memory_order_relaxed);
   });
@@ -557,6 +573,7 @@ HuntTally SitesHuntExplain(int64_t growth) {
   int k = 0;
   ForEachSite([&](Site& s) {
     if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) return;
+    if (s.hunt_steps.load(std::memory_order_relaxed) - s.hunt_chk_steps < kHuntMinSteps) return;
     const int64_t v = GrowthSinceCheckpoint(s, kHuntSiteZ);
     if (v <= 0) return;
     int32_t m = s.hunt_old_n.load(std::memory_order_relaxed) - s.hunt_chk_n;

@@ -166,6 +166,55 @@ TEST(HuntTest, SampledBlocksCountTheirUsableSizeInSitesAndExactHeap) {
   EXPECT_NEAR(leak_live, static_cast<double>(steps.size()) * per_step, 0.5);
 }
 
+// A buffer that grows by reallocation (4 KiB a step) beside 100 KiB of
+// blocks made anew every 20 steps (an epoch's index list). The hunt's
+// tally counts long-lived samples, so it never sees the buffer; the renewed
+// blocks' new copy, sampled densely by the hunt (their old one, made before
+// it, was not in the tally), "grew" their site by 100 KiB in one step, which
+// explained the buffer's growth and ended the hunt; T then went back to
+// 512 KiB and the buffer was sampled at too few step ends to be named. A
+// site's growth counts only from samples born in 3 steps at least
+// (sites.cc kHuntMinSteps): no hunt ends "explained", and the report names
+// the buffer (a replaced LEAK, docs/analysis.md). 5 seeds: named in all (a
+// stated 99 % each: MinCovered(5, 0.99, 1e-4) = 4; measured 5 of 5, and 0
+// of 5 explained; without the rule, explained in 5 of 5 and named in 1).
+TEST(HuntTest, ABufferGrownByReallocationIsNamedBesideRenewedBlocks) {
+  constexpr int kSeeds = 5;
+  int explained = 0, named = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    TempDir dir;
+    std::vector<std::string> env = TracedEnv(dir.path(), 0);
+    env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
+    ChildResult r = RunChild({PlantedProgram(), "hunt-grow"}, env);
+    ASSERT_FALSE(r.timed_out) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::vector<std::string> files = dir.Files(".trace");
+    ASSERT_EQ(files.size(), 1u);
+    absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (const reader::Hunt& h : t->hunts) {
+      explained += h.phase == 1 && h.outcome == format::kHuntExplained;
+    }
+    absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(dir.path());
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const analysis::Site& s : report->sites) {
+      bool in_buffer = false;
+      for (const analysis::Frame& f : s.frames) {
+        in_buffer |= f.function.find("PlantedGrowBuffer") != std::string::npos;
+      }
+      if (!in_buffer || s.growth.cls != analysis::GrowthClass::kLeak) continue;
+      EXPECT_TRUE(s.growth.replaced) << s.growth.reason;
+      ++named;
+      printf("seed %d: %.0f B/step [%.0f, %.0f]\n", static_cast<int>(seed), s.growth.slope,
+             s.growth.slope_low, s.growth.slope_high);
+    }
+  }
+  printf("hunt-grow: %d of %d seeds named the buffer, %d hunts explained\n", named, kSeeds,
+         explained);
+  EXPECT_EQ(explained, 0);
+  EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99, 1e-4));
+}
+
 TEST(HuntTest, SmallLeakIsNamedAtItsSite) {
   const int kSeeds = Seeds();
   constexpr long kLeak = 10 * 1024;

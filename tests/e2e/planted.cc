@@ -31,6 +31,9 @@
 //                    kQuietBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
+//   hunt-grow        the hunt's loop with a buffer reallocated larger every
+//                    step (PlantedGrowBuffer) and blocks renewed every
+//                    kRenewEvery steps (PlantedRenew)
 //   churn LEAK       kHotSteps steps with a hot allocator (PlantedChurnHot)
 //                    and LEAK bytes kept per step (PlantedChurnLeak)
 //   rss-frag, rss-cache, rss-leak, rss-file
@@ -420,6 +423,42 @@ int ModeHunt(long leak, long size) {
     StepEnd(step);
   }
   Say("hunt done %ld\n", kHuntSteps);
+  return 0;
+}
+
+// ---- mode "hunt-grow" ----------------------------------------------------
+
+NOINLINE void* PlantedGrowBuffer(void* buf, int step) {
+  const size_t n = static_cast<size_t>(step + 1) * kGrowPerStep;
+  void* q = realloc(buf, n);
+  if (q == nullptr) return buf;
+  memset(static_cast<char*>(q) + n - kGrowPerStep, 2, kGrowPerStep);
+  return q;
+}
+
+NOINLINE void PlantedRenew(void** blocks) {
+  for (int i = 0; i < kRenewBlocks; ++i) {
+    free(blocks[i]);
+    blocks[i] = malloc(kRenewSize);
+    memset(blocks[i], 4, 16);
+  }
+}
+
+int ModeHuntGrow() {
+  void* buf = nullptr;
+  static void* renewed[kRenewBlocks];
+  for (int step = 0; step < kHuntSteps; ++step) {
+    StepBegin(step);
+    StageBegin("forward");
+    PlantedHuntChurn(step);
+    buf = PlantedGrowBuffer(buf, step);
+    if (step % kRenewEvery == 0) PlantedRenew(renewed);
+    StageEnd("forward");
+    usleep(kHuntStepMs * 1000);
+    StepEnd(step);
+  }
+  Escape(buf);
+  Say("hunt-grow done %ld\n", kHuntSteps);
   return 0;
 }
 
@@ -833,6 +872,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "quiet-thread") == 0) return ModeQuietThread();
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
+  if (strcmp(mode, "hunt-grow") == 0) return ModeHuntGrow();
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
   if (strcmp(mode, "churn") == 0 && argc > 2) return ModeChurn(atol(argv[2]));
   if (strcmp(mode, "usable") == 0) return ModeUsable();

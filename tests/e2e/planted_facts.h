@@ -116,6 +116,15 @@ inline constexpr uint32_t kQuietBoostSteps = 10;
 inline constexpr long kHuntSteps = 60;
 inline constexpr int kHuntStepMs = 10;
 inline constexpr int kHuntChurnBlocks = 1100;
+// Mode "hunt-grow": the hunt's loop with a buffer reallocated kGrowPerStep
+// bytes larger every step (PlantedGrowBuffer: nothing old kept, so the
+// hunt's tally never sees it) and kRenewBlocks blocks of kRenewSize made
+// anew every kRenewEvery steps, the old ones freed (PlantedRenew: an
+// epoch's index list).
+inline constexpr size_t kGrowPerStep = 4096;
+inline constexpr int kRenewBlocks = 400;
+inline constexpr size_t kRenewSize = 256;
+inline constexpr int kRenewEvery = 20;
 inline constexpr uint32_t kProgBoostSteps = 5;
 
 // Modes "rss-frag", "rss-cache", "rss-leak", "rss-file": RSS growth explained
