@@ -201,6 +201,22 @@ ChildResult RunChild(const std::vector<std::string>& argv, const std::vector<std
   return Wait(&child, timeout_s);
 }
 
+absl::StatusOr<reader::Trace> RunForOneTrace(const TempDir& dir,
+                                             const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& env) {
+  const ChildResult r = RunChild(argv, env);
+  if (r.timed_out || r.exit_code != 0) {
+    return absl::InternalError(absl::StrCat(r.timed_out ? "timed out" : "exit code ",
+                                            r.timed_out ? "" : absl::StrCat(r.exit_code), ": ",
+                                            r.output));
+  }
+  const std::vector<std::string> files = dir.Files(".trace");
+  if (files.size() != 1) {
+    return absl::InternalError(absl::StrCat(files.size(), " traces, want 1: ", r.output));
+  }
+  return reader::ReadTraceFile(files[0]);
+}
+
 bool ReadLine(int fd, std::string* line, int timeout_s) {
   const int64_t deadline = NowMs() + int64_t{timeout_s} * 1000;
   line->clear();

@@ -19,8 +19,10 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "src/analysis/analysis.h"
 #include "src/analysis/replay.h"
+#include "src/reader/reader.h"
 
 namespace memstep::e2e {
 
@@ -82,6 +84,13 @@ ChildResult RunChild(const std::vector<std::string>& argv, const std::vector<std
 
 // Reads one '\n'-terminated line from fd into *line, waiting at most
 // timeout_s; false at EOF or timeout.
+// RunChild, then the one trace it left in `dir`, read: an error status when
+// the child timed out or exited non-zero (with its output) or left no trace
+// or several.
+absl::StatusOr<reader::Trace> RunForOneTrace(const TempDir& dir,
+                                             const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& env);
+
 bool ReadLine(int fd, std::string* line, int timeout_s);
 
 // Blocks until `path` (an existing file) grows beyond `size` bytes, using

@@ -185,12 +185,7 @@ TEST(HuntTest, ABufferGrownByReallocationIsNamedBesideRenewedBlocks) {
     TempDir dir;
     std::vector<std::string> env = TracedEnv(dir.path(), 0);
     env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
-    ChildResult r = RunChild({PlantedProgram(), "hunt-grow"}, env);
-    ASSERT_FALSE(r.timed_out) << r.output;
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::vector<std::string> files = dir.Files(".trace");
-    ASSERT_EQ(files.size(), 1u);
-    absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+    absl::StatusOr<reader::Trace> t = RunForOneTrace(dir, {PlantedProgram(), "hunt-grow"}, env);
     ASSERT_TRUE(t.ok()) << t.status();
     for (const reader::Hunt& h : t->hunts) {
       explained += h.phase == 1 && h.outcome == format::kHuntExplained;

@@ -190,12 +190,7 @@ TEST(ProgressiveTest, AQuietThreadSamplesAtTheBoostedRate) {
   std::vector<std::string> env = TracedEnv(dir.path(), kSteadyQuiet);
   env.push_back("MEMSTEP_SAMPLE_WARM=" + std::to_string(kWarmQuiet));
   env.push_back("MEMSTEP_HUNT_BUDGET=0");
-  ChildResult r = RunChild({PlantedProgram(), "quiet-thread"}, env);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<std::string> files = dir.Files(".trace");
-  ASSERT_EQ(files.size(), 1u);
-  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+  absl::StatusOr<reader::Trace> t = RunForOneTrace(dir, {PlantedProgram(), "quiet-thread"}, env);
   ASSERT_TRUE(t.ok()) << t.status();
   // The schedule reached T_steady before the boost.
   bool steady = false;

@@ -616,15 +616,10 @@ class ProfiledTrainingTest(unittest.TestCase):
         # replaces the last, so nothing old is kept and the site's cohorts
         # show no leak; its whole live series rises (docs/analysis.md "A
         # buffer that grows by replacement"). Default settings, seeded.
-        out = common.temp_dir(self)
-        argv = [sys.executable, TRAIN, "--epochs", str(self.EPOCHS), "--batches",
-                str(self.BATCHES), "--batch", str(self.BATCH), "--hidden", str(self.HIDDEN),
-                "--optimizer", "adam", "--leak", "history"]
-        r = common.run_profiled(argv, out, extra_env={"MEMSTEP_SEED": "7"})
-        self.assertEqual(r.returncode, 0, r.stderr)
+        report = self.run_train("--optimizer", "adam", "--leak", "history",
+                                extra_env={"MEMSTEP_SEED": "7"})
         with open(TRAIN) as f:
             line = next(i for i, text in enumerate(f, 1) if "LEAK_HISTORY_LINE" in text)
-        report = common.report_json(out)
         process = report["processes"][0]
         self.assertEqual(process["live_growth"]["class"], "LEAK")
         named = [s for s in leak_sites(report)

@@ -545,6 +545,18 @@ TEST(GrowthTest, GrowthThatIsReplacedIsNotALeak) {
   EXPECT_EQ(g.cls, GrowthClass::kBoundedGrowth) << g.reason;
 }
 
+// A site's input with nothing long-lived and only the last row's cohort
+// live at the end (`bytes` in `samples` samples): a replaced buffer's.
+GrowthInput LastCohortOnly(size_t rows, double bytes, double samples) {
+  GrowthInput in;
+  in.y.assign(rows, 0);
+  in.end_bytes_by_cohort.assign(rows, 0);
+  in.end_samples_by_cohort.assign(rows, 0);
+  in.end_bytes_by_cohort[rows - 1] = bytes;
+  in.end_samples_by_cohort[rows - 1] = samples;
+  return in;
+}
+
 // A buffer that grows by being reallocated (or replaced by a larger copy):
 // `need` grows by `rate` bytes a step; when it passes the capacity, a new
 // block of need + need / 8 (bytearray's and list's over-allocation) replaces
@@ -634,12 +646,7 @@ TEST(GrowthTest, ABufferThatGrowsByReplacementIsALeakOfItsLiveBytes) {
       163840.00, 167936.00, 172032.00, 176128.00, 180224.00, 184320.00, 188416.00, 192512.00,
       196608.00, 200704.00, 204800.00, 208896.00, 212992.00, 217088.00, 221184.00, 225280.00,
       229376.00, 233472.00, 237568.00, 241664.00};
-  GrowthInput cat;
-  cat.y.assign(60, 0);
-  cat.end_bytes_by_cohort.assign(60, 0);
-  cat.end_samples_by_cohort.assign(60, 0);
-  cat.end_bytes_by_cohort[59] = hist[59];
-  cat.end_samples_by_cohort[59] = 1;
+  const GrowthInput cat = LastCohortOnly(60, hist[59], 1);
   const Growth history =
       ClassifyReplacedGrowth(StepSeries::FromDense(hist), cat, ClassifySiteGrowth(cat, 8, o), o);
   EXPECT_EQ(history.cls, GrowthClass::kLeak) << history.reason;
@@ -741,12 +748,7 @@ TEST(GrowthTest, OnlyABufferThatGrowsIsAReplacedLeak) {
     const size_t end = k + 1 < changes.size() ? changes[k + 1].first : series.size();
     for (size_t r = changes[k].first; r < end; ++r) series[r] = changes[k].second;
   }
-  GrowthInput in;
-  in.y.assign(60, 0);
-  in.end_bytes_by_cohort.assign(60, 0);
-  in.end_samples_by_cohort.assign(60, 0);
-  in.end_bytes_by_cohort[59] = series[59];
-  in.end_samples_by_cohort[59] = 2;
+  const GrowthInput in = LastCohortOnly(60, series[59], 2);
   const Growth backward =
       ClassifyReplacedGrowth(StepSeries::FromDense(series), in, ClassifySiteGrowth(in, 0, o), o);
   EXPECT_NE(backward.cls, GrowthClass::kLeak) << backward.reason;
