@@ -215,7 +215,9 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 //     site sampled now and then is not a trend);
 //   - the trend test at p < 1e-4 (every site's whole series is tested, and
 //     a T that fell inside the window fakes a rise in ranks), and the
-//     effect-size bounds of `o`;
+//     effect-size bounds of `o`; a series on its line but for a few rows
+//     (half its residuals within 1 % of the rise) is tested without the
+//     Hamed-Rao factor and the AR(1) tail (growth.cc NearlyExact);
 //   - persistence, as for any call site (the second half's upper bound not
 //     below o.persistence x the first half's lower bound);
 //   - the bytes live at the end that were born before the window's second

@@ -55,14 +55,9 @@ HuntRun RunHunt(uint64_t seed, long leak, long size, int budget = 0) {
   std::vector<std::string> env = TracedEnv(dir.path(), 0);
   env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
   if (budget != 0) env.push_back(absl::StrCat("MEMSTEP_HUNT_BUDGET=", budget));
-  ChildResult r =
-      RunChild({PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)}, env);
-  EXPECT_FALSE(r.timed_out) << "seed " << seed << ": " << r.output;
-  EXPECT_EQ(r.exit_code, 0) << "seed " << seed << ": " << r.output;
-  std::vector<std::string> files = dir.Files(".trace");
-  if (files.size() != 1) return out;
-  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
-  EXPECT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<reader::Trace> t = RunForOneTrace(
+      dir, {PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)}, env);
+  EXPECT_TRUE(t.ok()) << "seed " << seed << ": " << t.status();
   if (!t.ok()) return out;
   for (const reader::Hunt& h : t->hunts) {
     out.hunts += h.phase == 0;

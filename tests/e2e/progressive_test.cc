@@ -34,13 +34,7 @@ constexpr uint64_t kWarm = kSteady / 4;
 reader::Trace RunProgressive(const TempDir& dir, const std::vector<std::string>& extra_env) {
   std::vector<std::string> env = TracedEnv(dir.path(), kSteady);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  ChildResult r = RunChild({PlantedProgram(), "progressive"}, env);
-  EXPECT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  std::vector<std::string> files = dir.Files(".trace");
-  EXPECT_EQ(files.size(), 1u);
-  if (files.size() != 1) return {};
-  absl::StatusOr<reader::Trace> t = reader::ReadTraceFile(files[0]);
+  absl::StatusOr<reader::Trace> t = RunForOneTrace(dir, {PlantedProgram(), "progressive"}, env);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return {};
   EXPECT_TRUE(t->lost.empty());
