@@ -292,11 +292,14 @@ bool TooSmall(const Window& w, double effect, const GrowthOptions& o, Growth* g)
   const bool rate_ok = effect >= o.min_rate;
   const bool growth_ok = effect * static_cast<double>(w.N) >= o.min_window_growth;
   // Enough samples: min_samples of them, or samples worth that many (blocks
-  // recorded with certainty, or nearly) born in at least kMinSampleRows
-  // steps: one or two events are not a trend, however exactly known.
-  const bool samples_ok =
-      !w.cohorts || g->window_samples >= o.min_samples ||
-      (g->window_effective_samples >= o.min_samples && g->window_sample_rows >= kMinSampleRows);
+  // recorded with certainty, or nearly), born in at least kMinSampleRows
+  // steps either way: one or two events are not a trend, however exactly
+  // known or densely sampled (a list renewed each epoch and sampled densely
+  // from one epoch on, while a hunt ran, is many samples born in one step).
+  const bool enough =
+      g->window_samples >= o.min_samples || g->window_effective_samples >= o.min_samples;
+  const bool spread = g->window_sample_rows >= kMinSampleRows;
+  const bool samples_ok = !w.cohorts || (enough && spread);
   if (rate_ok && growth_ok && samples_ok) return false;
   g->cls = GrowthClass::kNoTrend;
   g->reason = !rate_ok     ? absl::StrFormat("trend of %s/step below the %s/step threshold",
@@ -304,12 +307,16 @@ bool TooSmall(const Window& w, double effect, const GrowthOptions& o, Growth* g)
               : !growth_ok ? absl::StrFormat("window growth %s below %s",
                                              Kib(effect * static_cast<double>(w.N)),
                                              Kib(o.min_window_growth))
-                           : absl::StrFormat(
-                                 "only %.0f live samples from the window (worth %.1f, born in "
-                                 "%d steps), need %.0f (or samples worth that many, born in %d "
-                                 "steps)",
-                                 g->window_samples, g->window_effective_samples,
-                                 g->window_sample_rows, o.min_samples, kMinSampleRows);
+              : !enough    ? absl::StrFormat(
+                                 "only %.0f live samples from the window (worth %.1f, born in %d "
+                                    "steps), need %.0f (or samples worth that many, born in %d steps)",
+                                 g->window_samples, g->window_effective_samples, g->window_sample_rows,
+                                 o.min_samples, kMinSampleRows)
+                        : absl::StrFormat(
+                              "its %.0f live samples from the window were born in %d "
+                              "step%s: an event, not a trend (need samples born in %d steps)",
+                              g->window_samples, g->window_sample_rows,
+                              g->window_sample_rows == 1 ? "" : "s", kMinSampleRows);
   return true;
 }
 

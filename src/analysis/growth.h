@@ -159,8 +159,8 @@ struct Growth {
   // What those samples are worth: window_bytes^2 over their Horvitz-Thompson
   // variance, about window_samples for small blocks, without bound (1e12)
   // for blocks recorded with p = 1; and how many of the window's rows they
-  // were born in. A site passes the sample bound with min_samples samples,
-  // or with samples worth that many born in at least 3 rows.
+  // were born in. A site passes the sample bound with min_samples samples
+  // (or samples worth that many), born in at least 3 rows.
   double window_effective_samples = 0;
   size_t window_sample_rows = 0;
   double warmup_bytes = 0;  // bytes live at the end allocated before W (site series)
