@@ -929,6 +929,10 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
     const GrowthOptions bounds =
         SiteBounds(c.options.growth, c.host.exact, ExactClassOf(c, a.key.kind, dev));
     s.growth = ClassifySiteGrowth(in, warmup, bounds);
+    // A buffer that grows by being replaced (a history kept with torch.cat
+    // on the device) keeps nothing old: its cohorts miss it, its whole live
+    // series does not (growth.h).
+    s.growth = ClassifyReplacedGrowth(s.live_bytes_by_step, in, s.growth, bounds);
   }
   if (s.growth.cls != GrowthClass::kLeak) return;
   if (dev != nullptr) {

@@ -530,6 +530,19 @@ TrendResult NearlyExact(const std::vector<double>& y, TrendResult t) {
 // 4 KiB a step read p = 1.5e-6, its correction factor 5.8).
 constexpr double kReplacedP = 1e-4;
 
+// The size s of one block whose Horvitz-Thompson weight is w when sampled at
+// interval T: w = s / p(s), p(s) = 1 - exp(-(s + 1) / T), which rises with s
+// from 0, and s <= w. w itself when T <= 1 (recorded with p = 1).
+double OneBlockSize(double w, double T) {
+  if (!(T > 1) || !(w > 0)) return w;
+  double lo = 0, hi = w;
+  for (int i = 0; i < 64 && hi - lo > 0.5; ++i) {
+    const double mid = (lo + hi) / 2;
+    (mid / -std::expm1(-(mid + 1) / T) < w ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 Growth ClassifyReplacedGrowth(const StepSeries& live, const GrowthInput& in, const Growth& site,
                               const GrowthOptions& o) {
   const size_t n = in.y.size();
@@ -548,7 +561,9 @@ Growth ClassifyReplacedGrowth(const StepSeries& live, const GrowthInput& in, con
     // the rounding, read to the Hamed-Rao and AR(1) corrections as noise
     // that persists (a torch.cat history of 32 KiB a step read p = 2e-4,
     // its interval [-8.0 KiB, 32 KiB]; in whole bytes p = 3e-14, [32, 32]).
-    y[k] = live[ws + k] >= 1 ? std::round(live[ws + k]) : 0.0;
+    const double T = ws + k < in.interval_by_row.size() ? in.interval_by_row[ws + k] : 0.0;
+    const double v = OneBlockSize(live[ws + k], T);
+    y[k] = v >= 1 ? std::round(v) : 0.0;
     if (y[k] > 0) ++held;
   }
   if (4 * held < 3 * N) return site;

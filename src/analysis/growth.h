@@ -206,10 +206,11 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 // nothing kept, and `site` (its class from them) is not LEAK. Its whole live
 // series `live` (the Horvitz-Thompson live bytes at each row end) rises.
 // Returns `site` as LEAK with `replaced` set, its rate and interval the
-// Theil-Sen slope of `live` (in whole bytes) over the window and its 95 %
-// interval from TrendTestExact (the AR(1) tail: the row-to-row sampling
-// noise is in the residuals; and the few jumps of rows sampled while the
-// buffer was smaller than T set aside), when over the window of `site`:
+// Theil-Sen slope of `live` (each row read as the one block it holds: its
+// size from its weight and the row's T, in.interval_by_row; in whole bytes)
+// over the window and its 95 % interval from TrendTestExact (the AR(1) tail: the row-to-row
+// sampling noise is in the residuals; and the few jumps of rows sampled while the buffer was
+// smaller than T set aside), when over the window of `site`:
 //   - at least 3/4 of the rows end with live bytes at the site (a buffer
 //     live at every step end is sampled at most of them; the noise of a
 //     site sampled now and then is not a trend);
