@@ -383,6 +383,80 @@ void ClassifyRise(const Window& w, const GrowthOptions& o, Growth* g) {
   }
 }
 
+// A leak that started inside the window (at an epoch's end, after an
+// evaluation, when a schedule changed): flat over the window's first half,
+// rising over its second. The whole window's line misses it: an exact
+// series' interval, widened by the hinge's residuals, reaches 0 (a heap
+// flat for 30 steps, then growing 8.3 KiB a step, read NO_TREND, [-32 B,
+// 8.8 KiB]), and a site's first-half cohorts keep nothing (BOUNDED_GROWTH,
+// "not retained"). LEAK at the second half's rate when that half rises by
+// itself: its own trend test (the exact one for an exact series, so that a
+// jump is no rise), its interval above 0 and its effect bounds, for a site
+// its cohorts' rate above 0 from samples born in kMinSampleRows of its rows;
+// and the first half does not rise, or rises at under half the second
+// half's rate (upper bound against lower bound). A LEAK already takes the
+// second half's rate on the latter only. False otherwise, `g` unchanged.
+bool ClassifyOnset(const GrowthInput& in, const Window& w, const GrowthOptions& o, bool leak,
+                   Growth* g) {
+  const size_t rest = w.N - w.half;
+  if (rest < 10) return false;
+  const std::vector<double> tail = Slice(in.y, w.ws + w.half, w.n);
+  const TrendResult h2 = w.cohorts ? TrendTest(tail) : TrendTestExact(tail);
+  const TrendResult h1 = w.cohorts ? w.h1 : TrendTestExact(Slice(in.y, w.ws, w.ws + w.half));
+  // (The first half's bound without the AR(1) tail, made for the reported
+  // interval: a heap rising 0.1 KiB a step with one jump read [-0.3, 8.4].)
+  double rate = h2.slope, low = h2.ci_low, high = h2.ci_high, before_high = h1.slope_high;
+  if (w.cohorts) {
+    size_t rows = 0;
+    double samples = 0;
+    for (size_t i = w.ws + w.half; i < std::min(w.n, in.end_samples_by_cohort.size()); ++i) {
+      rows += in.end_samples_by_cohort[i] > 0;
+      samples += in.end_samples_by_cohort[i];
+    }
+    if (rows < kMinSampleRows || samples < o.min_samples) return false;
+    // The reported interval, as for any LEAK site: one block more or less
+    // (RateOfCohorts with blocks).
+    const CohortRate kept = RateOfCohorts(in, w.ws + w.half, w.N > 2 ? w.n - 1 : w.n, true);
+    rate = kept.rate;
+    low = kept.low;
+    high = kept.high;
+    before_high = w.kept1.high;
+    // The series itself rises at that rate: a full FIFO cache keeps all of
+    // its recent cohorts and none of its old ones, as a leak that started
+    // does, but its series is flat (the trend test of its half is then
+    // significant by chance only: 1 in 100 seeds of GrowthTest's cache).
+    if (h2.slope_high < o.persistence * kept.rate) return false;
+  }
+  // (A site's series is a staircase of samples whose own interval reaches 0;
+  // its rate and interval are its cohorts', as for any LEAK site.)
+  // Started: the first half does not rise, or its rate lies wholly below
+  // the second's (a real heap rose 205 B a step before the leak began).
+  // A LEAK already (its interval above 0) takes the second half's rate only
+  // when the rate rose: the window's average would be the leak's rate over
+  // the steps before it began as well (a PyTorch loop keeping 17 KiB a step
+  // from step 30 of 60 read 7.9 KiB/step at its line).
+  // Rose: the first half's upper bound under half the second half's lower
+  // bound (o.persistence, the slowing test's factor turned round), not only
+  // below it: a steady exact leak's halves of 16.9 and 17.0 KiB/step have
+  // intervals apart.
+  const bool rose = before_high < o.persistence * low;
+  const bool started = leak ? rose : h1.p_increasing >= o.p_value || rose;
+  if (!started || !(h2.p_increasing < o.p_value) || !(low > 0) || rate < o.min_rate ||
+      rate * static_cast<double>(rest) < o.min_window_growth / 2) {
+    return false;
+  }
+  g->cls = GrowthClass::kLeak;
+  g->slope = rate;
+  g->slope_low = low;
+  g->slope_high = high;
+  g->reason = absl::StrFormat(
+      "p = %.2g, %s inside the window: %s/step over its first %d steps, %s/step over the "
+      "last %d",
+      h2.p_increasing, h1.p_increasing >= o.p_value ? "started" : "rose",
+      Kib(w.cohorts ? w.kept1.rate : h1.slope), w.half, Kib(rate), rest);
+  return true;
+}
+
 // A window with no trend: BOUNDED_GROWTH when the series grew after warm-up
 // before the window, WARMUP_ONLY when it grew during warm-up, else NO_TREND.
 void ClassifyFlat(const GrowthInput& in, const Window& w, const GrowthOptions& o, Growth* g) {
@@ -445,6 +519,10 @@ Growth ClassifyGrowth(const GrowthInput& in, size_t warmup, const GrowthOptions&
     if (!TooSmall(w, effect, o, &g)) {
       g.rises = true;
       ClassifyRise(w, o, &g);
+      const bool leak = g.cls == GrowthClass::kLeak && g.slope_low > 0;
+      if (g.cls == GrowthClass::kLeak || g.cls == GrowthClass::kBoundedGrowth) {
+        ClassifyOnset(in, w, o, leak, &g);
+      }
     }
   } else {
     ClassifyFlat(in, w, o, &g);

@@ -651,6 +651,48 @@ class ProfiledTrainingTest(unittest.TestCase):
         self.assertGreaterEqual(hi, 32768, g)
         self.assertEqual(process["unattributed_bytes_per_step"], 0, process)
 
+    def test_leak_that_starts_mid_run_is_named(self):
+        # `--leak small` from step 30 of 60 (a leak that begins after an
+        # epoch, an evaluation, a schedule change): flat over the window's
+        # first half, 14 KiB/step of data over its second. Over the whole
+        # window the exact heap's interval reached 0 (NO_TREND) and the line
+        # was BOUNDED_GROWTH, "not retained", or LEAK at the window's average,
+        # half its rate (docs/analysis.md "A leak that started inside the
+        # window"). Now both are LEAK at the second half's rate. Seeded.
+        report = self.run_train("--optimizer", "adam", "--leak", "small", "--leak-from", "30",
+                                extra_env={"MEMSTEP_SEED": "7"})
+        with open(TRAIN) as f:
+            line = next(i for i, text in enumerate(f, 1) if "LEAK_SMALL_LINE" in text)
+        process = report["processes"][0]
+        g = process["live_growth"]
+        self.assertEqual(g["class"], "LEAK", g)
+        self.assertIn("inside the window", g["reason"], g)
+        # The truth over the second half, as in test_small_leak_named_at_its_line:
+        # 7 x 2 KiB of storage plus each tensor's objects (<= 512 B), and the
+        # loop's own growth (< 2 KiB/step). The heap's 95 % interval widened to
+        # 99.99 % (half-widths x 3.891 / 1.960) reaches that range.
+        lo_truth, hi_truth = 14336, 14336 + 7 * 512 + 2048
+        z = 3.891 / 1.960
+        self.assertLessEqual(g["bytes_per_step"] - z * (g["bytes_per_step"] - g["ci"][0]),
+                             hi_truth, g)
+        self.assertGreaterEqual(g["bytes_per_step"] + z * (g["ci"][1] - g["bytes_per_step"]),
+                                lo_truth, g)
+        named = [s for s in leak_sites(report)
+                 if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
+                        for f in s["frames"])]
+        self.assertGreaterEqual(len(named), 1, [
+            (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
+             [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
+            for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
+        # The line's rate is the rate since the leak began, not the window's
+        # average (half of it): the named sites' widened intervals, summed,
+        # reach the truth's range.
+        hi = sum(s["growth_bytes_per_step"] + z * (s["growth_ci"][1] - s["growth_bytes_per_step"])
+                 for s in named)
+        self.assertGreaterEqual(hi, lo_truth, [s["growth"] for s in named])
+        self.assertTrue(any("inside the window" in s["growth"]["reason"] for s in named),
+                        [s["growth"]["reason"] for s in named])
+
     def test_explicit_markers_win(self):
         report = self.run_train("--explicit")
         steps = steps_of(report)

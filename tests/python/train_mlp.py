@@ -9,7 +9,8 @@ float32 plus their graph); `--leak small` keeps seven new 2 KiB tensors per
 step, 14 KiB of data (the leak hunt's test); `--leak history` grows one tensor by
 concatenation, `hist = torch.cat([hist, ...])`, 32 KiB a step: each step's copy
 replaces the last (a buffer that grows by replacement). Without --leak only
-Python floats are kept.
+Python floats are kept. `--leak-from STEP` starts the leak at that step (a leak
+that begins mid-run: after an epoch, an evaluation, a schedule change).
 
 `--fake-cuda-stats` replaces torch.cuda, for memstep's statistics collector
 only, with tests/python/fake_torch_cuda.py (round = step number), since CI
@@ -80,6 +81,8 @@ def main():
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--optimizer", choices=["sgd", "adam", "mysgd"], default="adam")
     p.add_argument("--leak", choices=["none", "loss", "features", "small", "history"], default="none")
+    p.add_argument("--leak-from", type=int, default=0, metavar="STEP",
+                   help="leak from this step on (before it, as without --leak)")
     p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
     p.add_argument("--eval", action="store_true", help="a no_grad evaluation pass per epoch")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -132,13 +135,14 @@ def main():
             opt.step()
             if nvtx is not None:
                 nvtx.range_pop()
-            if args.leak == "loss":
+            leak = args.leak if steps >= args.leak_from else "none"
+            if leak == "loss":
                 kept.append(loss)
-            elif args.leak == "features":
+            elif leak == "features":
                 kept.append(features)
-            elif args.leak == "small":
+            elif leak == "small":
                 kept.extend([torch.randn(512) * 1.0 for _ in range(7)])  # LEAK_SMALL_LINE
-            elif args.leak == "history":
+            elif leak == "history":
                 hist = torch.cat([hist, features[:64, :128].detach()])  # LEAK_HISTORY_LINE
             else:
                 kept.append(loss.item())

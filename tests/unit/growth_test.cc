@@ -465,6 +465,63 @@ TEST(GrowthTest, AListRenewedEachEpochIsNotALeakWhenTheHuntSamplesItDensely) {
   EXPECT_GE(leaks, testing::MinCovered(200, 0.95, 1e-3));
 }
 
+// A leak that starts inside the window (a held-out PyTorch loop keeping an
+// 8 KiB tensor a step from step 30 of 60): flat over the window's first
+// half, rising over its second. The exact heap read NO_TREND (its whole
+// window's interval, widened by the hinge's residuals, [-32 B, 8.8 KiB]) and
+// the site BOUNDED_GROWTH ("not retained": its first-half cohorts keep
+// nothing). Both are LEAK at the second half's rate in >= 95 % of seeds, the
+// interval covering 8 KiB/step in 95 % of those: the exact series with 1 KiB
+// of noise a step; the site sampled at a hunt's T of 4 KiB (8 x 1 KiB kept a
+// step from row 30, 64 x 4 KiB of churn freed the next step). One jump of
+// 256 KiB in the second half of a flat exact series is a level shift, not a
+// leak that started (LEAK in at most 1 %).
+TEST(GrowthTest, ALeakThatStartsInsideTheWindowIsALeakAtItsNewRate) {
+  constexpr size_t kRows = 60, kStart = 30;
+  const double rate = 8 * kKiB;
+  int exact_leaks = 0, exact_covered = 0, site_leaks = 0, site_covered = 0, jump_leaks = 0;
+  GrowthOptions exact;
+  exact.min_rate = 512;  // the exact series' bounds (analysis.cc)
+  exact.min_window_growth = 32 * kKiB;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(0, kKiB);
+    GrowthInput heap, jump;
+    const size_t at = kStart + 5 + seed % 20;
+    for (size_t r = 0; r < kRows; ++r) {
+      const double base = 64 * kMiB + noise(rng);
+      heap.y.push_back(std::round(base + (r >= kStart ? rate * (r - kStart + 1) : 0)));
+      jump.y.push_back(std::round(base + (r >= at ? 256 * kKiB : 0)));
+    }
+    Growth g = ClassifyGrowth(heap, 0, exact);
+    exact_leaks += g.cls == GrowthClass::kLeak;
+    exact_covered += g.cls == GrowthClass::kLeak && g.slope_low <= rate && rate <= g.slope_high;
+    jump_leaks += ClassifyGrowth(jump, 0, exact).cls == GrowthClass::kLeak;
+
+    HuntSim sim(seed);
+    for (size_t r = 0; r < HuntSim::kRows; ++r) sim.T[r] = 4 * kKiB;
+    GrowthInput site = sim.Empty();
+    for (size_t r = 0; r < HuntSim::kRows; ++r) {
+      if (r >= kStart) sim.Add(site, r, 8, kKiB, HuntSim::kRows);
+      sim.Add(site, r, 64, 4 * kKiB, r + 1);
+    }
+    g = ClassifyGrowth(site, 0, ExactBounds(true));
+    site_leaks += g.cls == GrowthClass::kLeak;
+    site_covered += g.cls == GrowthClass::kLeak && g.slope_low <= rate && rate <= g.slope_high;
+  }
+  printf(
+      "leak from row 30 of 60: exact LEAK %d, covered %d; site LEAK %d, covered %d; one jump "
+      "LEAK %d (of 200)\n",
+      exact_leaks, exact_covered, site_leaks, site_covered, jump_leaks);
+  // Correct rates of 95 % (LEAK, coverage) and 1 % (the jump) fail these
+  // with probability < 1e-3.
+  EXPECT_GE(exact_leaks, testing::MinCovered(200, 0.95, 1e-3));
+  EXPECT_GE(exact_covered, testing::MinCovered(exact_leaks));
+  EXPECT_GE(site_leaks, testing::MinCovered(200, 0.95, 1e-3));
+  EXPECT_GE(site_covered, testing::MinCovered(site_leaks));
+  EXPECT_LE(jump_leaks, testing::MaxSuccesses(200, 0.01, 1e-3));
+}
+
 // An exact series (no sampling) that slows but keeps growing: a cache of
 // 96 KiB/step filling until step 96 over a 64 KiB/step leak, 200 steps, 0-4
 // KiB of noise. LEAK at the second half's rate (the leak), in every seed; the
