@@ -419,6 +419,19 @@ def leak_sites(report):
     return [s for s in report["sites"] if s.get("class") == "LEAK"]
 
 
+def leak_sites_at(report, line):
+    """The LEAK sites with train_mlp.py:`line` in their stack."""
+    return [s for s in leak_sites(report)
+            if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
+                   for f in s["frames"])]
+
+
+def the_line(marker):
+    """train_mlp.py's line that carries `marker`."""
+    with open(TRAIN) as f:
+        return next(i for i, text in enumerate(f, 1) if marker in text)
+
+
 def has_classes(report):
     """The growth classifier's output is there (schema memstep.report/3)."""
     return "live_growth" in report["processes"][0]
@@ -554,8 +567,7 @@ class ProfiledTrainingTest(unittest.TestCase):
                 "--optimizer", "adam", "--leak", "small"]
         r = common.run_profiled(argv, out, extra_env={"MEMSTEP_SEED": "7"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(TRAIN) as f:
-            line = next(i for i, text in enumerate(f, 1) if "LEAK_SMALL_LINE" in text)
+        line = the_line("LEAK_SMALL_LINE")
         check = os.environ.get("MEMSTEP_TEST_CHECK", "")
         self.assertTrue(check, "MEMSTEP_TEST_CHECK is not set")
         traces = glob.glob(os.path.join(out, "*.trace"))
@@ -566,9 +578,7 @@ class ProfiledTrainingTest(unittest.TestCase):
         self.assertTrue(any(" phase=0 " in h for h in hunts), hunts)
         report = common.report_json(out)
         self.assertEqual(report["processes"][0]["live_growth"]["class"], "LEAK")
-        named = [s for s in leak_sites(report)
-                 if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
-                        for f in s["frames"])]
+        named = leak_sites_at(report, line)
         # The line makes several leaking allocations (the tensors' storage,
         # their C++ objects, their Python objects): one site each, at least
         # one of them named.
@@ -618,13 +628,10 @@ class ProfiledTrainingTest(unittest.TestCase):
         # buffer that grows by replacement"). Default settings, seeded.
         report = self.run_train("--optimizer", "adam", "--leak", "history",
                                 extra_env={"MEMSTEP_SEED": "7"})
-        with open(TRAIN) as f:
-            line = next(i for i, text in enumerate(f, 1) if "LEAK_HISTORY_LINE" in text)
+        line = the_line("LEAK_HISTORY_LINE")
         process = report["processes"][0]
         self.assertEqual(process["live_growth"]["class"], "LEAK")
-        named = [s for s in leak_sites(report)
-                 if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
-                        for f in s["frames"])]
+        named = leak_sites_at(report, line)
         self.assertEqual(len(named), 1, [
             (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
              [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
@@ -661,8 +668,7 @@ class ProfiledTrainingTest(unittest.TestCase):
         # window"). Now both are LEAK at the second half's rate. Seeded.
         report = self.run_train("--optimizer", "adam", "--leak", "small", "--leak-from", "30",
                                 extra_env={"MEMSTEP_SEED": "7"})
-        with open(TRAIN) as f:
-            line = next(i for i, text in enumerate(f, 1) if "LEAK_SMALL_LINE" in text)
+        line = the_line("LEAK_SMALL_LINE")
         process = report["processes"][0]
         g = process["live_growth"]
         self.assertEqual(g["class"], "LEAK", g)
@@ -677,9 +683,7 @@ class ProfiledTrainingTest(unittest.TestCase):
                              hi_truth, g)
         self.assertGreaterEqual(g["bytes_per_step"] + z * (g["ci"][1] - g["bytes_per_step"]),
                                 lo_truth, g)
-        named = [s for s in leak_sites(report)
-                 if any(f.get("file", "").endswith("train_mlp.py") and f.get("line") == line
-                        for f in s["frames"])]
+        named = leak_sites_at(report, line)
         self.assertGreaterEqual(len(named), 1, [
             (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
              [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
