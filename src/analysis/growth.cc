@@ -427,18 +427,16 @@ bool ClassifyOnset(const GrowthInput& in, const Window& w, const GrowthOptions& 
     // significant by chance only: 1 in 100 seeds of GrowthTest's cache).
     if (h2.slope_high < o.persistence * kept.rate) return false;
   }
-  // (A site's series is a staircase of samples whose own interval reaches 0;
-  // its rate and interval are its cohorts', as for any LEAK site.)
-  // Started: the first half does not rise, or its rate lies wholly below
-  // the second's (a real heap rose 205 B a step before the leak began).
-  // A LEAK already (its interval above 0) takes the second half's rate only
-  // when the rate rose: the window's average would be the leak's rate over
-  // the steps before it began as well (a PyTorch loop keeping 17 KiB a step
-  // from step 30 of 60 read 7.9 KiB/step at its line).
-  // Rose: the first half's upper bound under half the second half's lower
-  // bound (o.persistence, the slowing test's factor turned round), not only
-  // below it: a steady exact leak's halves of 16.9 and 17.0 KiB/step have
-  // intervals apart.
+  // Started: the first half does not rise, or it rose at under half the
+  // second half's rate, its upper bound against the second's lower bound
+  // (o.persistence, the slowing test's factor turned round: a real heap rose
+  // 205 B a step before the leak began, while a steady exact leak's halves
+  // of 16.9 and 17.0 KiB/step have intervals apart). A LEAK already takes
+  // the second half's rate on the latter only: the window's average counts
+  // the steps before the leak began (a PyTorch loop keeping 17 KiB a step
+  // from step 30 of 60 read 7.9 KiB/step at its line). A site's series is a
+  // staircase of samples whose own interval reaches 0: only its p-value is
+  // asked, its rate and interval are its cohorts'.
   const bool rose = before_high < o.persistence * low;
   const bool started = leak ? rose : h1.p_increasing >= o.p_value || rose;
   if (!started || !(h2.p_increasing < o.p_value) || !(low > 0) || rate < o.min_rate ||
