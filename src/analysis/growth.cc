@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "src/analysis/replay.h"
 #include "src/analysis/trend.h"
 
 namespace memstep::analysis {
@@ -30,6 +31,15 @@ std::vector<double> Thin(const std::vector<double>& y, size_t a, size_t b, size_
 }
 
 std::string Kib(double bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024); }
+
+// The rows of [a, b) whose cohorts hold a sample live at the end.
+size_t SampleRows(const GrowthInput& in, size_t a, size_t b) {
+  size_t rows = 0;
+  for (size_t i = a; i < std::min(b, in.end_samples_by_cohort.size()); ++i) {
+    rows += in.end_samples_by_cohort[i] > 0;
+  }
+  return rows;
+}
 
 constexpr double kZ95 = 1.959964;
 // Window samples' worth when none has sampling variance.
@@ -268,9 +278,7 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
                                   : in.end_var_by_cohort.empty() ? g->window_samples
                                   : var > 0                      ? b * b / var
                                                                  : kUnbounded;
-    for (size_t i = ws; i < std::min(n, in.end_samples_by_cohort.size()); ++i) {
-      if (in.end_samples_by_cohort[i] > 0) ++g->window_sample_rows;
-    }
+    g->window_sample_rows = SampleRows(in, ws, n);
   }
 
   // Call sites: what the window's cohorts kept, per step (the last row's
@@ -400,20 +408,18 @@ bool ClassifyOnset(const GrowthInput& in, const Window& w, const GrowthOptions& 
                    Growth* g) {
   const size_t rest = w.N - w.half;
   if (rest < 10) return false;
-  const std::vector<double> tail = Slice(in.y, w.ws + w.half, w.n);
-  const TrendResult h2 = w.cohorts ? TrendTest(tail) : TrendTestExact(tail);
+  // A site's halves as FitWindow tested them; an exact series' by the exact
+  // test, as its window.
+  const TrendResult h2 = w.cohorts ? w.h2 : TrendTestExact(Slice(in.y, w.ws + w.half, w.n));
   const TrendResult h1 = w.cohorts ? w.h1 : TrendTestExact(Slice(in.y, w.ws, w.ws + w.half));
   // (The first half's bound without the AR(1) tail, made for the reported
   // interval: a heap rising 0.1 KiB a step with one jump read [-0.3, 8.4].)
   double rate = h2.slope, low = h2.ci_low, high = h2.ci_high, before_high = h1.slope_high;
   if (w.cohorts) {
-    size_t rows = 0;
-    double samples = 0;
-    for (size_t i = w.ws + w.half; i < std::min(w.n, in.end_samples_by_cohort.size()); ++i) {
-      rows += in.end_samples_by_cohort[i] > 0;
-      samples += in.end_samples_by_cohort[i];
+    if (SampleRows(in, w.ws + w.half, w.n) < kMinSampleRows ||
+        Sum(in.end_samples_by_cohort, w.ws + w.half, w.n) < o.min_samples) {
+      return false;
     }
-    if (rows < kMinSampleRows || samples < o.min_samples) return false;
     // The reported interval, as for any LEAK site: one block more or less
     // (RateOfCohorts with blocks).
     const CohortRate kept = RateOfCohorts(in, w.ws + w.half, w.N > 2 ? w.n - 1 : w.n, true);
@@ -614,7 +620,8 @@ double OneBlockSize(double w, double T) {
   double lo = 0, hi = w;
   for (int i = 0; i < 64 && hi - lo > 0.5; ++i) {
     const double mid = (lo + hi) / 2;
-    (mid / -std::expm1(-(mid + 1) / T) < w ? lo : hi) = mid;
+    const double p = SampleProbability(static_cast<uint64_t>(mid), static_cast<uint64_t>(T));
+    (mid / p < w ? lo : hi) = mid;
   }
   return (lo + hi) / 2;
 }
