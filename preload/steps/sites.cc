@@ -62,6 +62,18 @@ constexpr int32_t kHuntMinSteps = 3;
 // target costs stacks (within the hunt's budget), never an estimate.
 constexpr int32_t kTargetMinScreens = 2;
 constexpr double kTargetZ = 1.5;
+// Or when, at this many step ends in a row that kept a screen of it (the
+// others, where a draw was kept with a stack or missed it, are skipped), the
+// one screened block born in the step that outlived it was larger than the
+// one before: a string, list or buffer rebuilt or regrown each step with
+// more in it has one long-lived screen at a time, so it never has
+// kTargetMinScreens, however fast it grows. Sizes, not weights: a weight
+// changes with S. One block of random size renewed each step makes five
+// rises in a row once in 6! = 720 starts, and a wrong target costs only
+// stacks.
+constexpr int32_t kTargetMinRises = 5;
+// The rises must go on: the last one at most this many step ends ago.
+constexpr uint32_t kTargetRiseAge = 8;
 
 struct Site {
   std::atomic<uint32_t> key;  // stack + 1; 0 = empty
@@ -89,6 +101,13 @@ struct Site {
   int32_t hunt_chk_n;
   int32_t hunt_chk_steps;
   int64_t hunt_chk_var;  // hunt_var_in + hunt_var_out at the checkpoint
+  // kTargetMinRises: the usable bytes of this step's live hunt-born samples;
+  // at the last step end that moved any, their bytes (when one block; else
+  // 0); the rises in a row since, and the hunt epoch of the last one.
+  std::atomic<int64_t> hunt_new_size;
+  std::atomic<int64_t> hunt_last_size;
+  std::atomic<int32_t> hunt_rises;
+  std::atomic<uint32_t> hunt_rise_epoch;
 };
 
 struct Snap {
@@ -257,6 +276,10 @@ void Apply(uint64_t packed, int sign) {
   (now ? s->hunt_new : s->hunt_old).fetch_add(sign * b, std::memory_order_relaxed);
   const int32_t worth = (packed >> 32 & 0xF) == 0 ? kExactSampleWorth : 1;  // rate id 0: p = 1
   (now ? s->hunt_new_n : s->hunt_old_n).fetch_add(sign * worth, std::memory_order_relaxed);
+  if (now && IsScreenKey(PackedStack(packed))) {  // kTargetMinRises
+    s->hunt_new_size.fetch_add(sign * static_cast<int64_t>(PackedUsable(packed)),
+                               std::memory_order_relaxed);
+  }
   const int64_t var = VarianceKib2(packed, b);
   if (now) {
     s->hunt_var_new.fetch_add(sign * var, std::memory_order_relaxed);
@@ -529,18 +552,34 @@ void SitesHuntOn(bool on) {
 
 bool SitesHunting() { return g_sites_on && g_hunt_on.load(std::memory_order_relaxed); }
 
+// A screened context's step end for kTargetMinRises: `n` samples of `size`
+// usable bytes born in the step outlived it.
+void CountRise(Site& s, int32_t n, int64_t size, uint32_t epoch) {
+  if (n <= 0 || size <= 0) return;  // no screen of it outlived the step: skipped
+  const int64_t last = s.hunt_last_size.load(std::memory_order_relaxed);
+  if (n == 1 && last > 0 && size > last) {
+    s.hunt_rises.fetch_add(1, std::memory_order_relaxed);
+    s.hunt_rise_epoch.store(epoch, std::memory_order_relaxed);
+  } else {
+    s.hunt_rises.store(0, std::memory_order_relaxed);
+  }
+  s.hunt_last_size.store(n == 1 ? size : 0, std::memory_order_relaxed);
+}
+
 void SitesHuntStepEnd() {
   if (!g_sites_on) return;
-  g_hunt_epoch.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t epoch = g_hunt_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
   if (!g_hunt_new_any.exchange(false, std::memory_order_relaxed)) return;  // nothing to move
-  ForEachSite([](Site& s) {
+  ForEachSite([epoch](Site& s) {
     int64_t b = s.hunt_new.exchange(0, std::memory_order_relaxed);
     int32_t n = s.hunt_new_n.exchange(0, std::memory_order_relaxed);
     int64_t var = s.hunt_var_new.exchange(0, std::memory_order_relaxed);
+    const int64_t size = s.hunt_new_size.exchange(0, std::memory_order_relaxed);
     if (b != 0) s.hunt_old.fetch_add(b, std::memory_order_relaxed);
     if (n != 0) s.hunt_old_n.fetch_add(n, std::memory_order_relaxed);
     if (n > 0) s.hunt_steps.fetch_add(1, std::memory_order_relaxed);
     if (var != 0) s.hunt_var_in.fetch_add(var, std::memory_order_relaxed);
+    if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) CountRise(s, n, size, epoch);
   });
 }
 
@@ -606,14 +645,21 @@ uint32_t SitesHuntTargets() {
   ForEachSite([&](Site& s) {
     const uint32_t key = s.key.load(std::memory_order_relaxed) - 1;
     if (!IsScreenKey(key) || n >= kMaxHuntTargets) return;
-    // All its long-lived screens, not only those since the checkpoint: a
+    // A block that grows as it is renewed (kTargetMinRises), or else all
+    // its long-lived screens, not only those since the checkpoint: a
     // context has screens only while hunts run, and the sooner a leak's
     // context is targeted the more of its samples have stacks.
-    if (s.hunt_old_n.load(std::memory_order_relaxed) < kTargetMinScreens) return;
-    const double v_kib = static_cast<double>(s.hunt_old.load(std::memory_order_relaxed)) / 1024.0;
-    const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
-                        s.hunt_var_out.load(std::memory_order_relaxed);
-    if (!(v_kib > 0) || v_kib * v_kib < kTargetZ * kTargetZ * static_cast<double>(var)) return;
+    const bool rising = s.hunt_rises.load(std::memory_order_relaxed) >= kTargetMinRises &&
+                        g_hunt_epoch.load(std::memory_order_relaxed) -
+                                s.hunt_rise_epoch.load(std::memory_order_relaxed) <=
+                            kTargetRiseAge;
+    if (!rising) {
+      if (s.hunt_old_n.load(std::memory_order_relaxed) < kTargetMinScreens) return;
+      const double v_kib = static_cast<double>(s.hunt_old.load(std::memory_order_relaxed)) / 1024.0;
+      const int64_t var = s.hunt_var_in.load(std::memory_order_relaxed) +
+                          s.hunt_var_out.load(std::memory_order_relaxed);
+      if (!(v_kib > 0) || v_kib * v_kib < kTargetZ * kTargetZ * static_cast<double>(var)) return;
+    }
     for (uint32_t i = 0; i < n; ++i) {
       if (g_targets[i].load(std::memory_order_relaxed) == key) return;
     }
