@@ -507,10 +507,13 @@ struct HostPass {
   // what the sites did, not steps x sites): live at the step end, and of it
   // what was allocated before the step.
   std::vector<StepSeries> by_step, old_by_step;
+  // And the bytes its live samples hold themselves (Accumulator::live_held:
+  // what ClassifyReplacedGrowth reads).
+  std::vector<StepSeries> held_by_step;
   // The same while pass 1 runs: recorded at each step end for the sites
   // that changed in the step only (FinishStepSeries turns them into the
   // above), and how many sites there were at the last step end.
-  StepEndSeries live_at_end, old_at_end;
+  StepEndSeries live_at_end, old_at_end, held_at_end;
   size_t sites_at_end = 0;
   // Per site: its allocations live at the last step end by cohort (the row
   // they were allocated in), rows increasing; only cohorts with one.
@@ -564,9 +567,11 @@ void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
   const auto& sites = h.replay.sites();
   h.live_at_end.EndStep(row);
   h.old_at_end.EndStep(row);
+  h.held_at_end.EndStep(row);
   for (uint32_t s : h.replay.changed_sites()) {
     h.live_at_end.Record(s, sites[s].live_bytes);
     h.old_at_end.Record(s, sites[s].live_bytes - sites[s].young_bytes);
+    h.held_at_end.Record(s, sites[s].live_held);
   }
   h.replay.ClearChanged();
   h.sites_at_end = sites.size();
@@ -582,6 +587,7 @@ void RecordStepEnd(HostPass& h, size_t row, size_t rows, bool last) {
 void FinishStepSeries(HostPass& h, size_t rows) {
   h.by_step = h.live_at_end.Finish(rows, h.sites_at_end);
   h.old_by_step = h.old_at_end.Finish(rows, h.sites_at_end);
+  h.held_by_step = h.held_at_end.Finish(rows, h.sites_at_end);
 }
 
 // The run's peak and each stage target's peak, found as pass 1 goes, with
@@ -1004,12 +1010,14 @@ void HostSiteGrowthInput(const HostSiteContext& c, size_t i, const HeapReplay::A
 }
 
 // The growth class of a site (and, for a leak, its projection).
-void ClassifyHostSite(const HostSiteContext& c, const GrowthInput& in, Site& s) {
+void ClassifyHostSite(const HostSiteContext& c, size_t i, const GrowthInput& in, Site& s) {
   const ProcessSummary& ps = c.ps;
   s.growth = ClassifySiteGrowth(in, ps.warmup_steps, c.site_options);
   // A buffer that grows by being reallocated or replaced keeps nothing old:
   // its cohorts miss it, its whole live series does not (growth.h).
-  s.growth = ClassifyReplacedGrowth(s.live_bytes_by_step, in, s.growth, c.site_options);
+  const StepSeries none(c.rows);
+  const StepSeries& held = i < c.h.held_by_step.size() ? c.h.held_by_step[i] : none;
+  s.growth = ClassifyReplacedGrowth(held, in, s.growth, c.site_options);
   if (s.growth.cls == GrowthClass::kLeak) {
     Project(s.growth.slope, c.series.used, c.series.limit, ps.median_step_s, &s.steps_to_limit,
             &s.seconds_to_limit);
@@ -1436,7 +1444,7 @@ void BuildHostSites(const Trace& t, const HostPass& h, const Captured& both,
     GrowthInput in;  // one chunk's buffers, reused site to site
     for (size_t i = lo; i < hi; ++i) {
       HostSiteGrowthInput(c, i, acc[i], in);
-      ClassifyHostSite(c, in, r.sites[first + i]);
+      ClassifyHostSite(c, i, in, r.sites[first + i]);
     }
   });
   std::vector<SiteLines> lines_of(acc.size());

@@ -143,6 +143,9 @@ class DevicePass {
   const std::vector<Event>& fails() const { return fails_; }
   // [site][row]: live bytes at each step end (after FinishSeries).
   const std::vector<StepSeries>& site_by_step() const { return site_by_step_; }
+  // [site][row]: the bytes its live samples hold themselves at each step end
+  // (DeviceReplay::SiteAcc::live_held; after FinishSeries).
+  const std::vector<StepSeries>& held_by_step() const { return held_by_step_; }
   // [site]: its sampled allocations live at the last step end by cohort (the
   // row they were allocated in), rows increasing; only cohorts with one.
   const std::vector<std::vector<CohortCell>>& cohorts() const { return cohorts_; }
@@ -152,6 +155,7 @@ class DevicePass {
   // and each row's T.
   void FinishSeries() {
     site_by_step_ = site_at_end_.Finish(rows_, sites_at_end_);
+    held_by_step_ = held_at_end_.Finish(rows_, sites_at_end_);
     FillIntervals();
   }
   std::vector<StepRow*> step_rows;  // set by the caller, aligned with rows
@@ -491,7 +495,11 @@ class DevicePass {
     // follow the changes, not steps x sites (issue 11).
     const auto& sites = replay_.sites();
     site_at_end_.EndStep(row);
-    for (uint32_t j : replay_.changed_sites()) site_at_end_.Record(j, sites[j].live_bytes);
+    held_at_end_.EndStep(row);
+    for (uint32_t j : replay_.changed_sites()) {
+      site_at_end_.Record(j, sites[j].live_bytes);
+      held_at_end_.Record(j, sites[j].live_held);
+    }
     replay_.ClearChanged();
     sites_at_end_ = sites.size();
   }
@@ -553,9 +561,9 @@ class DevicePass {
   uint32_t cohort_ = 0;       // of what the replay is told is allocated now
   std::vector<std::vector<CohortCell>> cohorts_;
   std::vector<double> interval_by_row_;
-  StepEndSeries site_at_end_;  // while the pass runs
-  size_t sites_at_end_ = 0;    // sites at the last step end
-  std::vector<StepSeries> site_by_step_;
+  StepEndSeries site_at_end_, held_at_end_;  // while the pass runs
+  size_t sites_at_end_ = 0;                  // sites at the last step end
+  std::vector<StepSeries> site_by_step_, held_by_step_;
 };
 
 // The growth verdict of an exact per-step series.
@@ -932,7 +940,9 @@ void FillSiteGrowth(const SiteContext& c, size_t j, const DeviceReplay::SiteAcc&
     // A buffer that grows by being replaced (a history kept with torch.cat
     // on the device) keeps nothing old: its cohorts miss it, its whole live
     // series does not (growth.h).
-    s.growth = ClassifyReplacedGrowth(s.live_bytes_by_step, in, s.growth, bounds);
+    const StepSeries none(c.rows);
+    const StepSeries& held = j < c.pass.held_by_step().size() ? c.pass.held_by_step()[j] : none;
+    s.growth = ClassifyReplacedGrowth(held, in, s.growth, bounds);
   }
   if (s.growth.cls != GrowthClass::kLeak) return;
   if (dev != nullptr) {

@@ -57,8 +57,9 @@ void DeviceReplay::Drop(const Live& l) {
     const double bytes = static_cast<double>(l.size) * l.weight;
     s.live_bytes -= bytes;
     s.live_count -= l.weight;
+    s.live_held -= static_cast<double>(l.size);
     s.live_var -= bytes * bytes * (1 - 1 / l.weight);
-    if (s.live_count < 0.5) s.live_bytes = s.live_count = s.live_var = 0;  // rounding
+    if (s.live_count < 0.5) s.live_bytes = s.live_count = s.live_held = s.live_var = 0;  // rounding
   }
   Remove(l.kind, l.device, l.size);
 }
@@ -84,6 +85,7 @@ bool DeviceReplay::Apply(const reader::Event& e) {
       s.alloc_bytes += bytes;
       s.live_count += l.weight;
       s.live_bytes += bytes;
+      s.live_held += static_cast<double>(e.size);
       s.live_var += bytes * bytes * (1 - p);
       if (in_step_) {
         s.step_alloc_bytes += bytes;

@@ -79,7 +79,8 @@ class DeviceReplay {
     double alloc_bytes = 0;
     double live_count = 0;
     double live_bytes = 0;
-    double live_var = 0;  // sampling variance of live_bytes
+    double live_held = 0;  // the live samples' own bytes (HeapReplay::Accumulator)
+    double live_var = 0;   // sampling variance of live_bytes
     // Churn: what was allocated while set_in_step(true) held, with the
     // Horvitz-Thompson variances ((s/p)^2 (1-p), (1/p)^2 (1-p) per sample),
     // as HeapReplay::Accumulator's.

@@ -203,11 +203,15 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 // every few (bytearray.extend, a growing std::vector, a history kept as
 // `h = torch.cat([h, x])`). What is live at its step ends was born in the
 // last step or the last few, so its long-lived series and its cohorts show
-// nothing kept, and `site` (its class from them) is not LEAK. Its whole live
-// series `live` (the Horvitz-Thompson live bytes at each row end) rises.
+// nothing kept, and `site` (its class from them) is not LEAK. What its
+// samples hold at each row end rises: `held`, the usable bytes of the
+// site's live samples themselves, unweighted (HeapReplay::Accumulator::
+// live_held), which is the buffer's size in each row it was sampled in,
+// whatever T it was drawn at (a hunt's targets are drawn at its screening
+// T, not the row's; their Horvitz-Thompson weights read at the row's T
+// made a growing string sampled at every step read 0).
 // Returns `site` as LEAK with `replaced` set, its rate and interval the
-// Theil-Sen slope of `live` (each row read as the one block it holds: its
-// size from its weight and the row's T, in.interval_by_row; in whole bytes)
+// Theil-Sen slope of `held` (in whole bytes)
 // over the window and its 95 % interval from TrendTestExact (the AR(1) tail: the row-to-row
 // sampling noise is in the residuals; and the few jumps of rows sampled while the buffer was
 // smaller than T set aside), when over the window of `site`:
@@ -226,8 +230,8 @@ Growth ClassifySiteGrowth(const GrowthInput& in, size_t warmup, const GrowthOpti
 //     that grows, not objects it keeps (which its cohorts would classify);
 //   - the interval above 0.
 // Otherwise `site` unchanged. `in`: the site's cohorts (SetCohorts), rows
-// as `live`.
-Growth ClassifyReplacedGrowth(const StepSeries& live, const GrowthInput& in, const Growth& site,
+// as `held`.
+Growth ClassifyReplacedGrowth(const StepSeries& held, const GrowthInput& in, const Growth& site,
                               const GrowthOptions& o);
 
 // The bounds a call site is held to: `site`, or the exact series' smaller

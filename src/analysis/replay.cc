@@ -66,6 +66,8 @@ void HeapReplay::RemoveLive(uint64_t addr) {
   Accumulator& s = sites_[it->second.site];
   s.live_bytes -= it->second.bytes;
   s.live_count -= it->second.count;
+  s.live_held -= it->second.bytes / it->second.count;
+  if (s.live_held < 0.5) s.live_held = 0;  // rounding
   s.live_var -= ObjectVar(it->second.bytes, it->second.count);
   if (s.live_var < 0) s.live_var = 0;
   if (it->second.cohort == cohort_) {
@@ -85,6 +87,7 @@ void HeapReplay::AddRange(uint64_t start, uint64_t end, uint32_t site) {
   Touch(site);
   sites_[site].live_bytes += len;
   sites_[site].live_count += 1;
+  sites_[site].live_held += len;
   sites_[site].young_bytes += len;
   young_.Add(site);
   mmap_live_ += len;
@@ -108,6 +111,7 @@ int64_t HeapReplay::RemoveRange(uint64_t start, uint64_t end) {
     double cut = static_cast<double>(cut_end - cut_start);
     Touch(r.site);
     sites_[r.site].live_bytes -= cut;
+    sites_[r.site].live_held -= cut;
     if (r.cohort == cohort_) {
       sites_[r.site].young_bytes -= cut;
       young_.Add(r.site);
@@ -149,6 +153,7 @@ void HeapReplay::Apply(const reader::Event& e) {
       s.alloc_count += count;
       s.live_bytes += bytes;
       s.live_count += count;
+      s.live_held += bytes / count;
       s.live_var += ObjectVar(bytes, count);
       s.young_bytes += bytes;
       young_.Add(site);

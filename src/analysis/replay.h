@@ -97,6 +97,11 @@ class HeapReplay {
     double alloc_count = 0;
     double live_bytes = 0;
     double live_count = 0;
+    // The bytes the live samples hold themselves (each one's usable size,
+    // unweighted; mappings exact): a buffer replaced each step by a larger
+    // one, sampled, holds its size in each row it was sampled in, whatever
+    // T it was drawn at (ClassifyReplacedGrowth).
+    double live_held = 0;
     // Horvitz-Thompson sampling variance of live_bytes: the sum over the
     // live samples of (s/p)^2 (1 - p) (exact pieces of mappings add 0).
     double live_var = 0;

@@ -8,7 +8,12 @@ KiB per step); `--leak features` appends the hidden features (batch x hidden
 float32 plus their graph); `--leak small` keeps seven new 2 KiB tensors per
 step, 14 KiB of data (the leak hunt's test); `--leak history` grows one tensor by
 concatenation, `hist = torch.cat([hist, ...])`, 32 KiB a step: each step's copy
-replaces the last (a buffer that grows by replacement). Without --leak only
+replaces the last (a buffer that grows by replacement); `--leak log` appends 64
+lines of per-sample losses to a text log held in a local string, `log += ...`,
+896 B a step: CPython resizes the string in place (realloc), one block that
+grows; `--leak log-copy` keeps the same log on an object's attribute, where
+`+=` builds a new string each step and frees the last (a block replaced by a
+larger one, which the leak hunt finds by its screens' sizes). Without --leak only
 Python floats are kept. `--leak-from STEP` starts the leak at that step (a leak
 that begins mid-run: after an epoch, an evaluation, a schedule change).
 
@@ -80,7 +85,7 @@ def main():
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--optimizer", choices=["sgd", "adam", "mysgd"], default="adam")
-    p.add_argument("--leak", choices=["none", "loss", "features", "small", "history"], default="none")
+    p.add_argument("--leak", choices=["none", "loss", "features", "small", "history", "log", "log-copy"], default="none")
     p.add_argument("--leak-from", type=int, default=0, metavar="STEP",
                    help="leak from this step on (before it, as without --leak)")
     p.add_argument("--explicit", action="store_true", help="mark steps with memstep.step()")
@@ -119,6 +124,8 @@ def main():
     stats = MallocStats(args.malloc_stats) if args.malloc_stats else None
     kept = []
     hist = torch.empty(0, 128)
+    log = ""
+    record = argparse.Namespace(log="")
     steps = 0
     for _ in range(args.epochs):
         for x, y in loader:
@@ -144,6 +151,13 @@ def main():
                 kept.extend([torch.randn(512) * 1.0 for _ in range(7)])  # LEAK_SMALL_LINE
             elif leak == "history":
                 hist = torch.cat([hist, features[:64, :128].detach()])  # LEAK_HISTORY_LINE
+            elif leak == "log":
+                per_sample = (pred.detach() - y).pow(2).flatten()[:64].tolist()
+                log += "".join("%4d %8.5f\n" % (j, v) for j, v in enumerate(per_sample))  # LEAK_LOG_LINE
+            elif leak == "log-copy":
+                per_sample = (pred.detach() - y).pow(2).flatten()[:64].tolist()
+                record.log += "".join("%4d %8.5f\n" % (j, v)  # LEAK_LOG_COPY_LINE
+                                      for j, v in enumerate(per_sample))
             else:
                 kept.append(loss.item())
             if stats is not None:
