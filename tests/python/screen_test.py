@@ -28,14 +28,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-SCRIPT = textwrap.dedent("""\
-    import sys
-    import memstep
-
-    kept = []
-
-    def tokenize(i):
-        return ["tok-%06d-%03d" % (i, j) for j in range(32)]
+# Each step makes and drops 12,000 tuples (the churn), then calls KEEP.
+LOOP = """\
 
     def batch(i):
         rows = [(j, str(j) * 4, [j, j + 1]) for j in range(12000)]
@@ -46,8 +40,18 @@ SCRIPT = textwrap.dedent("""\
         with memstep.stage("data"):
             batch(step)
         with memstep.stage("forward"):
-            kept.extend(tokenize(step))
-    """)
+            KEEP
+    """
+
+SCRIPT = textwrap.dedent("""\
+    import sys
+    import memstep
+
+    kept = []
+
+    def tokenize(i):
+        return ["tok-%06d-%03d" % (i, j) for j in range(32)]
+    """ + LOOP.replace("KEEP", "kept.extend(tokenize(step))"))
 KEEP_LINE = 7
 SEEDS = range(1, 11)
 MIN_NAMED = 5
@@ -64,18 +68,7 @@ REBUILT_SCRIPT = textwrap.dedent("""\
     def record(i):
         global log
         log += "".join("step %06d tok %03d\\n" % (i, j) for j in range(48))
-
-    def batch(i):
-        rows = [(j, str(j) * 4, [j, j + 1]) for j in range(12000)]
-        return sum(len(r[1]) for r in rows)
-
-    for step in range(int(sys.argv[1])):
-        memstep.step(step)
-        with memstep.stage("data"):
-            batch(step)
-        with memstep.stage("forward"):
-            record(step)
-    """)
+    """ + LOOP.replace("KEEP", "record(step)"))
 REBUILT_LINE = 8
 
 

@@ -453,6 +453,18 @@ class ProfiledTrainingTest(unittest.TestCase):
         self.assertEqual(len(report["processes"]), 1)
         return report
 
+    def replaced_leak_at(self, report, line):
+        """The heap is LEAK and one LEAK site, a replaced buffer, is at
+        train_mlp.py:`line`: that site."""
+        self.assertEqual(report["processes"][0]["live_growth"]["class"], "LEAK")
+        named = leak_sites_at(report, line)
+        self.assertEqual(len(named), 1, [
+            (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
+             [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
+            for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
+        self.assertTrue(named[0]["growth"]["replaced"], named[0]["growth"])
+        return named[0]
+
     def check_steps_and_stages(self, report):
         steps = steps_of(report)
         n = self.EPOCHS * self.BATCHES
@@ -630,14 +642,7 @@ class ProfiledTrainingTest(unittest.TestCase):
                                 extra_env={"MEMSTEP_SEED": "7"})
         line = the_line("LEAK_HISTORY_LINE")
         process = report["processes"][0]
-        self.assertEqual(process["live_growth"]["class"], "LEAK")
-        named = leak_sites_at(report, line)
-        self.assertEqual(len(named), 1, [
-            (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
-             [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
-            for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
-        site = named[0]
-        self.assertTrue(site["growth"]["replaced"], site["growth"])
+        site = self.replaced_leak_at(report, line)
         # The truth: the copy's storage grows 64 x 128 float32 = 32,768 B a
         # step (its usable size too: whole 16-byte units); its tensor objects
         # do not grow. The 95 % interval widened to 99.99 % (as above) holds
@@ -674,14 +679,7 @@ class ProfiledTrainingTest(unittest.TestCase):
                                 extra_env={"MEMSTEP_SEED": "3"})
         line = the_line("LEAK_LOG_LINE")
         process = report["processes"][0]
-        self.assertEqual(process["live_growth"]["class"], "LEAK")
-        named = leak_sites_at(report, line)
-        self.assertEqual(len(named), 1, [
-            (s["class"], s["growth_bytes_per_step"], s["growth"]["reason"],
-             [(f.get("file"), f.get("line")) for f in s["frames"] if f.get("line")][:2])
-            for s in report["sites"] if s.get("class") in ("LEAK", "BOUNDED_GROWTH")])
-        g = named[0]["growth"]
-        self.assertTrue(g["replaced"], g)
+        g = self.replaced_leak_at(report, line)["growth"]
         raw = g["sampled_bytes_per_step"] if g["calibrated"] else g["bytes_per_step"]
         self.assertLess(abs(raw - 896), 90, g)
         self.assertEqual(process["unattributed_bytes_per_step"], 0, process)
