@@ -17,6 +17,12 @@ uint64_t End(uint64_t addr, uint64_t len) {
 }
 }  // namespace
 
+double SampleProbability(uint64_t size, uint64_t interval) {
+  if (interval == 0) return 1.0;
+  double p = -std::expm1(-(static_cast<double>(size) + 1.0) / static_cast<double>(interval));
+  return p > 0 ? p : 1e-300;
+}
+
 HostRounding HostRoundingOf(const reader::Trace& t) {
   if (t.allocator == "glibc") return HostRounding::kGlibc;
   if (t.allocator == "jemalloc") return HostRounding::kJemalloc;

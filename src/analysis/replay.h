@@ -32,7 +32,6 @@
 #ifndef MEMSTEP_SRC_ANALYSIS_REPLAY_H_
 #define MEMSTEP_SRC_ANALYSIS_REPLAY_H_
 
-#include <cmath>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -47,13 +46,7 @@ namespace memstep::analysis {
 
 // Horvitz-Thompson inclusion probability of an allocation of `size` bytes
 // drawn with mean interval `interval` (0: recorded with probability 1).
-// Inline, so that code built without replay.cc (the parsers fuzzer compiles
-// growth.cc alone) can call it.
-inline double SampleProbability(uint64_t size, uint64_t interval) {
-  if (interval == 0) return 1.0;
-  double p = -std::expm1(-(static_cast<double>(size) + 1.0) / static_cast<double>(interval));
-  return p > 0 ? p : 1e-300;
-}
+double SampleProbability(uint64_t size, uint64_t interval);
 
 // How the process's allocator rounds a request up to the block it hands out.
 // The exact counters count usable bytes (malloc_usable_size, pymalloc's size

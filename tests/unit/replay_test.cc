@@ -136,8 +136,14 @@ TEST(HeapReplayTest, SamplesStandForTheirUsableSize) {
     EXPECT_NEAR(cohorts[0][0].min_interval, 256.0, 1e-9);
     EXPECT_DOUBLE_EQ(cohorts[0][0].bytes, a.live_bytes);
     EXPECT_EQ(cohorts[0][0].block, 0);  // no block recorded with p = 1
+    // The bytes the samples hold themselves: their usable sizes, whatever
+    // T they were drawn at (ClassifyReplacedGrowth reads them).
+    EXPECT_NEAR(a.live_held, usable33 + 32, 1e-9);
     replay.Apply(Free(0x1000));
     EXPECT_NEAR(replay.sites()[0].live_bytes, 32 / p20, 1e-9);
+    EXPECT_NEAR(replay.sites()[0].live_held, 32, 1e-9);
+    replay.Apply(Free(0x2000));
+    EXPECT_EQ(replay.sites()[0].live_held, 0);
   }
 }
 
@@ -224,7 +230,8 @@ TEST(HeapReplayTest, MmapIntervalArithmetic) {
   EXPECT_EQ(r.mmap_live_bytes(), 0x3000);
   EXPECT_EQ(r.mmap_ranges(), 2u);
   EXPECT_EQ(r.sites()[0].live_bytes, 0x3000);
-  r.Apply(Munmap(0x0, 0x10800));  // covers the head of the first range
+  EXPECT_EQ(r.sites()[0].live_held, 0x3000);  // mappings are exact
+  r.Apply(Munmap(0x0, 0x10800));              // covers the head of the first range
   EXPECT_EQ(r.mmap_live_bytes(), 0x2800);
   r.Apply(Mremap(0x12000, 0x2000, 0x40000, 0x8000));  // move and grow
   EXPECT_EQ(r.mmap_live_bytes(), 0x800 + 0x8000);
@@ -233,12 +240,14 @@ TEST(HeapReplayTest, MmapIntervalArithmetic) {
   EXPECT_EQ(r.mmap_live_bytes(), 0x800 + 0x8000);
   r.Apply(Mmap(4, 0x44000, 0x8000));  // MAP_FIXED over the tail of site 3's range
   EXPECT_EQ(r.sites()[0].live_bytes, 0x800 + 0x4000);
+  EXPECT_EQ(r.sites()[0].live_held, 0x800 + 0x4000);
   EXPECT_EQ(r.sites()[1].live_bytes, 0x8000);
   r.Apply(Munmap(0x0, UINT64_MAX));  // everything, without overflow
   EXPECT_EQ(r.mmap_live_bytes(), 0);
   EXPECT_EQ(r.mmap_ranges(), 0u);
   EXPECT_EQ(r.sites()[0].live_bytes, 0);
   EXPECT_EQ(r.sites()[1].live_bytes, 0);
+  EXPECT_EQ(r.sites()[1].live_held, 0);
   EXPECT_EQ(r.host_live_bytes(), 0);
 }
 
