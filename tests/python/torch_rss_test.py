@@ -2,13 +2,15 @@
 explained", worked example). Fails without torch (the Quick start installs it).
 
 tests/python/train_mlp.py --leak small keeps seven 2 KiB tensors per step
-(14 KiB of data) while RSS grows about a hundred times faster: glibc's main
-arena keeps the freed activations' chunks, which the kept tensors pin. The
-report must call that FRAGMENTATION (never LEAK: RSS grows far faster than the
-exact live bytes), measure the free space as glibc itself counts it (the loop
-writes mallinfo2 after each step), name the kept tensors' line among its pins,
-say how much of the growth is memstep's own memory, and print the same class in
-the text and the JSON reports.
+(14 KiB of data). On most machines RSS grows tens of times faster: glibc's
+main arena keeps the freed activations' chunks, which the kept tensors pin.
+The loop writes glibc's own count of its free space (mallinfo2) after each
+step, and memstep's free-space rate must match it within 10 % whatever it is.
+When that count grows at least twice as fast as the live bytes, the report
+must call the RSS growth FRAGMENTATION (never LEAK), name the kept tensors'
+line among its pins, say how much of the growth is memstep's own memory, and
+print the same class in the text and the JSON reports; when it grows slower
+than the live bytes (0.75x in one CI run), it must not say FRAGMENTATION.
 """
 
 import os
@@ -78,19 +80,42 @@ class TorchRssTest(unittest.TestCase):
         # steps memstep's split uses (its last stat_rows).
         glibc_free = theil_sen([r[1] for r in rows][-x["stat_rows"]:])
         evidence["glibc_free_per_step"] = glibc_free
-        self.assertEqual(x["verdict"], "FRAGMENTATION", evidence)
         self.assertEqual(x["allocator"], "glibc", evidence)
-        # The JSON's RSS class is the verdict, as in the text report.
-        self.assertEqual(p["rss_growth"]["class"], "FRAGMENTATION", evidence)
-        self.assertEqual(p["live_growth"]["class"], "LEAK")
-        # Free space inside the heap, in the main arena, grows faster than
-        # the exact live bytes (14 KiB/step of tensor data), as glibc counts
-        # it (within 10 %: 1-2 % in 10 runs here; the program reads it at
-        # the end of its step, memstep a moment later), and is the largest
-        # part of the growth net of memstep's own memory.
         self.assertEqual(x["arena"], 0, evidence)
-        self.assertGreater(glibc_free, x["live_per_step"], evidence)
+        # memstep's free space inside the heap is glibc's own count (within
+        # 10 %: 1-2 % in 10 runs here; the program reads it at the end of its
+        # step, memstep a moment later), whatever it comes to.
         self.assertLess(abs(x["frag_per_step"] - glibc_free), 0.1 * glibc_free + 4096, evidence)
+        self.assertEqual(p["live_growth"]["class"], "LEAK")
+        # The JSON's RSS class is the verdict, as in the text report.
+        text = subprocess.run([common.CLI, "report", out, "--no-symbolize"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        if x["verdict"]:
+            self.assertEqual(p["rss_growth"]["class"], x["verdict"], evidence)
+            self.assertIn("    RSS: %s " % x["verdict"], text.stdout)
+        # Whether the leak fragments the heap is glibc's doing and the
+        # machine's: its free space grew 10x-29x as fast as the live bytes on
+        # a 2-vCPU Intel VM, 12x-29x on a 2-vCPU AMD one (with AVX2 or SSE4.1
+        # kernels), but 2.2x and 0.75x in two CI runs (where the kernels'
+        # scratch blocks fall; which of the loop's blocks the leak hunt's
+        # samples take out of glibc's heap). glibc's own count says which
+        # case this run is, and the verdict must follow it.
+        if glibc_free < x["live_per_step"]:
+            # The heap did not fragment (0.75x in a CI run): FRAGMENTATION
+            # would be wrong.
+            sys.stderr.write("glibc's free space grew slower than the live bytes: %s\n"
+                             % evidence)
+            self.assertNotEqual(x["verdict"], "FRAGMENTATION", evidence)
+            return
+        if glibc_free < 2 * x["live_per_step"]:
+            sys.stderr.write("glibc's free space grew 1-2x as fast as the live bytes: %s\n"
+                             % evidence)
+            return
+        self.assertEqual(x["verdict"], "FRAGMENTATION", evidence)
+        self.assertNotIn("RSS: LEAK", text.stdout)
+        # Free space inside the heap, in the main arena, is the largest part
+        # of the growth net of memstep's own memory.
         self.assertGreater(x["frag_per_step"], 0.25 * (x["rss_per_step"] - x["own_per_step"]),
                            evidence)
         self.assertGreater(x["arena_frag_per_step"], 0.9 * x["frag_per_step"], evidence)
@@ -116,10 +141,6 @@ class TorchRssTest(unittest.TestCase):
             (s["id"], s["class"], [(f.get("file"), f.get("line")) for f in s["frames"]
                                    if f.get("line")][:3]) for s in pinned])
         # The text report says the same.
-        text = subprocess.run([common.CLI, "report", out, "--no-symbolize"],
-                              capture_output=True, text=True, timeout=120)
-        self.assertEqual(text.returncode, 0, text.stderr)
-        self.assertIn("    RSS: FRAGMENTATION ", text.stdout)
         # Under load the free space rises fast early and little late: an
         # uneven rise keeps its verdict, printed as the rise over the window
         # with its rate not established (docs/analysis.md).
@@ -127,7 +148,6 @@ class TorchRssTest(unittest.TestCase):
         self.assertGreater(x["rise_bytes"], 0, evidence)
         self.assertIn("memstep's own ", text.stdout)
         self.assertIn("likely cause: site #", text.stdout)
-        self.assertNotIn("RSS: LEAK", text.stdout)
 
 
 if __name__ == "__main__":
