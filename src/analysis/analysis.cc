@@ -930,8 +930,10 @@ ProcessSeries ClassifyProcess(ProcessResult& r, const Options& options, uint64_t
       ClassifyGrowth(GrowthInput{out.live, {}, {}, {}, {}, {}, {}, {}}, ps.warmup_steps, out.exact);
   out.have_rss = std::any_of(out.rss.begin(), out.rss.end(), [](double v) { return v > 0; });
   if (out.have_rss) {
+    GrowthOptions rss_options = options.growth;
+    rss_options.piles = false;
     ps.rss_growth = ClassifyGrowth(GrowthInput{out.rss, {}, {}, {}, {}, {}, {}, {}},
-                                   ps.warmup_steps, options.growth);
+                                   ps.warmup_steps, rss_options);
     const auto rises = [&](const Growth& g) {
       return g.window > 0 && g.p_value < options.growth.p_value && g.slope > 0;
     };

@@ -240,7 +240,7 @@ Window FitWindow(const GrowthInput& in, const GrowthOptions& o, Growth* g) {
   // Not in the halves: a jump widens a half's interval, which only makes the
   // persistence test easier to pass, and a half's few steps would let a
   // cache's fall pass for a shift more often.
-  w.t = cohorts ? TrendTest(Slice(y, ws, n)) : TrendTestExact(Slice(y, ws, n));
+  w.t = cohorts ? TrendTest(Slice(y, ws, n)) : TrendTestExact(Slice(y, ws, n), o.piles);
   g->level_shifts = w.t.level_shifts;
   g->level_shift_bytes = w.t.level_shift_sum;
   g->p_value = w.t.p_increasing;
@@ -409,8 +409,10 @@ bool ClassifyOnset(const GrowthInput& in, const Window& w, const GrowthOptions& 
   if (rest < 10) return false;
   // A site's halves as FitWindow tested them; an exact series' by the exact
   // test, as its window.
-  const TrendResult h2 = w.cohorts ? w.h2 : TrendTestExact(Slice(in.y, w.ws + w.half, w.n));
-  const TrendResult h1 = w.cohorts ? w.h1 : TrendTestExact(Slice(in.y, w.ws, w.ws + w.half));
+  const TrendResult h2 =
+      w.cohorts ? w.h2 : TrendTestExact(Slice(in.y, w.ws + w.half, w.n), o.piles);
+  const TrendResult h1 =
+      w.cohorts ? w.h1 : TrendTestExact(Slice(in.y, w.ws, w.ws + w.half), o.piles);
   // (The first half's bound without the AR(1) tail, made for the reported
   // interval: a heap rising 0.1 KiB a step with one jump read [-0.3, 8.4].)
   double rate = h2.slope, low = h2.ci_low, high = h2.ci_high, before_high = h1.slope_high;
@@ -663,7 +665,7 @@ Growth ClassifyReplacedGrowth(const StepSeries& held, const GrowthInput& in, con
   // aside (TrendTest read a 32 KiB/step history, exact but for its first 6
   // rows, as [-4.8 KiB, 32 KiB]; this test, [31.2 KiB, 32 KiB]). A series
   // with sampling noise in many rows has no such jumps and gets TrendTest.
-  TrendResult t = TrendTestExact(y);
+  TrendResult t = TrendTestExact(y, o.piles);
   if (!(t.p_increasing < kReplacedP) || !(t.ci_low > 0)) t = NearlyExact(y, t);
   if (!(t.p_increasing < kReplacedP) || !(t.slope >= o.min_rate) ||
       t.slope * static_cast<double>(N) < o.min_window_growth || !(t.ci_low > 0)) {

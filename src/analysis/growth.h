@@ -66,6 +66,11 @@ struct GrowthOptions {
   // itself is LEAK: a site's sparse half is then given the benefit of the
   // doubt, never while the exact heap stopped growing.
   bool widen_sparse_halves = false;
+  // Exact series: a series that piles up a varying amount every step takes
+  // its rate's interval from its steps (trend.h TrendTestExact). Off for
+  // RSS, which rises by pages and by the allocator's arenas: a few large
+  // steps carry its mean, and the levels' robust slope holds its rate.
+  bool piles = true;
 };
 
 // The 95 % interval of a Horvitz-Thompson sum R of sampled weights (a site's
