@@ -604,10 +604,16 @@ RankLags RankAutocorrelation(const std::vector<double>& x, double slope, bool ex
 // empirical sum truncates early; an AR(1) fitted to the lag-1 rank
 // autocorrelation (bias-corrected: E[r1] ~ phi - (1 + 4 phi) / n) carries
 // that tail, phi^k, to every lag: its weighted sum.
+// The AR(1) coefficient from a lag-1 autocorrelation r1 of n points,
+// bias-corrected (E[r1] ~ phi - (1 + 4 phi) / n), clamped to [0, most].
+double Ar1Phi(double r1, double n, double most) {
+  return std::min(most, std::max(0.0, (r1 * n + 1) / (n - 4)));
+}
+
 double Ar1TailSum(double r1, size_t n) {
   const double nd = static_cast<double>(n);
   double ar_sum = 0;
-  const double phi = std::min(0.95, std::max(0.0, (r1 * nd + 1) / (nd - 4)));
+  const double phi = Ar1Phi(r1, nd, 0.95);
   double pk = 1;
   for (size_t k = 1; k + 2 < n && phi > 0; ++k) {
     pk *= phi;
@@ -869,22 +875,29 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
 // trend test's p-value stays the levels'. A large step of a pile is one of
 // its draws (a heavy tail), not a level shift to set aside, unless it rises
 // more than 3 times every other step.
+// One-off rises among a pile's steps: a step more than 3 times every other
+// (the interpreter's start-up in the first row, a buffer kept once), at most
+// max(2, steps / 16) of them, to set aside as level shifts. A heavy tail's
+// largest step is not (an exponential step's largest of 59 is 3 times the
+// next in 0.25 % of windows). Returns the smallest of them (steps at or
+// above it are the rises; infinity: none) and sets `count`.
+double OneOffRises(const std::vector<double>& steps, size_t* count) {
+  std::vector<double> sorted = steps;
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  const size_t most = std::max<size_t>(2, steps.size() / 16);
+  size_t k = 0;
+  while (k < most && k + 1 < sorted.size() && sorted[k] > 0 && sorted[k] > 3 * sorted[k + 1]) ++k;
+  *count = k;
+  return k > 0 ? sorted[k - 1] : std::numeric_limits<double>::infinity();
+}
+
 void PileInterval(const std::vector<double>& x, TrendResult* r) {
   const size_t n = x.size();
   if (n < 10 || !AllFinite(x)) return;
   std::vector<double> steps(n - 1);
   for (size_t i = 0; i + 1 < n; ++i) steps[i] = x[i + 1] - x[i];
-  // One-off rises: a step more than 3 times every other (the interpreter's
-  // start-up in the first row, a buffer kept once), at most max(2, (n - 1)
-  // / 16) of them, set aside as level shifts. A heavy tail's largest step is
-  // not (an exponential step's largest of 59 is 3 times the next in 0.25 %
-  // of windows).
-  std::vector<double> sorted = steps;
-  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
-  const size_t most = std::max<size_t>(2, (n - 1) / 16);
   size_t shifts = 0;
-  while (shifts < most && sorted[shifts] > 0 && sorted[shifts] > 3 * sorted[shifts + 1]) ++shifts;
-  const double cut = shifts > 0 ? sorted[shifts - 1] : std::numeric_limits<double>::infinity();
+  const double cut = OneOffRises(steps, &shifts);
   std::vector<double> regular;
   double rises = 0, falls = 0, largest_fall = 0, sum = 0, shift_sum = 0;
   for (double d : steps) {
@@ -932,9 +945,9 @@ void PileInterval(const std::vector<double>& x, TrendResult* r) {
   // autocorrelation -1/2: each step's noise is undone by the next), a pile's
   // are independent (0) or come in bursts (above 0): the levels' interval
   // holds the former's rate, the steps' the latter's. (r1 bias-corrected as
-  // for the levels, Ar1TailSum: E[r1] ~ phi - (1 + 4 phi) / n.)
+  // for the levels.)
   if (!(ss > 0) || lag / ss < -0.25) return;
-  const double r1 = std::min(0.9, std::max(0.0, (lag / ss * kd + 1) / (kd - 4)));
+  const double r1 = Ar1Phi(lag / ss, kd, 0.9);
   const double factor = (1 + r1) / (1 - r1);
   const double se = std::sqrt(ss / (kd - 1) / kd * factor);
   const double half = T975(kd / factor - 1) * se;
@@ -942,7 +955,8 @@ void PileInterval(const std::vector<double>& x, TrendResult* r) {
   r->slope_low = r->ci_low = mean - half;
   r->slope_high = r->ci_high = mean + half;
   r->level_shifts = shifts;
-  r->level_shift_sum = shift_sum - static_cast<double>(shifts) * mean;
+  // (Their departures from the median step, as the levels' test sums them.)
+  r->level_shift_sum = shift_sum - static_cast<double>(shifts) * median;
   if (shifts > 0) {  // the rate if such events recur, as for the levels
     const double net = (x[n - 1] - x[0]) / static_cast<double>(n - 1);
     r->slope_low = r->ci_low = std::min(r->ci_low, net);
