@@ -369,8 +369,14 @@ void Decide(const Growth& rg, const Components& c, double p, RssExplain* x) {
     return;
   }
   x->verdict = best->verdict;
-  x->reason =
-      absl::StrFormat("%s: %.0f %% of the RSS growth", best->what, 100 * best->slope / rg.slope);
+  // Each part's rate is its own Theil-Sen slope: over a window where RSS
+  // rises unevenly, one part's rate can exceed the RSS's own.
+  const double share = 100 * best->slope / rg.slope;
+  x->reason = share <= 100 ? absl::StrFormat("%s: %.0f %% of the RSS growth", best->what, share)
+                           : absl::StrFormat(
+                                 "%s: rises %.0f %% as fast as the RSS itself (each part's rate "
+                                 "is fitted on its own, so the parts need not add up)",
+                                 best->what, share);
   if (x->verdict != "LEAK" && !(live.p < p && live.slope > 0)) {
     x->reason += "; the exact live bytes do not grow";
   }

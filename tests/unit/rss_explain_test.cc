@@ -179,6 +179,24 @@ TEST(RssExplain, MemstepsOwnMemoryIsNotTheProgram) {
   EXPECT_LT(std::abs(x.other_per_step), 64 << 10);
 }
 
+TEST(RssExplain, AShareAboveTheWholeSaysSo) {
+  // memstep's own memory rises twice as fast as RSS (another part falls):
+  // the reason says it rises faster than RSS, never "200 % of the RSS
+  // growth" (each part's rate is fitted on its own).
+  Rates r;
+  r.own = 512 << 10;
+  r.other = -(256 << 10);
+  RssExplain x;
+  ExpectVerdict(r, "MEMSTEP", nullptr, &x);
+  EXPECT_GT(x.own_per_step, x.rss_per_step);
+  EXPECT_EQ(x.reason.find("of the RSS growth"), std::string::npos) << x.reason;
+  EXPECT_NE(x.reason.find("as fast as the RSS itself"), std::string::npos) << x.reason;
+  // Within the whole, the share is stated.
+  r.other = 0;
+  ExpectVerdict(r, "MEMSTEP", nullptr, &x);
+  EXPECT_NE(x.reason.find("% of the RSS growth"), std::string::npos) << x.reason;
+}
+
 TEST(RssExplain, ReportClassIsNeverLeakWithoutTheVerdict) {
   Growth g;
   g.cls = GrowthClass::kLeak;
