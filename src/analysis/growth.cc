@@ -665,7 +665,9 @@ Growth ClassifyReplacedGrowth(const StepSeries& held, const GrowthInput& in, con
   // aside (TrendTest read a 32 KiB/step history, exact but for its first 6
   // rows, as [-4.8 KiB, 32 KiB]; this test, [31.2 KiB, 32 KiB]). A series
   // with sampling noise in many rows has no such jumps and gets TrendTest.
-  TrendResult t = TrendTestExact(y, o.piles);
+  // (No one-off falls: a fall to a row that drew no sample is sampling, not
+  // a collection.)
+  TrendResult t = TrendTestExact(y, o.piles, false);
   if (!(t.p_increasing < kReplacedP) || !(t.ci_low > 0)) t = NearlyExact(y, t);
   if (!(t.p_increasing < kReplacedP) || !(t.slope >= o.min_rate) ||
       t.slope * static_cast<double>(N) < o.min_window_growth || !(t.ci_low > 0)) {

@@ -874,7 +874,8 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
 // steps (bursts), the degrees of freedom deflated by the same factor. The
 // trend test's p-value stays the levels'. A large step of a pile is one of
 // its draws (a heavy tail), not a level shift to set aside, unless it rises
-// more than 3 times every other step.
+// more than 3 times every other step; a fall larger than the median step (a
+// collection) is set aside when few and small enough (OneOffFalls).
 // One-off rises among a pile's steps: a step more than 3 times every other
 // (the interpreter's start-up in the first row, a buffer kept once), at most
 // max(2, steps / 16) of them, to set aside as level shifts. A heavy tail's
@@ -891,17 +892,53 @@ double OneOffRises(const std::vector<double>& steps, size_t* count) {
   return k > 0 ? sorted[k - 1] : std::numeric_limits<double>::infinity();
 }
 
-void PileInterval(const std::vector<double>& x, TrendResult* r) {
+// One-off falls among a pile's steps, given its one-off rises' `cut`: the
+// falls larger than the median of the other steps (a collection of what
+// piled up over several steps), to set aside as level shifts when, with the
+// rises, they are at most max(2, steps / 16) and sum to at most 0.4 of the
+// steps left: the levels' bound, which no cache emptied when full passes.
+// Returns the largest of them (steps at or below it are the falls; minus
+// infinity: none) and adds them to `count`.
+double OneOffFalls(const std::vector<double>& steps, double cut, size_t* count) {
+  std::vector<double> rest;
+  for (double d : steps) {
+    if (d < cut) rest.push_back(d);
+  }
+  std::vector<double> work = rest;
+  const double median = MedianOf(work);
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  if (!(median > 0)) return kNone;
+  size_t falls = 0;
+  double fallen = 0, kept = 0, largest = kNone;
+  for (double d : rest) {
+    if (-d > median) {
+      ++falls;
+      fallen -= d;
+      largest = std::max(largest, d);
+    } else {
+      kept += d;
+    }
+  }
+  const size_t most = std::max<size_t>(2, steps.size() / 16);
+  if (falls == 0 || *count + falls > most || !(fallen <= 0.4 * kept)) return kNone;
+  *count += falls;
+  return largest;
+}
+
+void PileInterval(const std::vector<double>& x, bool one_off_falls, TrendResult* r) {
   const size_t n = x.size();
   if (n < 10 || !AllFinite(x)) return;
   std::vector<double> steps(n - 1);
   for (size_t i = 0; i + 1 < n; ++i) steps[i] = x[i + 1] - x[i];
   size_t shifts = 0;
   const double cut = OneOffRises(steps, &shifts);
+  const double floor =
+      one_off_falls ? OneOffFalls(steps, cut, &shifts) : -std::numeric_limits<double>::infinity();
+  auto one_off = [&](double d) { return d >= cut || d <= floor; };
   std::vector<double> regular;
   double rises = 0, falls = 0, largest_fall = 0, sum = 0, shift_sum = 0;
   for (double d : steps) {
-    if (d >= cut) {
+    if (one_off(d)) {
       shift_sum += d;
       continue;
     }
@@ -919,10 +956,10 @@ void PileInterval(const std::vector<double>& x, TrendResult* r) {
   // (most steps flat, a few jumps carrying the mean: RSS taking pages, a
   // buffer kept every third step) has median 0, and the t interval of a
   // mean carried by a few jumps does not hold its rate (its levels' interval
-  // does, or says it cannot). And it gives back little: its falls (a few
-  // transient blocks freed) are each under its median step and come to at
-  // most a tenth of its rises (a collection that frees what piled up over
-  // several steps, a buffer replaced by a smaller one: no pile).
+  // does, or says it cannot). And, its one-off falls aside, it gives back
+  // little: its falls (a few transient blocks freed) are each under its
+  // median step and come to at most a tenth of its rises (a buffer replaced
+  // by a smaller one every few steps: no pile).
   std::vector<double> work = regular;
   const double median = MedianOf(work);
   if (!(mean > 0) || !(10 * falls <= rises) || !(3 * median >= mean) || !(largest_fall <= median)) {
@@ -931,7 +968,7 @@ void PileInterval(const std::vector<double>& x, TrendResult* r) {
   double ss = 0, lag = 0, last = 0;
   bool have_last = false;
   for (double d : steps) {
-    if (d >= cut) {  // a jump's neighbours are not made adjacent
+    if (one_off(d)) {  // a jump's neighbours are not made adjacent
       have_last = false;
       continue;
     }
@@ -966,9 +1003,9 @@ void PileInterval(const std::vector<double>& x, TrendResult* r) {
 
 }  // namespace
 
-TrendResult TrendTestExact(const std::vector<double>& x, bool piles) {
+TrendResult TrendTestExact(const std::vector<double>& x, bool piles, bool one_off_falls) {
   TrendResult r = TrendTestLevels(x);
-  if (piles) PileInterval(x, &r);
+  if (piles) PileInterval(x, one_off_falls, &r);
   return r;
 }
 

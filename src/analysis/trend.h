@@ -106,9 +106,15 @@ TrendResult TrendTest(const std::vector<double>& x);
 // the levels' interval reads its wandering as persisting noise (it reached
 // 0 for a heap piling 0-16 KiB a step). Its rate is then its mean step, with
 // Student's t interval from the steps (their variance inflated for a
-// positive lag-1 autocorrelation), no level shifts; the p-value stays the
-// levels' (docs/analysis.md "Piles").
-TrendResult TrendTestExact(const std::vector<double>& x, bool piles = true);
+// positive lag-1 autocorrelation); the p-value stays the levels'. One-off
+// rises (each over 3 times every smaller step) are set aside as level
+// shifts, and, with `one_off_falls`, so are falls above the median step (a
+// collection), at most max(2, (n - 1) / 16) in all and the falls summing to
+// at most 0.4 of the steps left; the interval then holds the net rate
+// (docs/analysis.md "Piles"). A sampled series, whose unsampled rows read
+// 0, passes false.
+TrendResult TrendTestExact(const std::vector<double>& x, bool piles = true,
+                           bool one_off_falls = true);
 
 // Theil-Sen slope only (median of pairwise slopes); 0 for n < 2.
 double TheilSenSlope(const std::vector<double>& x);

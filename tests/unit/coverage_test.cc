@@ -652,7 +652,10 @@ TEST(CoverageTest, ExactSeriesWithLevelShiftsCoversTheTruth) {
 // average, with 0-512 B of transient blocks live at each step end: steps
 // uniform in [0, 24 KiB]; exponential; a Poisson count (mean 8) of 1.5 KiB
 // blocks; 200 rows after a warm-up of 20; steps that come in bursts (AR(1),
-// phi = 0.5, of uniform steps). The truth is the mean step. The levels'
+// phi = 0.5, of uniform steps); uniform steps with one collection that frees
+// 1-4 mean steps' growth and one table doubling that keeps 10-40 (a set
+// that gains entries every step: one-off steps set aside). The truth is the
+// mean step. The levels'
 // interval alone (TrendTest) reads a random walk's wandering residuals as
 // noise persisting over the whole series and widens to the smallest and
 // the largest step, which the transients take below 0 now and then (the
@@ -663,16 +666,18 @@ TEST(CoverageTest, ExactPileRateIntervalCoversTheTruth) {
   constexpr int kSeeds = 1000;
   const int min = MinCovered(kSeeds);
   constexpr double kMean = 12 * kKiB;
-  enum Shape { kUniform, kExponential, kPoisson, kBursts };
+  enum Shape { kUniform, kExponential, kPoisson, kBursts, kOneOffs };
   struct Kind {
     const char* name;
     Shape shape;
     int rows, warmup;
-  } kinds[] = {{"uniform steps", kUniform, 60, 0},
-               {"exponential steps", kExponential, 60, 0},
-               {"Poisson blocks", kPoisson, 60, 0},
-               {"uniform steps, 200 rows", kUniform, 220, 20},
-               {"bursts", kBursts, 60, 0}};
+    double miss;  // the stated rate of a pile read other than LEAK
+  } kinds[] = {{"uniform steps", kUniform, 60, 0, 0.01},
+               {"exponential steps", kExponential, 60, 0, 0.01},
+               {"Poisson blocks", kPoisson, 60, 0, 0.01},
+               {"uniform steps, 200 rows", kUniform, 220, 20, 0.01},
+               {"bursts", kBursts, 60, 0, 0.01},
+               {"uniform steps, a collection and a doubling", kOneOffs, 60, 0, 0.04}};
   for (const Kind& k : kinds) {
     int covered = 0, leaks = 0, plain = 0, plain_covered = 0;
     double width = 0;
@@ -681,6 +686,16 @@ TEST(CoverageTest, ExactPileRateIntervalCoversTheTruth) {
       std::uniform_real_distribution<double> uniform(0, 2 * kMean), transient(0, 512);
       std::exponential_distribution<double> exponential(1 / kMean);
       std::poisson_distribution<int> blocks(8);
+      int collection = -1, doubling = -1;
+      double freed_bytes = 0, kept_bytes = 0;
+      if (k.shape == kOneOffs) {
+        std::uniform_int_distribution<int> row(1, k.rows - 1);
+        std::uniform_real_distribution<double> freed(1, 4), kept(10, 40);
+        collection = row(rng);
+        doubling = row(rng);
+        freed_bytes = freed(rng) * kMean;
+        kept_bytes = kept(rng) * kMean;
+      }
       GrowthInput in;
       double level = 300 * kMiB, burst = kMean;
       for (int r = 0; r < k.rows; ++r) {
@@ -697,6 +712,10 @@ TEST(CoverageTest, ExactPileRateIntervalCoversTheTruth) {
           case kBursts:
             burst = 0.5 * burst + 0.5 * uniform(rng);
             level += burst;
+            break;
+          case kOneOffs:
+            level += r == collection ? -freed_bytes : uniform(rng);
+            if (r == doubling) level += kept_bytes;
             break;
         }
         in.y.push_back(std::round(level + transient(rng)));
@@ -718,7 +737,14 @@ TEST(CoverageTest, ExactPileRateIntervalCoversTheTruth) {
         "width %.2f KiB; LEAK in %d; the levels' interval above 0 in %d, covering in %d\n",
         k.name, covered, kSeeds, min, width / kKiB, leaks, plain, plain_covered);
     EXPECT_GE(covered, min) << k.name;
-    EXPECT_GE(leaks, kSeeds - kSeeds / 100) << k.name;
+    if (k.miss <= 0.01) {
+      EXPECT_GE(leaks, kSeeds - kSeeds / 100) << k.name;
+    } else {
+      // A pile whose 57 steps' lag-1 autocorrelation falls below -1/4 by
+      // chance (its SD is 1/sqrt(57) = 0.13: P about 4 %) keeps the levels'
+      // interval, which a doubling of 10-40 steps' growth takes below 0.
+      EXPECT_GE(leaks, kSeeds - testing::MaxSuccesses(kSeeds, k.miss, 1e-4)) << k.name;
+    }
   }
 }
 
