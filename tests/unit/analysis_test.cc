@@ -395,6 +395,35 @@ TEST_F(AnalysisTest, ACallerLineCountsOnceWithTheLineInsideIt) {
   EXPECT_EQ(g.value, 1);  // the inner line is held by the outer one
 }
 
+// A line of two LEAK sites (stacks 1 and 6, both of <module>:24, 600 B a
+// step each) while the exact heap grows 24 B a step more than they show
+// (within their intervals, 580-620 each): the calibration rescales both
+// sites to the exact 1,224 B/step, and the line that sums them follows (it
+// read its sampled 1,200 beside sites summing to 1,224).
+TEST_F(AnalysisTest, ALineFollowsItsCalibratedSites) {
+  Write("f.trace", ConstructorLeakTrace(600, {1, 6}, {5}, 24).Finish());
+  absl::StatusOr<Report> r = AnalyzeRun(dir_.File("f.trace"), WithSymbolize(false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ProcessSummary& p = r->processes[0];
+  ASSERT_EQ(p.live_growth.cls, GrowthClass::kLeak) << p.live_growth.reason;
+  double sites = 0;
+  for (uint64_t stack : {1, 6}) {
+    const Site* s = FindSite(*r, stack);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->growth.calibrated) << stack;
+    sites += s->growth.slope;
+  }
+  EXPECT_NEAR(sites, 1224, 2);
+  ASSERT_EQ(p.python_lines.size(), 1u);
+  const Growth& line = p.python_lines[0].growth;
+  EXPECT_EQ(line.cls, GrowthClass::kLeak) << line.reason;
+  EXPECT_TRUE(line.calibrated);
+  EXPECT_NEAR(line.sampled_slope, 1200, 2);
+  EXPECT_NEAR(line.slope, sites, 2);
+  EXPECT_LE(line.slope_low, 1200);
+  EXPECT_GE(line.slope_high, 1224);
+}
+
 TEST_F(AnalysisTest, CallerLinesOnlyWhereTheNamedSitesLeaveGrowthUnexplained) {
   // The object alone keeps 800 B a step: its site is LEAK and explains the
   // heap's growth; nothing is summed by caller.
