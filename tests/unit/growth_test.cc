@@ -253,6 +253,18 @@ TEST(GrowthTest, CachesEmptiedNowAndThenAreNeverLevelShifts) {
   EXPECT_EQ(set_aside, 0);
 }
 
+// An exact heap series from its first value and steps, classified with
+// the exact series' bounds (analysis.cc); sets `in`.
+template <size_t N>
+Growth ClassifyExactDeltas(double first, const double (&deltas)[N], GrowthInput* in) {
+  in->y = {first};
+  for (double d : deltas) in->y.push_back(in->y.back() + d);
+  GrowthOptions o;
+  o.min_rate = 512;
+  o.min_window_growth = 32 * kKiB;
+  return ClassifyGrowth(*in, 0, o);
+}
+
 // A steady leak with one collection mid-run: the exact heap's step-end
 // changes of a real run (CPython 3.11 under memstep: 48 small dicts kept a
 // step, 20 objects in reference cycles a step left to the collector, which is
@@ -268,13 +280,8 @@ TEST(GrowthTest, OneCollectionMidRunLeavesTheHeapLeak) {
       12968,  11144, 11136, 11128, 11144, 13176,  11128, 11144, 11128, 11144, 13448, 11136,
       11128,  11144, 11128, 11136, 13728, 11136,  11136, 11136, 11144, 11128};
   GrowthInput in;
-  in.y.push_back(6846976);
-  for (double d : kDeltas) in.y.push_back(in.y.back() + d);
+  const Growth g = ClassifyExactDeltas(6846976, kDeltas, &in);
   const size_t n = in.y.size();
-  GrowthOptions o;
-  o.min_rate = 512;
-  o.min_window_growth = 32 * kKiB;
-  const Growth g = ClassifyGrowth(in, 0, o);
   const TrendResult plain = TrendTest(in.y);
   printf("one collection mid-run: %s %.0f B/step [%.0f, %.0f] (%s); TrendTest %.0f [%.0f, %.0f]\n",
          GrowthClassName(g.cls), g.slope, g.slope_low, g.slope_high, g.reason.c_str(), plain.slope,
@@ -305,13 +312,8 @@ TEST(GrowthTest, ASetGrowingEveryStepWithTableDoublingsAndAFallIsALeak) {
                                 9648,  9664, 9728,   9648, 9760, 9760, 9792,   9520, 9760,   9680,
                                 9728,  9680, 9808,   9680, 9744, 9584, 9744,   9712, 9632};
   GrowthInput in;
-  in.y.push_back(209801344);
-  for (double d : kDeltas) in.y.push_back(in.y.back() + d);
+  const Growth g = ClassifyExactDeltas(209801344, kDeltas, &in);
   const size_t n = in.y.size();
-  GrowthOptions o;
-  o.min_rate = 512;
-  o.min_window_growth = 32 * kKiB;
-  const Growth g = ClassifyGrowth(in, 0, o);
   printf("a growing set: %s %.0f B/step [%.0f, %.0f] (%s)\n", GrowthClassName(g.cls), g.slope,
          g.slope_low, g.slope_high, g.reason.c_str());
   EXPECT_EQ(g.cls, GrowthClass::kLeak) << g.reason;
