@@ -600,16 +600,16 @@ RankLags RankAutocorrelation(const std::vector<double>& x, double slope, bool ex
   return lags;
 }
 
-// A slowly mixing series has a long tail of small positive lags that the
-// empirical sum truncates early; an AR(1) fitted to the lag-1 rank
-// autocorrelation (bias-corrected: E[r1] ~ phi - (1 + 4 phi) / n) carries
-// that tail, phi^k, to every lag: its weighted sum.
 // The AR(1) coefficient from a lag-1 autocorrelation r1 of n points,
 // bias-corrected (E[r1] ~ phi - (1 + 4 phi) / n), clamped to [0, most].
 double Ar1Phi(double r1, double n, double most) {
   return std::min(most, std::max(0.0, (r1 * n + 1) / (n - 4)));
 }
 
+// A slowly mixing series has a long tail of small positive lags that the
+// empirical sum truncates early; an AR(1) fitted to the lag-1 rank
+// autocorrelation (Ar1Phi) carries that tail, phi^k, to every lag: its
+// weighted sum.
 double Ar1TailSum(double r1, size_t n) {
   const double nd = static_cast<double>(n);
   double ar_sum = 0;
@@ -624,12 +624,6 @@ double Ar1TailSum(double r1, size_t n) {
   return ar_sum;
 }
 
-// The 97.5 % quantile for the reported interval. Where autocorrelation
-// inflates the variance, the inflation is itself estimated from few
-// effectively independent points (n / factor): Student's t quantile with
-// n / factor - 2 degrees of freedom (Cornish-Fisher expansion) instead of the
-// normal one. Independent residuals (factor 1) keep the normal quantile:
-// Var(S) is then known.
 // Student's t 97.5 % quantile with `dof` degrees of freedom (at least 2),
 // by its Cornish-Fisher expansion about the normal one.
 double T975(double dof) {
@@ -638,6 +632,11 @@ double T975(double dof) {
   return kZ975 + (z3 + kZ975) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * kZ975) / (96 * dof * dof);
 }
 
+// The 97.5 % quantile for the reported interval. Where autocorrelation
+// inflates the variance, the inflation is itself estimated from few
+// effectively independent points (n / factor): Student's t quantile with
+// n / factor - 2 degrees of freedom instead of the normal one. Independent
+// residuals (factor 1) keep the normal quantile: Var(S) is then known.
 double ReportQuantile(double report_factor, double nd) {
   return report_factor > 1 ? T975(nd / report_factor - 2) : kZ975;
 }
@@ -799,6 +798,13 @@ double MedianOf(std::vector<double>& v) {
 
 namespace {
 
+// Level shifts an exact series of `steps` steps may set aside: at most
+// max(2, steps / 16), summing to at most kShiftShare of the other steps'
+// growth (the levels' test sums every jump, a pile its one-off falls; no
+// cache emptied when full passes that: docs/analysis.md "Level shifts").
+size_t MostShifts(size_t steps) { return std::max<size_t>(2, steps / 16); }
+constexpr double kShiftShare = 0.4;
+
 TrendResult TrendTestLevels(const std::vector<double>& x) {
   const size_t n = x.size();
   if (n < 10 || n > kSegmentedMax || !AllFinite(x)) return TrendTest(x);
@@ -810,7 +816,7 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
   for (size_t i = 0; i < work.size(); ++i) work[i] = std::fabs(d[i] - m);
   const double robust_sd = 1.4826 * MedianOf(work);
   const double threshold = std::max(8 * robust_sd, m);
-  const size_t most = std::max<size_t>(2, (n - 1) / 16);
+  const size_t most = MostShifts(n - 1);
   std::vector<size_t> starts = {0};
   double jumps = 0, regular = 0, sum = 0;
   for (size_t i = 0; i + 1 < n; ++i) {
@@ -824,7 +830,7 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
     sum += dev;
   }
   const size_t count = starts.size() - 1;
-  if (count == 0 || count > most || !(jumps <= 0.4 * regular)) return TrendTest(x);
+  if (count == 0 || count > most || !(jumps <= kShiftShare * regular)) return TrendTest(x);
   // The segments between the jumps, tested as blocks of one series (as the
   // seasonal Kendall test does its seasons): S and Var(S) summed over them,
   // the slope and its interval from the pairs within a segment only, so no
@@ -861,21 +867,6 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
   return r;
 }
 
-// The interval of a pile's rate, from its steps. Each step of an exact
-// series that only piles up (a leak of a varying amount a step: batches of
-// varying size, variable-length text) adds an independent amount, so the
-// series is a random walk with drift: its residuals about any line wander,
-// and the levels' interval, which reads that as noise persisting over the
-// whole series, widened to the smallest and the largest step (a heap piling
-// 0-16 KiB a step, 12 KiB on average, read [-32 B, 22.7 KiB]: one small free
-// took it below 0). The steps themselves are then the independent draws:
-// their mean is the rate, with Student's t interval, the variance inflated
-// by (1 + r1) / (1 - r1) for a positive lag-1 autocorrelation r1 of the
-// steps (bursts), the degrees of freedom deflated by the same factor. The
-// trend test's p-value stays the levels'. A large step of a pile is one of
-// its draws (a heavy tail), not a level shift to set aside, unless it rises
-// more than 3 times every other step; a fall larger than the median step (a
-// collection) is set aside when few and small enough (OneOffFalls).
 // One-off rises among a pile's steps: a step more than 3 times every other
 // (the interpreter's start-up in the first row, a buffer kept once), at most
 // max(2, steps / 16) of them, to set aside as level shifts. A heavy tail's
@@ -885,7 +876,7 @@ TrendResult TrendTestLevels(const std::vector<double>& x) {
 double OneOffRises(const std::vector<double>& steps, size_t* count) {
   std::vector<double> sorted = steps;
   std::sort(sorted.begin(), sorted.end(), std::greater<double>());
-  const size_t most = std::max<size_t>(2, steps.size() / 16);
+  const size_t most = MostShifts(steps.size());
   size_t k = 0;
   while (k < most && k + 1 < sorted.size() && sorted[k] > 0 && sorted[k] > 3 * sorted[k + 1]) ++k;
   *count = k;
@@ -919,12 +910,27 @@ double OneOffFalls(const std::vector<double>& steps, double cut, size_t* count) 
       kept += d;
     }
   }
-  const size_t most = std::max<size_t>(2, steps.size() / 16);
-  if (falls == 0 || *count + falls > most || !(fallen <= 0.4 * kept)) return kNone;
+  const size_t most = MostShifts(steps.size());
+  if (falls == 0 || *count + falls > most || !(fallen <= kShiftShare * kept)) return kNone;
   *count += falls;
   return largest;
 }
 
+// The interval of a pile's rate, from its steps. Each step of an exact
+// series that only piles up (a leak of a varying amount a step: batches of
+// varying size, variable-length text) adds an independent amount, so the
+// series is a random walk with drift: its residuals about any line wander,
+// and the levels' interval, which reads that as noise persisting over the
+// whole series, widened to the smallest and the largest step (a heap piling
+// 0-16 KiB a step, 12 KiB on average, read [-32 B, 22.7 KiB]: one small free
+// took it below 0). The steps themselves are then the independent draws:
+// their mean is the rate, with Student's t interval, the variance inflated
+// by (1 + r1) / (1 - r1) for a positive lag-1 autocorrelation r1 of the
+// steps (bursts), the degrees of freedom deflated by the same factor. The
+// trend test's p-value stays the levels'. A large step of a pile is one of
+// its draws (a heavy tail), not a level shift to set aside, unless it rises
+// more than 3 times every other step; a fall larger than the median step (a
+// collection) is set aside when few and small enough (OneOffFalls).
 void PileInterval(const std::vector<double>& x, bool one_off_falls, TrendResult* r) {
   const size_t n = x.size();
   if (n < 10 || !AllFinite(x)) return;
