@@ -134,6 +134,7 @@ struct HuntTally {
   int64_t explained = 0;  // growth of the explaining sites since the checkpoint, bytes
   int64_t samples = 0;    // their new long-lived samples
   uint32_t sites = 0;
+  double var_kib2 = 0;  // the sampling variance of `explained`, KiB^2
 };
 // The sites that grew most since the checkpoint, largest first, until their
 // growth reaches `growth` (at most 8).

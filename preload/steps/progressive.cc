@@ -36,6 +36,10 @@
 //    sampling noise) cover >= 75 % of it with >= 24 long-lived samples,
 //    "stopped" when the exact growth stopped (no rise over the last
 //    kHuntWindow steps, p > 0.1), and "gave up" after kHuntMaxSteps;
+//  - an explained hunt whose sites leave >= 1 KiB/step of the growth where
+//    a leak could hide (unexplained, or within one standard deviation of
+//    their sampling noise) goes on as a residual hunt aimed at half that
+//    rate (Unexplained, ResidualBegins);
 //  - then T doubles every step back to the schedule's; a new hunt may begin
 //    kHuntCooldown steps later, if the growth goes on.
 // Each begin and end writes a HUNT record.
@@ -94,17 +98,26 @@ constexpr uint64_t kBoostGap = 50;
 constexpr uint32_t kHist = 20;        // step-end live bytes kept for the alarm
 constexpr uint32_t kAlarmRises = 15;  // of the kHist - 1 step-to-step changes
 
-constexpr uint32_t kHuntHist = 24;       // step-end live bytes for the trend test
-constexpr uint32_t kHuntMinSteps = 8;    // fewest step ends the test runs on
-constexpr double kHuntZ = 3.09;          // one-sided p = 0.001
-constexpr double kHuntGoneZ = 1.28;      // growth "stopped": not even p = 0.1
-constexpr uint64_t kHuntMinRate = 256;   // bytes/step below which growth is ignored
-constexpr uint64_t kHuntSettle = 4;      // steps from the begin to the checkpoint
-constexpr uint64_t kHuntWindow = 16;     // steps after it before the first check
-constexpr uint64_t kHuntMaxSteps = 64;   // then the hunt gives up
-constexpr int64_t kHuntMinSamples = 24;  // new long-lived samples an explanation needs
-constexpr double kHuntCover = 0.75;      // share of the exact growth the sites must cover
-constexpr uint64_t kHuntCooldown = 32;   // steps after a hunt before the next may begin
+constexpr uint32_t kHuntHist = 24;            // step-end live bytes for the trend test
+constexpr uint32_t kHuntMinSteps = 8;         // fewest step ends the test runs on
+constexpr double kHuntZ = 3.09;               // one-sided p = 0.001
+constexpr double kHuntGoneZ = 1.28;           // growth "stopped": not even p = 0.1
+constexpr uint64_t kHuntMinRate = 256;        // bytes/step below which growth is ignored
+constexpr uint64_t kHuntResidualRate = 1024;  // the least a residual hunt hunts, bytes/step
+constexpr uint64_t kHuntSettle = 4;           // steps from the begin to the checkpoint
+constexpr uint64_t kHuntWindow = 16;          // steps after it before the first check
+constexpr uint64_t kHuntMaxSteps = 64;        // then the hunt gives up
+constexpr int64_t kHuntMinSamples = 24;       // new long-lived samples an explanation needs
+constexpr double kHuntCover = 0.75;           // share of the exact growth the sites must cover
+constexpr uint64_t kHuntCooldown = 32;        // steps after a hunt before the next may begin
+// A residual hunt (the growth an explained hunt left, Unexplained): the
+// standard deviations of the sites' sampling noise that may hide growth
+// (which begins one), that the unexplained growth must stand out of (which
+// keeps one going), and its longest run (it hunts a part of a growth that
+// goes on).
+constexpr double kResidualHideZ = 1.0;
+constexpr double kResidualZ = 0.5;
+constexpr uint64_t kResidualMaxSteps = 32;
 constexpr uint64_t kHuntMinT = 256;
 constexpr uint64_t kDefaultCaptureNs = 20000;  // cost of one sample before any was timed
 constexpr uint64_t kDefaultScreenNs = 1000;    // cost of one screen before any was timed
@@ -121,7 +134,9 @@ struct Hunt {
   uint64_t began = 0;       // `steps` at the begin
   uint64_t chk_live = 0;    // at the checkpoint, kHuntSettle steps later
   uint64_t T = 0;           // the hunt's T, or the decaying T
-  uint64_t rate = 0;        // growth at the begin, bytes/step
+  uint64_t rate = 0;        // growth at the begin (a residual's: what may hide), bytes/step
+  uint64_t stack_rate = 0;  // the rate T is aimed at (a screening residual's: the begin's)
+  bool residual = false;    // hunting what an explained hunt left
   uint64_t next_ok = 0;     // `steps` from which a hunt may begin
   uint64_t prev_ns = 0;     // at the previous step end: time, allocated bytes,
   uint64_t prev_alloc = 0;  // and the samples' time and count
@@ -244,10 +259,10 @@ uint64_t HuntFirstInterval(const Hunt& h, uint64_t sched, uint64_t dt_ns, uint64
 
 // A hunt's T for the next step, from the measured share of the last step's
 // wall time spent on samples: doubled above the budget, halved (down
-// to g/2) below 40 % of it.
-uint64_t HuntNextInterval(const Hunt& h, uint64_t T, uint64_t sched, double spent, uint64_t min_T,
+// to rate/2) below 40 % of it.
+uint64_t HuntNextInterval(uint64_t rate, uint64_t T, uint64_t sched, double spent, uint64_t min_T,
                           double budget) {
-  const uint64_t target = Pow2Floor(h.rate / 2 > min_T ? h.rate / 2 : min_T);
+  const uint64_t target = Pow2Floor(rate / 2 > min_T ? rate / 2 : min_T);
   if (spent > budget) {
     T *= 2;
   } else if (spent < 0.4 * budget && T / 2 >= target) {
@@ -361,6 +376,7 @@ struct HuntKind {
   uint64_t (*allocated)();  // cumulative bytes allocated (the first T's cost bound)
   bool (*enabled)();        // the hunt may run at all
   uint64_t min_rate;        // bytes/step below which growth is ignored
+  uint64_t residual_rate;   // unexplained bytes/step a residual hunt needs
   uint64_t min_T;
   int64_t min_samples;  // new long-lived samples an explanation needs
   void (*checkpoint)();
@@ -384,12 +400,22 @@ HuntTally DeviceTally(int64_t) {
 // Screening needs Python frames (its contexts are Python lines).
 bool HostScreens() { return g_config.hunt_screen && PyFramesActive(); }
 
-constexpr HuntKind kHostHunt = {HostAllocated, HostHuntEnabled,  kHuntMinRate,
-                                kHuntMinT,     kHuntMinSamples,  SitesHuntCheckpoint,
-                                SitesHuntOn,   SitesHuntExplain, HostScreens};
-constexpr HuntKind kDeviceHunt = {
-    CudaResidentAllocated, Always,     kDevHuntMinRate, kDevHuntMinT, kDevHuntMinSamples,
-    CudaHuntCheckpoint,    CudaHuntOn, DeviceTally,     nullptr};
+constexpr HuntKind kHostHunt = {
+    HostAllocated,   HostHuntEnabled,     kHuntMinRate, kHuntResidualRate, kHuntMinT,
+    kHuntMinSamples, SitesHuntCheckpoint, SitesHuntOn,  SitesHuntExplain,  HostScreens};
+constexpr HuntKind kDeviceHunt = {CudaResidentAllocated, Always,
+                                  kDevHuntMinRate,       kDevHuntMinRate,
+                                  kDevHuntMinT,          kDevHuntMinSamples,
+                                  CudaHuntCheckpoint,    CudaHuntOn,
+                                  DeviceTally,           nullptr};
+
+// The HUNT records of a step end: an end, a begin, or both (a residual hunt
+// follows the hunt it continues).
+struct HuntRecords {
+  fmt::HuntRecord rec[2];
+  int n = 0;
+  fmt::HuntRecord* Add() { return &rec[n++]; }
+};
 
 // The last step as the hunt sees it: its wall time, the bytes allocated in
 // it and the share of that time spent on samples.
@@ -433,15 +459,15 @@ HuntStepCost MeasureHuntStep(State& s, uint64_t live, const HuntKind& k) {
 
 // Idle: a hunt begins when the live bytes rise significantly and fast
 // enough (after the cooldown); its first T, and the begin record.
-uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emit,
-                   fmt::HuntRecord* rec) {
+uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, HuntRecords* out) {
   Hunt& h = s.hunt;
   if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
   Trend tr = TrendOf(h, s.steps, h.n);
   if (tr.z < kHuntZ || tr.slope < k.min_rate) return 0;
   h.phase = Hunt::kHunting;
   h.began = s.steps;
-  h.rate = static_cast<uint64_t>(tr.slope);
+  h.rate = h.stack_rate = static_cast<uint64_t>(tr.slope);
+  h.residual = false;
   const double budget = g_config.hunt_budget;
   if (k.screens != nullptr && k.screens()) {
     // Screening: screens may spend kScreenShare of the budget.
@@ -454,7 +480,7 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emi
   }
   k.checkpoint();
   k.on(true);
-  *emit = true;
+  fmt::HuntRecord* rec = out->Add();
   rec->phase = 0;
   rec->outcome = 0;
   rec->interval = HuntFinest(h);
@@ -462,11 +488,55 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, bool* emi
   return h.T;
 }
 
+// What an explained hunt's sites may leave unexplained, in bytes a step
+// since the checkpoint (0: nothing worth a residual hunt). `hidden`: what
+// could hide there (the unexplained growth plus kResidualHideZ standard
+// deviations of the sites' own sampling noise), which begins a residual
+// hunt; else what the point estimate leaves (at least kResidualZ standard
+// deviations), which keeps one going. Either counts from k.residual_rate.
+double Unexplained(const State& s, const HuntKind& k, int64_t growth, const HuntTally& tally,
+                   bool hidden) {
+  const uint64_t steps = s.steps - s.hunt.began - kHuntSettle;
+  if (steps == 0) return 0;
+  const double missing = static_cast<double>(growth - tally.explained);
+  const double sd = 1024.0 * sqrt(tally.var_kib2);
+  const double v = hidden ? std::max(missing, 0.0) + kResidualHideZ * sd
+                          : (missing >= kResidualZ * sd ? missing : 0.0);
+  const double rate = v / static_cast<double>(steps);
+  return rate >= static_cast<double>(k.residual_rate) ? rate : 0;
+}
+
+// An explained hunt goes on as a residual hunt when its sites leave growth
+// unexplained (Unexplained): the sites that explain most of a growth need
+// not be all of it, and a second, smaller leak beside a larger one has few
+// samples at the T the whole growth set. The residual hunt aims at half the
+// unexplained rate: its screening T, and its T too where it does not screen
+// (screens find a line's leak for a tenth of a stack's cost, and targets
+// are sampled with stacks at the screening T), within the same budget. It
+// settles, checkpoints and checks as a hunt does, ends "explained" only once
+// nothing is Unexplained, gives up after kResidualMaxSteps, and is not
+// followed by another. Writes its begin record (after the end record of the
+// hunt it follows).
+bool ResidualBegins(State& s, const HuntKind& k, double rate, HuntRecords* out) {
+  Hunt& h = s.hunt;
+  if (h.residual || !(rate > 0)) return false;
+  h.residual = true;
+  h.rate = static_cast<uint64_t>(rate);
+  if (h.S == 0) h.stack_rate = h.rate;
+  h.began = s.steps;
+  fmt::HuntRecord* rec = out->Add();
+  rec->phase = 0;
+  rec->outcome = 0;
+  rec->interval = HuntFinest(h);
+  rec->rate = h.rate;
+  return true;
+}
+
 // Hunting: the next T within the budget; after the settling steps and the
 // window, the outcome (explained, stopped or gave up) ends the hunt with its
 // end record.
-uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost& c, bool* emit,
-                  fmt::HuntRecord* rec) {
+uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost& c,
+                  HuntRecords* out) {
   Hunt& h = s.hunt;
   const double budget = g_config.hunt_budget;
   if (h.S != 0) {
@@ -475,11 +545,11 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
     // kScreenShare of it.
     const double screens = budget * kScreenShare;
     const double left = budget - std::min(c.spent_screen, screens);
-    h.T = HuntNextInterval(h, h.T, s.sched, c.spent, k.min_T, left);
-    h.S = HuntNextInterval(h, h.S, h.T, c.spent_screen, k.min_T, screens);
+    h.T = HuntNextInterval(h.stack_rate, h.T, s.sched, c.spent, k.min_T, left);
+    h.S = HuntNextInterval(h.rate, h.S, h.T, c.spent_screen, k.min_T, screens);
     SitesHuntTargets();
   } else {
-    h.T = HuntNextInterval(h, h.T, s.sched, c.spent, k.min_T, budget);
+    h.T = HuntNextInterval(h.stack_rate, h.T, s.sched, c.spent, k.min_T, budget);
   }
   const uint64_t in_hunt = s.steps - h.began;
   if (in_hunt == kHuntSettle) {
@@ -493,23 +563,22 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
   // long-lived hunt-born samples.
   const int64_t growth = static_cast<int64_t>(live) - static_cast<int64_t>(h.chk_live);
   const HuntTally tally = k.tally(growth > 0 ? growth : 0);
+  const bool covered =
+      growth > 0 && tally.samples >= k.min_samples &&
+      static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth);
+  const double unexplained = covered ? Unexplained(s, k, growth, tally, !h.residual) : 0;
   uint8_t outcome = 0;
-  if (growth > 0 && tally.samples >= k.min_samples &&
-      static_cast<double>(tally.explained) >= kHuntCover * static_cast<double>(growth)) {
+  if (covered && (!h.residual || unexplained == 0)) {
     outcome = fmt::kHuntExplained;
   } else if (growth <= 0 ||
              TrendOf(h, s.steps, static_cast<uint32_t>(kHuntWindow + 1)).z < kHuntGoneZ) {
     outcome = fmt::kHuntStopped;
-  } else if (in_hunt >= kHuntMaxSteps) {
+  } else if (in_hunt >= (h.residual ? kResidualMaxSteps : kHuntMaxSteps)) {
     outcome = fmt::kHuntGaveUp;
   }
   if (outcome == 0) return h.T;
-  k.on(false);
+  fmt::HuntRecord* rec = out->Add();
   rec->interval = HuntFinest(h);
-  h.S = 0;
-  h.phase = Hunt::kDecaying;
-  h.next_ok = s.steps + kHuntCooldown;
-  *emit = true;
   rec->phase = 1;
   rec->outcome = outcome;
   rec->rate = h.rate;
@@ -517,6 +586,11 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
   rec->explained = tally.explained > 0 ? static_cast<uint64_t>(tally.explained) : 0;
   rec->samples = static_cast<uint64_t>(tally.samples);
   rec->sites = tally.sites;
+  if (outcome == fmt::kHuntExplained && ResidualBegins(s, k, unexplained, out)) return h.T;
+  k.on(false);
+  h.S = 0;
+  h.phase = Hunt::kDecaying;
+  h.next_ok = s.steps + kHuntCooldown;
   return h.T;
 }
 
@@ -524,15 +598,15 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
 // asks for (0: none) and fills `rec` (phase 0 or 1) when a hunt begins or
 // ends. `spent`, the share of the last step's wall time spent capturing
 // stacks, counts host and device stacks together.
-uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::HuntRecord* rec) {
+uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, HuntRecords* out) {
   const HuntStepCost c = MeasureHuntStep(s, live, k);
   if (!(g_config.hunt_budget > 0) || !k.enabled()) return 0;
   Hunt& h = s.hunt;
   switch (h.phase) {
     case Hunt::kIdle:
-      return HuntBegin(s, k, c, emit, rec);
+      return HuntBegin(s, k, c, out);
     case Hunt::kHunting:
-      return HuntGoOn(s, live, k, c, emit, rec);
+      return HuntGoOn(s, live, k, c, out);
     case Hunt::kDecaying:
       // After a hunt: T doubles back up to the schedule's.
       h.T *= 2;
@@ -545,7 +619,7 @@ uint64_t HuntStep(State& s, uint64_t live, const HuntKind& k, bool* emit, fmt::H
 
 // The device schedule's step end (g_prog_lock held): T_dev to set, and a
 // HUNT record to write when the device hunt began or ended.
-uint64_t DevStepEnd(bool user_steps, bool* emit, fmt::HuntRecord* rec) {
+uint64_t DevStepEnd(bool user_steps, HuntRecords* out) {
   State& s = g_dev;
   const uint64_t live = CudaResidentBytes();
   s.live[s.steps % kHist] = live;
@@ -554,10 +628,12 @@ uint64_t DevStepEnd(bool user_steps, bool* emit, fmt::HuntRecord* rec) {
   ++s.since_change;
   uint64_t T = ScheduleStep(s, CudaLastStepPeak(), user_steps, g_features.device_interval,
                             g_features.device_warm_interval);
-  uint64_t hunt_T = HuntStep(s, live, kDeviceHunt, emit, rec);
+  uint64_t hunt_T = HuntStep(s, live, kDeviceHunt, out);
   if (hunt_T != 0 && hunt_T < T) T = hunt_T;
-  rec->memory = fmt::kHuntDevice;
-  rec->stack_ns = static_cast<uint64_t>(CaptureCost(g_prog.hunt));
+  for (int i = 0; i < out->n; ++i) {
+    out->rec[i].memory = fmt::kHuntDevice;
+    out->rec[i].stack_ns = static_cast<uint64_t>(CaptureCost(g_prog.hunt));
+  }
   return T;
 }
 
@@ -608,8 +684,7 @@ void ProgressiveStepsBegin(ThreadState& t) {
 void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_steps) {
   if (!g_config.progressive) return;
   IntervalChange changed;
-  bool hunt_emit = false, dev_emit = false;
-  fmt::HuntRecord hunt_rec, dev_rec;
+  HuntRecords hunts, dev_hunts;
   {
     SpinLockHolder lock(&g_prog_lock);
     State& s = g_prog;
@@ -619,22 +694,25 @@ void ProgressiveStepEnd(ThreadState& t, uint64_t live, uint64_t peak, bool user_
     ++s.since_change;
     uint64_t T =
         ScheduleStep(s, peak, user_steps, g_config.sample_interval, g_config.warm_interval);
-    uint64_t hunt_T = HuntStep(s, live, kHostHunt, &hunt_emit, &hunt_rec);
+    uint64_t hunt_T = HuntStep(s, live, kHostHunt, &hunts);
     if (hunt_T != 0 && hunt_T < T) T = hunt_T;
-    hunt_rec.step = g_cur_step.load(std::memory_order_relaxed);
-    hunt_rec.stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
+    const uint64_t step = g_cur_step.load(std::memory_order_relaxed);
+    for (int i = 0; i < hunts.n; ++i) {
+      hunts.rec[i].step = step;
+      hunts.rec[i].stack_ns = static_cast<uint64_t>(CaptureCost(s.hunt));
+    }
     changed = SetInterval(T);
     if (g_dev_on) {
-      dev_rec.step = hunt_rec.step;
-      CudaSetSampleInterval(DevStepEnd(user_steps, &dev_emit, &dev_rec));
+      CudaSetSampleInterval(DevStepEnd(user_steps, &dev_hunts));
+      for (int i = 0; i < dev_hunts.n; ++i) dev_hunts.rec[i].step = step;
     }
   }
   // This step's hunt-born samples become long-lived (after HuntStep read
   // the long-lived tallies of this step end).
   SitesHuntStepEnd();
   if (!Recording()) return;
-  if (hunt_emit) EmitHunt(t, hunt_rec);
-  if (dev_emit) EmitHunt(t, dev_rec);
+  for (int i = 0; i < hunts.n; ++i) EmitHunt(t, hunts.rec[i]);
+  for (int i = 0; i < dev_hunts.n; ++i) EmitHunt(t, dev_hunts.rec[i]);
   EmitIntervals(t, changed);
 }
 

@@ -609,6 +609,7 @@ HuntTally SitesHuntExplain(int64_t growth) {
   constexpr int kTop = 8;
   int64_t d[kTop];
   int32_t n[kTop];
+  int64_t var[kTop];
   int k = 0;
   ForEachSite([&](Site& s) {
     if (IsScreenKey(s.key.load(std::memory_order_relaxed) - 1)) return;
@@ -616,6 +617,8 @@ HuntTally SitesHuntExplain(int64_t growth) {
     const int64_t v = GrowthSinceCheckpoint(s, kHuntSiteZ);
     if (v <= 0) return;
     int32_t m = s.hunt_old_n.load(std::memory_order_relaxed) - s.hunt_chk_n;
+    const int64_t w = s.hunt_var_in.load(std::memory_order_relaxed) +
+                      s.hunt_var_out.load(std::memory_order_relaxed) - s.hunt_chk_var;
     int i;
     if (k < kTop) {
       i = k++;
@@ -626,14 +629,17 @@ HuntTally SitesHuntExplain(int64_t growth) {
     while (i > 0 && d[i - 1] < v) {
       d[i] = d[i - 1];
       n[i] = n[i - 1];
+      var[i] = var[i - 1];
       --i;
     }
     d[i] = v;
     n[i] = m;
+    var[i] = w;
   });
   for (int i = 0; i < k && out.explained < growth; ++i) {
     out.explained += d[i];
     out.samples += n[i] > 0 ? n[i] : 0;
+    out.var_kib2 += var[i] > 0 ? static_cast<double>(var[i]) : 0;
     ++out.sites;
   }
   return out;

@@ -297,15 +297,21 @@ using internal::MedianOf;
 using internal::Project;
 
 // The leak hunts of a trace: each begin paired with the next end, and the
-// smallest T in force between them (RATE records).
+// smallest T in force between them (RATE records). A begin right after an
+// explained end, at the same step, is that hunt's residual hunt (progressive.cc
+// ResidualBegins): a new hunt waits out a cooldown.
 // Device hunts (HUNT `memory` 1) are paired among themselves; their T is
 // T_dev, which RATE records do not carry: the smallest of their records'.
 std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
   std::vector<ProcessSummary::Hunt> out;
   const reader::Hunt* open = nullptr;
+  const reader::Hunt* before = nullptr;  // the record before `open`
+  const reader::Hunt* prev = nullptr;
   auto close = [&](const reader::Hunt* end) {
     ProcessSummary::Hunt h;
     h.device = device;
+    h.residual = before != nullptr && before->phase == 1 &&
+                 before->outcome == format::kHuntExplained && before->step == open->step;
     h.begin_step = open->step;
     h.end_step = end != nullptr ? end->step : open->step;
     h.rate = open->rate;
@@ -344,9 +350,11 @@ std::vector<ProcessSummary::Hunt> SummarizeHunts(const Trace& t, bool device) {
     if (h.phase == 0) {
       if (open != nullptr) close(nullptr);
       open = &h;
+      before = prev;
     } else if (open != nullptr) {
       close(&h);
     }
+    prev = &h;
   }
   if (open != nullptr) close(nullptr);
   return out;

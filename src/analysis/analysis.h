@@ -423,6 +423,7 @@ struct ProcessSummary {
     uint64_t stack_ns = 0;      // cost of one stack capture, ns
     bool device = false;        // the device hunt (device-resident bytes; T is T_dev)
     bool screened = false;      // it screened Python lines (min_interval: its screening T)
+    bool residual = false;      // it hunted what the explained hunt before it left
   };
   std::vector<Hunt> hunts;
   // Exact heap growth (live_growth LEAK or BOUNDED_GROWTH) against the heap

@@ -243,6 +243,7 @@ void WriteHunt(JsonWriter& w, const ProcessSummary::Hunt& h) {
   w.Field("stack_ns", h.stack_ns);
   w.Field("memory", h.device ? "device" : "host");
   w.Field("screened", h.screened);
+  w.Field("residual", h.residual);
   w.EndObject();
 }
 

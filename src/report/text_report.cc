@@ -466,7 +466,8 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
   for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) {
     const ProcessSummary::Hunt& h = p.hunts[i];
     absl::StrAppend(&out, h.device ? "    device leak hunt: steps " : "    leak hunt: steps ",
-                    h.begin_step, "-", h.end_step, ", growth ",
+                    h.begin_step, "-", h.end_step,
+                    h.residual ? ", the growth the last left unexplained " : ", growth ",
                     HumanBytes(static_cast<double>(h.rate)), "/step, T down to ",
                     HumanBytes(static_cast<double>(h.min_interval)),
                     h.screened ? " (screening Python lines)" : "", ": ");

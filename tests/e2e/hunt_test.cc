@@ -31,46 +31,69 @@ using namespace facts;  // NOLINT
 
 struct HuntRun {
   bool ok = false;
-  int leak_sites = 0;        // LEAK sites in PlantedHuntLeak
-  int other_leak_sites = 0;  // LEAK sites anywhere else
-  int other_tested = 0;      // sites elsewhere that the classifier tested
-  int tested = 0;            // all sites the classifier tested
-  int hunts = 0;             // HUNT begin records
-  int explained = 0;         // HUNT end records with the outcome "explained"
-  double rate = 0;           // the named site's rate, bytes/step
+  int leak_sites = 0;         // LEAK sites in PlantedHuntLeak
+  int leak2_sites = 0;        // LEAK sites in PlantedHuntLeak2 (the second leak)
+  int other_leak_sites = 0;   // LEAK sites anywhere else
+  int other_tested = 0;       // sites elsewhere that the classifier tested
+  int tested = 0;             // all sites the classifier tested
+  int hunts = 0;              // HUNT begin records
+  int explained = 0;          // HUNT end records with the outcome "explained"
+  int residual = 0;           // residual hunts (a begin at an explained end's step)
+  int residual_reported = 0;  // hunts the analysis reports as residual
+  double rate = 0;            // the named site's rate, bytes/step
   double rate_low = 0, rate_high = 0;
 };
 
-bool InLeakFunction(const analysis::Site& s) {
+// Whether a frame of `s` is in `function` (a name and its opening
+// parenthesis: PlantedHuntLeak( is not PlantedHuntLeak2().
+bool InFunction(const analysis::Site& s, const char* function) {
   for (const analysis::Frame& f : s.frames) {
-    if (f.function.find("PlantedHuntLeak") != std::string::npos) return true;
+    if (f.function.find(function) != std::string::npos) return true;
   }
   return false;
 }
+bool InLeakFunction(const analysis::Site& s) { return InFunction(s, "PlantedHuntLeak("); }
+bool InLeak2Function(const analysis::Site& s) { return InFunction(s, "PlantedHuntLeak2("); }
 
-// `budget`: MEMSTEP_HUNT_BUDGET (percent), 0 for the default.
-HuntRun RunHunt(uint64_t seed, long leak, long size, int budget = 0) {
+// `budget`: MEMSTEP_HUNT_BUDGET (percent), 0 for the default. `leak2` bytes
+// a step in `size2`-byte objects: a second leak (0: none).
+HuntRun RunHunt(uint64_t seed, long leak, long size, int budget = 0, long leak2 = 0,
+                long size2 = 1) {
   HuntRun out;
   TempDir dir;
   std::vector<std::string> env = TracedEnv(dir.path(), 0);
   env.push_back(absl::StrCat("MEMSTEP_SEED=", seed));
   if (budget != 0) env.push_back(absl::StrCat("MEMSTEP_HUNT_BUDGET=", budget));
-  absl::StatusOr<reader::Trace> t = RunForOneTrace(
-      dir, {PlantedProgram(), "hunt", std::to_string(leak), std::to_string(size)}, env);
+  std::vector<std::string> argv = {PlantedProgram(), "hunt", std::to_string(leak),
+                                   std::to_string(size)};
+  if (leak2 > 0) {
+    argv.push_back(std::to_string(leak2));
+    argv.push_back(std::to_string(size2));
+  }
+  absl::StatusOr<reader::Trace> t = RunForOneTrace(dir, argv, env);
   EXPECT_TRUE(t.ok()) << "seed " << seed << ": " << t.status();
   if (!t.ok()) return out;
-  for (const reader::Hunt& h : t->hunts) {
+  for (size_t i = 0; i < t->hunts.size(); ++i) {
+    const reader::Hunt& h = t->hunts[i];
     out.hunts += h.phase == 0;
     out.explained += h.phase == 1 && h.outcome == format::kHuntExplained;
+    out.residual += h.phase == 0 && i > 0 && t->hunts[i - 1].phase == 1 &&
+                    t->hunts[i - 1].outcome == format::kHuntExplained &&
+                    t->hunts[i - 1].step == h.step;
   }
   absl::StatusOr<analysis::Report> report = analysis::AnalyzeRun(dir.path());
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return out;
+  for (const analysis::ProcessSummary& p : report->processes) {
+    for (const analysis::ProcessSummary::Hunt& h : p.hunts) out.residual_reported += h.residual;
+  }
   for (const analysis::Site& s : report->sites) {
     out.tested += ClassifierTested(s);
-    if (!InLeakFunction(s)) out.other_tested += ClassifierTested(s);
+    if (!InLeakFunction(s) && !InLeak2Function(s)) out.other_tested += ClassifierTested(s);
     if (s.growth.cls != analysis::GrowthClass::kLeak) continue;
-    if (InLeakFunction(s)) {
+    if (InLeak2Function(s)) {
+      ++out.leak2_sites;
+    } else if (InLeakFunction(s)) {
       ++out.leak_sites;
       out.rate = s.growth.slope;
       out.rate_low = s.growth.slope_low;
@@ -293,6 +316,48 @@ TEST(HuntTest, NoisySitesNeverExplainASmallLeak) {
     }
   }
   EXPECT_LE(false_explained, testing::MaxSuccesses(kSeeds, 0.01, 1e-4));
+}
+
+// Two leaks at once (docs/analysis.md "Leak hunt", the residual hunt): 16
+// KiB/step in 512 B objects and 2 KiB/step in 256 B ones. The first hunt
+// runs at T = 4-8 KiB, where the second leak draws a sample every two to
+// four steps; it ends explained with the larger site covering most of the
+// growth (that site is then calibrated to the whole exact rate), and the
+// smaller leak's growth hides in the tolerance and in the larger site's
+// sampling noise. The residual hunt goes on at the rate that could hide
+// there. At a budget of 50 % (as TinyLeakIsNamedAtItsSite: T then reaches its
+// aim whatever a stack costs on the machine) over seeds 401-430, measured:
+// the second leak named in 30 with the residual hunt, in 3 without it (the
+// library of c947aae); at the default budget, 29 and 1. Stated rate: 90 %;
+// 30 seeds accept MinCovered(30, 0.9, 1e-4) = 20 (a false failure in <= 1e-4
+// of runs), which the rate without the residual hunt (about 10 %) passes
+// with probability below 1e-12. The larger leak: named in every seed (a
+// stated 99 %, as above); other LEAK sites at most MaxFalseLeaks of those
+// tested; and the report marks each residual hunt (`residual`).
+TEST(HuntTest, ASecondSmallerLeakIsNamedToo) {
+  constexpr int kSeeds = 30;
+  constexpr int kBudget = 50;
+  int named = 0, named2 = 0, residual = 0, false_sites = 0, tested = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    HuntRun r = RunHunt(400 + seed, 16 * 1024, 512, kBudget, 2 * 1024, 256);
+    ASSERT_TRUE(r.ok) << "seed " << seed;
+    named += r.leak_sites == 1;
+    named2 += r.leak2_sites == 1;
+    residual += r.residual > 0;
+    EXPECT_EQ(r.residual_reported, r.residual) << "seed " << seed;
+    false_sites += r.other_leak_sites;
+    tested += r.other_tested;
+    if (r.leak2_sites != 1)
+      printf("seed %d: second leak not named\n", 400 + static_cast<int>(seed));
+  }
+  printf(
+      "two leaks: the larger named in %d of %d seeds, the smaller in %d (accept >= %d), %d "
+      "residual hunts, %d other LEAK sites of %d tested (accept <= %d)\n",
+      named, kSeeds, named2, testing::MinCovered(kSeeds, 0.9, 1e-4), residual, false_sites, tested,
+      testing::MaxFalseLeaks(tested));
+  EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99, 1e-4));
+  EXPECT_GE(named2, testing::MinCovered(kSeeds, 0.9, 1e-4));
+  EXPECT_LE(false_sites, testing::MaxFalseLeaks(tested));
 }
 
 // No leak, 30 seeds: at the stated false-LEAK rate (1e-3 per site the

@@ -31,6 +31,9 @@
 //                    kQuietBoostAt
 //   hunt LEAK SIZE   kHuntSteps training-like steps keeping LEAK bytes per
 //                    step in SIZE-byte objects (PlantedHuntLeak)
+//   hunt LEAK SIZE LEAK2 SIZE2
+//                    the same with a second leak of LEAK2 bytes per step in
+//                    SIZE2-byte objects (PlantedHuntLeak2)
 //   hunt-grow        the hunt's loop with a buffer reallocated larger every
 //                    step (PlantedGrowBuffer) and blocks renewed every
 //                    kRenewEvery steps (PlantedRenew)
@@ -410,14 +413,25 @@ NOINLINE void PlantedHuntChurn(int step) {
   }
 }
 
-int ModeHunt(long leak, long size) {
+// A second, smaller leak beside the first (a residual hunt's work).
+NOINLINE void PlantedHuntLeak2(std::vector<void*>* kept, long bytes, long size) {
+  for (long done = 0; done < bytes; done += size) {
+    void* p = malloc(static_cast<size_t>(size));
+    memset(p, 2, 16);
+    kept->push_back(p);
+  }
+}
+
+int ModeHunt(long leak, long size, long leak2 = 0, long size2 = 1) {
   std::vector<void*> kept;
-  kept.reserve(static_cast<size_t>(kHuntSteps * (leak / (size > 0 ? size : 1) + 1)));
+  kept.reserve(static_cast<size_t>(kHuntSteps * (leak / (size > 0 ? size : 1) + 1) +
+                                   kHuntSteps * (leak2 / (size2 > 0 ? size2 : 1) + 1)));
   for (int step = 0; step < kHuntSteps; ++step) {
     StepBegin(step);
     StageBegin("forward");
     PlantedHuntChurn(step);
     if (leak > 0) PlantedHuntLeak(&kept, leak, size);
+    if (leak2 > 0) PlantedHuntLeak2(&kept, leak2, size2);
     StageEnd("forward");
     usleep(kHuntStepMs * 1000);
     StepEnd(step);
@@ -871,6 +885,9 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
   if (strcmp(mode, "quiet-thread") == 0) return ModeQuietThread();
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
+  if (strcmp(mode, "hunt") == 0 && argc > 5) {
+    return ModeHunt(atol(argv[2]), atol(argv[3]), atol(argv[4]), atol(argv[5]));
+  }
   if (strcmp(mode, "hunt") == 0 && argc > 3) return ModeHunt(atol(argv[2]), atol(argv[3]));
   if (strcmp(mode, "hunt-grow") == 0) return ModeHuntGrow();
   if (strcmp(mode, "exit") == 0 && argc > 2) return ModeExit(atoi(argv[2]));
