@@ -465,12 +465,13 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
   if (n > 3) absl::StrAppend(&out, "    leak hunts: ", n, " (the last 3:)\n");
   for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) {
     const ProcessSummary::Hunt& h = p.hunts[i];
-    absl::StrAppend(&out, h.device ? "    device leak hunt: steps " : "    leak hunt: steps ",
-                    h.begin_step, "-", h.end_step,
-                    h.residual ? ", the growth the last left unexplained " : ", growth ",
-                    HumanBytes(static_cast<double>(h.rate)), "/step, T down to ",
-                    HumanBytes(static_cast<double>(h.min_interval)),
-                    h.screened ? " (screening Python lines)" : "", ": ");
+    absl::StrAppend(
+        &out, h.device ? "    device leak hunt: steps " : "    leak hunt: steps ", h.begin_step,
+        "-", h.end_step, h.residual ? ", residual: up to " : ", growth ",
+        HumanBytes(static_cast<double>(h.rate)),
+        h.residual ? "/step the last left unexplained, T down to " : "/step, T down to ",
+        HumanBytes(static_cast<double>(h.min_interval)),
+        h.screened ? " (screening Python lines)" : "", ": ");
     switch (h.outcome) {
       case format::kHuntExplained:
         absl::StrAppend(&out, "explained (sites ", HumanBytes(static_cast<double>(h.explained)),
