@@ -318,6 +318,9 @@ bool WriteHeader(int fd, bool fork_child, const char* parent_path, const char* h
     memcpy(self + 16, g_self_build_id, id_len);
     PutTlv(buf, &len, cap, fmt::kTlvProfiler, self, 16 + id_len);
   }
+  if (const char* py = getenv("MEMSTEP_PYTHON_DIR"); py != nullptr && py[0] == '/') {
+    PutTlv(buf, &len, cap, fmt::kTlvPythonDir, py, StrLen(py));
+  }
   PutTlv(buf, &len, cap, fmt::kTlvEnd, nullptr, 0);
   h.header_len = static_cast<uint32_t>(len + 4);
   memcpy(buf, &h, sizeof(h));

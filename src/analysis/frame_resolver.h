@@ -3,6 +3,9 @@
 // frames at the top and the process/thread start-up frames at the bottom.
 // Internal to src/analysis.
 //
+// memstep's own frames are native (libmemstep.so) and Python (its hooks'
+// files, format.h kTlvPythonDir).
+//
 // Contract: frames are cached per (mapping, ip); an ip outside every mapping
 // becomes one frame named by its hex address; a mapped ip that no symbol
 // covers (or that is not symbolized) becomes "module+0xoffset", never "??".
@@ -222,8 +225,26 @@ class FrameResolver {
     f.function = f.symbolized ? parts[0] : "<python frame>";
     if (parts.size() > 1) f.file = parts[1];
     if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &f.line)) f.line = 0;
+    it->second.memstep = IsMemstepPython(f.file);
     it->second.frames.push_back(std::move(f));
     return it->second;
+  }
+
+  // memstep's own Python code (its PyTorch hooks wrap optimizer.step,
+  // torch.compile and the DataLoader; its sitecustomize imports torch): a
+  // file under the directory the trace header names (kTlvPythonDir), or, in
+  // traces that do not name one, a file of memstep's package by its name.
+  bool IsMemstepPython(const std::string& file) const {
+    const std::string& dir = trace_.python_dir;
+    if (!dir.empty()) {
+      return file.size() > dir.size() && absl::StartsWith(file, dir) && file[dir.size()] == '/';
+    }
+    for (const char* own :
+         {"/memstep/__init__.py", "/memstep/_torch_hooks.py", "/memstep/_torch_blocks.py",
+          "/memstep/_torch_cuda.py", "/memstep/_torch_oom.py", "/startup/sitecustomize.py"}) {
+      if (absl::EndsWith(file, own)) return true;
+    }
+    return false;
   }
 
   const reader::Trace& trace_;

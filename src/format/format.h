@@ -72,6 +72,10 @@ enum HeaderTlv : uint16_t {
   // segments in this process), then its GNU build-id bytes (may be none).
   // Frames there are memstep's, not the program's.
   kTlvProfiler = 7,
+  // memstep's Python directory in this process (`memstep run` passes it as
+  // MEMSTEP_PYTHON_DIR and puts it on PYTHONPATH): Python frames of files
+  // under it are memstep's hooks, not the program's.
+  kTlvPythonDir = 8,
 };
 
 // Chunk header, 36 bytes on disk. Packed: base_mono_ns sits at offset 20,

@@ -733,6 +733,9 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
       case format::kTlvAllocator:
         trace->allocator = std::move(value);
         break;
+      case format::kTlvPythonDir:
+        trace->python_dir = std::move(value);
+        break;
       case format::kTlvProfiler: {
         // u64 start, u64 end, build-id: malformed values are ignored.
         const uint8_t* v = data + pos - len;

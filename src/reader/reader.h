@@ -189,6 +189,9 @@ struct Trace {
   uint64_t profiler_start = 0;
   uint64_t profiler_end = 0;
   std::string profiler_build_id;
+  // TLV 8 (kTlvPythonDir): memstep's Python directory, "" when the trace
+  // does not say (no `memstep run`, or written before it existed).
+  std::string python_dir;
 
   absl::flat_hash_map<uint64_t, std::string> strings;
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> stacks;  // innermost first

@@ -50,6 +50,7 @@ def hook_env(hooks=True, extra_path=()):
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(PYDIR, "startup"), PYDIR] + list(extra_path))
+    env["MEMSTEP_PYTHON_DIR"] = os.path.realpath(PYDIR)  # recorded in the trace, as `memstep run` does
     if hooks:
         env["MEMSTEP_PYTHON_HOOKS"] = "1"
     return env
@@ -116,6 +117,28 @@ def report_json(run_dir):
     if r.returncode != 0:
         raise AssertionError("memstep report failed (%d): %s" % (r.returncode, r.stderr))
     return json.loads(r.stdout)
+
+
+def own_frames(report):
+    """The Python frames of memstep's own code (files under PYDIR, as given or
+    resolved) anywhere in a JSON report: sites, lines, stage peaks. The
+    report leaves them out (docs/analysis.md "Stacks"), so a test asserts
+    this is empty."""
+    dirs = tuple({os.path.abspath(PYDIR) + os.sep, os.path.realpath(PYDIR) + os.sep})
+    found = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            if o.get("module") == "<python>" and o.get("file", "").startswith(dirs):
+                found.append((o.get("function"), o.get("file"), o.get("line")))
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(report)
+    return found
 
 
 def dense_series(series):

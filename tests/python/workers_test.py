@@ -91,6 +91,9 @@ class WorkersTest(unittest.TestCase):
         self.assertEqual(len(workers), 2, [(p["pid"], p["cmdline"]) for p in stepped])
         for w in workers:
             self.assertEqual(w["last_step"], BATCHES // 2 - 1, w["pid"])
+        # The hooks that make worker steps wrap the fetch (and the
+        # DataLoader): their frames are memstep's, never in a stack.
+        self.assertEqual(common.own_frames(report), [])
         return workers, report, script
 
     @staticmethod

@@ -485,5 +485,65 @@ TEST(TextReportTest, MemstepFramesDroppedAndUnnamedFramesShowOffset) {
   }
 }
 
+// memstep's own Python frames (its hooks wrap optimizer.step, the
+// DataLoader and torch.compile; its sitecustomize imports torch): dropped
+// from the middle of a stack as its native wrappers are, by the directory
+// the trace header names (kTlvPythonDir) and, in a trace that names none,
+// by the package's file names. A user's file of the same name elsewhere
+// stays when the header names the directory.
+TEST(TextReportTest, MemstepPythonFramesDropped) {
+  for (bool named : {true, false}) {
+    SCOPED_TRACE(named ? "directory in the header" : "no directory in the header");
+    reader::TraceHeaderInfo info;
+    if (named) info.tlvs = {{format::kTlvPythonDir, "/opt/ms/python"}};
+    reader::TraceBuilder b(info);
+    auto frame = [](const std::string& function, const std::string& file, const char* line) {
+      return absl::StrCat(function, std::string(1, '\0'), file, std::string(1, '\0'), line);
+    };
+    b.String(1, "/nonexistent/app/train");
+    b.String(2, frame("SGD.step", "/venv/torch/optim/sgd.py", "80"));
+    b.String(3, frame("_wrap_step.<locals>.step", "/opt/ms/python/memstep/_torch_hooks.py", "366"));
+    b.String(4, frame("<module>", "/work/train.py", "12"));
+    b.String(5, frame("_TorchLoader.exec_module", "/opt/ms/python/startup/sitecustomize.py", "52"));
+    b.String(6, "forward");
+    b.String(7, frame("helper", "/work/memstep/__init__.py", "3"));
+    b.Mapping(1, 0, 0x1000000, 0x1100000, 0x1000000, 1, "APP");
+    const uint64_t py = format::kPyFrameTag;
+    b.Stack(1, {0x1000abc, py | 2, py | 3, py | 4});
+    b.Stack(2, {0x1000def, py | 5, py | 4});
+    b.Stack(3, {0x1000123, py | 7, py | 4});
+    const format::Counters zero{};
+    b.Step(1, 0, 0, zero);
+    b.Stage(2, 6, 0, 0, zero);
+    b.Alloc(3, 1, 0x10000, 8 << 20, 0, 0, 0, 6);
+    b.Alloc(4, 2, 0x20000, 4 << 20, 0, 0, 0, 6);
+    b.Alloc(5, 3, 0x30000, 2 << 20, 0, 0, 0, 6);
+    b.Stage(6, 6, 0, 1, zero);
+    b.Step(7, 0, 1, zero);
+    testing::TempDir dir;
+    ASSERT_TRUE(testing::WriteFile(dir.File("m.trace"), b.Finish()));
+    absl::StatusOr<Report> r = analysis::AnalyzeRun(dir.path(), WithSymbolize(false));
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto functions = [&](uint64_t stack) {
+      std::vector<std::string> out;
+      for (const Site& site : r->sites) {
+        if (site.stack_id != stack) continue;
+        for (const Frame& f : site.frames) out.push_back(f.function);
+      }
+      return out;
+    };
+    EXPECT_THAT(functions(1), ::testing::ElementsAre("train+0xabc", "SGD.step", "<module>"));
+    EXPECT_THAT(functions(2), ::testing::ElementsAre("train+0xdef", "<module>"));
+    if (named) {
+      EXPECT_THAT(functions(3), ::testing::ElementsAre("train+0x123", "helper", "<module>"));
+    } else {
+      EXPECT_THAT(functions(3), ::testing::ElementsAre("train+0x123", "<module>"));
+    }
+    const std::string text = FormatText(*r);
+    EXPECT_THAT(text, Not(HasSubstr("_torch_hooks.py")));
+    EXPECT_THAT(text, Not(HasSubstr("sitecustomize.py")));
+  }
+}
+
 }  // namespace
 }  // namespace memstep::report

@@ -299,7 +299,7 @@ std::string PythonDir() {
       if (IsDir(exe_dir + rel)) return Absolute(exe_dir + rel);
     }
   }
-  return dir.empty() || !IsDir(dir) ? "" : dir;
+  return dir.empty() || !IsDir(dir) ? "" : Absolute(dir);
 }
 
 // The start-up hook goes on PYTHONPATH either way: with --no-python-hooks
@@ -312,6 +312,9 @@ void AddPythonEnv(bool python_hooks, ChildEnv* env) {
   std::string path = absl::StrCat(dir, "/startup:", dir);
   if (std::string old = Env("PYTHONPATH"); !old.empty()) absl::StrAppend(&path, ":", old);
   env->emplace_back("PYTHONPATH", path);
+  // The traces record it (format.h kTlvPythonDir): the report leaves the
+  // hooks' frames out of the program's stacks.
+  env->emplace_back("MEMSTEP_PYTHON_DIR", dir);
   if (python_hooks) env->emplace_back("MEMSTEP_PYTHON_HOOKS", "1");
 }
 
