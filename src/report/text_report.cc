@@ -482,9 +482,13 @@ void AppendHunts(const ProcessSummary& p, std::string& out) {
         absl::StrAppend(&out, "the growth stopped\n");
         break;
       case format::kHuntGaveUp:
-        absl::StrAppend(&out, "gave up, unexplained (sites ",
-                        HumanBytes(static_cast<double>(h.explained)), " of ",
-                        HumanBytes(static_cast<double>(h.growth)), ")\n");
+        // What no site explains, said outright: rounded, a small remainder
+        // read "sites 56.0 MiB of 56.0 MiB".
+        absl::StrAppend(
+            &out, "gave up, unexplained (sites ", HumanBytes(static_cast<double>(h.explained)),
+            " of ", HumanBytes(static_cast<double>(h.growth)), ": ",
+            HumanBytes(h.growth > h.explained ? static_cast<double>(h.growth - h.explained) : 0.0),
+            " in no site)\n");
         break;
       default:
         absl::StrAppend(&out, "still running at the end\n");
