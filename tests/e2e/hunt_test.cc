@@ -42,6 +42,7 @@ struct HuntRun {
   int residual_reported = 0;  // hunts the analysis reports as residual
   double rate = 0;            // the named site's rate, bytes/step
   double rate_low = 0, rate_high = 0;
+  double rate2_low = 0, rate2_high = 0;  // the second leak's site's interval
 };
 
 // Whether a frame of `s` is in `function` (a name and its opening
@@ -93,6 +94,8 @@ HuntRun RunHunt(uint64_t seed, long leak, long size, int budget = 0, long leak2 
     if (s.growth.cls != analysis::GrowthClass::kLeak) continue;
     if (InLeak2Function(s)) {
       ++out.leak2_sites;
+      out.rate2_low = s.growth.slope_low;
+      out.rate2_high = s.growth.slope_high;
     } else if (InLeakFunction(s)) {
       ++out.leak_sites;
       out.rate = s.growth.slope;
@@ -334,15 +337,26 @@ TEST(HuntTest, NoisySitesNeverExplainASmallLeak) {
 // with probability below 1e-12. The larger leak: named in every seed (a
 // stated 99 %, as above); other LEAK sites at most MaxFalseLeaks of those
 // tested; and the report marks each residual hunt (`residual`).
+// Both named sites are calibrated to the exact growth together (calibrate.h:
+// each keeps its sampled share); each one's 95 % interval must still cover
+// its own leak in 95 % of the seeds that name it (MinCovered, a false
+// failure in <= 1e-4 of runs). Measured over seeds 1-200: the larger's
+// covered in 199 of 200, the smaller's in 195 of 198 (budget 50 %) and 187
+// of 190 (default budget).
 TEST(HuntTest, ASecondSmallerLeakIsNamedToo) {
   constexpr int kSeeds = 30;
   constexpr int kBudget = 50;
-  int named = 0, named2 = 0, residual = 0, false_sites = 0, tested = 0;
+  // The truths: malloc's usable sizes of the requests (as SmallLeakIsNamed-
+  // AtItsSite), 2 % slack for the program's other few bytes per step.
+  const double truth = 32 * Usable(512), truth2 = 8 * Usable(256);
+  int named = 0, named2 = 0, covered = 0, covered2 = 0, residual = 0, false_sites = 0, tested = 0;
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
     HuntRun r = RunHunt(400 + seed, 16 * 1024, 512, kBudget, 2 * 1024, 256);
     ASSERT_TRUE(r.ok) << "seed " << seed;
     named += r.leak_sites == 1;
     named2 += r.leak2_sites == 1;
+    covered += r.leak_sites == 1 && r.rate_low <= 1.02 * truth && 0.98 * truth <= r.rate_high;
+    covered2 += r.leak2_sites == 1 && r.rate2_low <= 1.02 * truth2 && 0.98 * truth2 <= r.rate2_high;
     residual += r.residual > 0;
     EXPECT_EQ(r.residual_reported, r.residual) << "seed " << seed;
     false_sites += r.other_leak_sites;
@@ -352,11 +366,14 @@ TEST(HuntTest, ASecondSmallerLeakIsNamedToo) {
   }
   printf(
       "two leaks: the larger named in %d of %d seeds, the smaller in %d (accept >= %d), %d "
-      "residual hunts, %d other LEAK sites of %d tested (accept <= %d)\n",
+      "residual hunts, %d other LEAK sites of %d tested (accept <= %d); intervals cover in %d "
+      "and %d\n",
       named, kSeeds, named2, testing::MinCovered(kSeeds, 0.9, 1e-4), residual, false_sites, tested,
-      testing::MaxFalseLeaks(tested));
+      testing::MaxFalseLeaks(tested), covered, covered2);
   EXPECT_GE(named, testing::MinCovered(kSeeds, 0.99, 1e-4));
   EXPECT_GE(named2, testing::MinCovered(kSeeds, 0.9, 1e-4));
+  EXPECT_GE(covered, testing::MinCovered(named, 0.95, 1e-4));
+  EXPECT_GE(covered2, testing::MinCovered(named2, 0.95, 1e-4));
   EXPECT_LE(false_sites, testing::MaxFalseLeaks(tested));
 }
 
