@@ -41,7 +41,9 @@
 //    their sampling noise) goes on as a residual hunt aimed at half that
 //    rate (Unexplained, ResidualBegins);
 //  - then T doubles every step back to the schedule's; a new hunt may begin
-//    kHuntCooldown steps later, if the growth goes on.
+//    kHuntCooldown steps later, if the growth rises beyond what the last
+//    explained hunt found (by kHuntKnownShare of it; Hunt::known): the
+//    growth it explained, going on, is not hunted again.
 // Each begin and end writes a HUNT record.
 //
 // Screening (docs/analysis.md "Screening Python lines"): in a process running
@@ -110,6 +112,11 @@ constexpr uint64_t kHuntMaxSteps = 64;        // then the hunt gives up
 constexpr int64_t kHuntMinSamples = 24;       // new long-lived samples an explanation needs
 constexpr double kHuntCover = 0.75;           // share of the exact growth the sites must cover
 constexpr uint64_t kHuntCooldown = 32;        // steps after a hunt before the next may begin
+// After an explained hunt, a new one begins only on a rise beyond the growth
+// it found (Hunt::known) by this share of it at least: a steady leak's rate,
+// measured again, moves by less (a few % where its objects come in lumps of
+// several steps' worth).
+constexpr double kHuntKnownShare = 0.125;
 // A residual hunt (the growth an explained hunt left, Unexplained): the
 // standard deviations of the sites' sampling noise that may hide growth
 // (which begins one), that the unexplained growth must stand out of (which
@@ -137,6 +144,7 @@ struct Hunt {
   uint64_t rate = 0;        // growth at the begin (a residual's: what may hide), bytes/step
   uint64_t stack_rate = 0;  // the rate T is aimed at (a screening residual's: the begin's)
   bool residual = false;    // hunting what an explained hunt left
+  uint64_t known = 0;       // growth the last explained hunt found, bytes/step (0: none)
   uint64_t next_ok = 0;     // `steps` from which a hunt may begin
   uint64_t prev_ns = 0;     // at the previous step end: time, allocated bytes,
   uint64_t prev_alloc = 0;  // and the samples' time and count
@@ -196,12 +204,14 @@ struct Trend {
   double slope = 0;
 };
 
-Trend TrendOf(const Hunt& h, uint64_t steps, uint32_t m) {
+// The trend of the last m step-end live bytes, less `known` bytes a step
+// (the growth an explained hunt found): a rise beyond it.
+Trend TrendOf(const Hunt& h, uint64_t steps, uint32_t m, double known = 0) {
   Trend out;
   if (m < 3 || m > h.n) return out;
   double x[kHuntHist];
   for (uint32_t i = 0; i < m; ++i) {
-    x[i] = static_cast<double>(h.hist[(steps - m + i) % kHuntHist]);
+    x[i] = static_cast<double>(h.hist[(steps - m + i) % kHuntHist]) - known * i;
   }
   double slopes[kHuntHist * (kHuntHist - 1) / 2] = {};
   uint32_t k = 0;
@@ -463,6 +473,18 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, HuntRecor
   Hunt& h = s.hunt;
   if (s.steps < h.next_ok || h.n < kHuntMinSteps) return 0;
   Trend tr = TrendOf(h, s.steps, h.n);
+  // A growth an explained hunt found, going on at its rate, is not hunted
+  // again (its sites are named; a hunt every kHuntCooldown steps would cost
+  // an hour-long run a share of its budget for nothing new): only a rise
+  // beyond it, by kHuntKnownShare of it at least. Once the growth falls
+  // below half of it, the leak has stopped or slowed, and is forgotten.
+  if (h.known > 0 && tr.slope < static_cast<double>(h.known) / 2) h.known = 0;
+  if (h.known > 0) {
+    const Trend beyond = TrendOf(h, s.steps, h.n, static_cast<double>(h.known));
+    const double least =
+        std::max(static_cast<double>(k.min_rate), kHuntKnownShare * static_cast<double>(h.known));
+    if (beyond.z < kHuntZ || beyond.slope < least) return 0;
+  }
   if (tr.z < kHuntZ || tr.slope < k.min_rate) return 0;
   h.phase = Hunt::kHunting;
   h.began = s.steps;
@@ -577,6 +599,14 @@ uint64_t HuntGoOn(State& s, uint64_t live, const HuntKind& k, const HuntStepCost
     outcome = fmt::kHuntGaveUp;
   }
   if (outcome == 0) return h.T;
+  if (outcome == fmt::kHuntExplained) {
+    // What it found: the exact growth's robust rate over the recent steps
+    // (kHuntHist), which a later hunt must rise beyond (HuntBegin).
+    const Trend found = TrendOf(h, s.steps, h.n);
+    h.known = found.slope > 0 ? static_cast<uint64_t>(found.slope) : 0;
+  } else if (outcome == fmt::kHuntStopped) {
+    h.known = 0;
+  }
   fmt::HuntRecord* rec = out->Add();
   rec->interval = HuntFinest(h);
   rec->phase = 1;

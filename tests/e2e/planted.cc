@@ -34,6 +34,8 @@
 //   hunt LEAK SIZE LEAK2 SIZE2
 //                    the same with a second leak of LEAK2 bytes per step in
 //                    SIZE2-byte objects (PlantedHuntLeak2)
+//   hunt LEAK SIZE LEAK2 SIZE2 STEPS FROM2
+//                    the same for STEPS steps, the second leak from step FROM2
 //   hunt-grow        the hunt's loop with a buffer reallocated larger every
 //                    step (PlantedGrowBuffer) and blocks renewed every
 //                    kRenewEvery steps (PlantedRenew)
@@ -422,21 +424,22 @@ NOINLINE void PlantedHuntLeak2(std::vector<void*>* kept, long bytes, long size) 
   }
 }
 
-int ModeHunt(long leak, long size, long leak2 = 0, long size2 = 1) {
+int ModeHunt(long leak, long size, long leak2 = 0, long size2 = 1, long steps = kHuntSteps,
+             long from2 = 0) {
   std::vector<void*> kept;
-  kept.reserve(static_cast<size_t>(kHuntSteps * (leak / (size > 0 ? size : 1) + 1) +
-                                   kHuntSteps * (leak2 / (size2 > 0 ? size2 : 1) + 1)));
-  for (int step = 0; step < kHuntSteps; ++step) {
+  kept.reserve(static_cast<size_t>(steps * (leak / (size > 0 ? size : 1) + 1) +
+                                   steps * (leak2 / (size2 > 0 ? size2 : 1) + 1)));
+  for (int step = 0; step < steps; ++step) {
     StepBegin(step);
     StageBegin("forward");
     PlantedHuntChurn(step);
     if (leak > 0) PlantedHuntLeak(&kept, leak, size);
-    if (leak2 > 0) PlantedHuntLeak2(&kept, leak2, size2);
+    if (leak2 > 0 && step >= from2) PlantedHuntLeak2(&kept, leak2, size2);
     StageEnd("forward");
     usleep(kHuntStepMs * 1000);
     StepEnd(step);
   }
-  Say("hunt done %ld\n", kHuntSteps);
+  Say("hunt done %ld\n", steps);
   return 0;
 }
 
@@ -885,6 +888,10 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "progressive") == 0) return ModeProgressive();
   if (strcmp(mode, "quiet-thread") == 0) return ModeQuietThread();
   if (strncmp(mode, "rss-", 4) == 0) return ModeRss(mode + 4);
+  if (strcmp(mode, "hunt") == 0 && argc > 7) {
+    return ModeHunt(atol(argv[2]), atol(argv[3]), atol(argv[4]), atol(argv[5]), atol(argv[6]),
+                    atol(argv[7]));
+  }
   if (strcmp(mode, "hunt") == 0 && argc > 5) {
     return ModeHunt(atol(argv[2]), atol(argv[3]), atol(argv[4]), atol(argv[5]));
   }
