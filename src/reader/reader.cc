@@ -670,6 +670,50 @@ std::string Trace::RankValue(const std::string& key) const {
   return "";
 }
 
+namespace {
+
+// One header TLV's value into `trace`; unknown types are skipped.
+void SetHeaderTlv(uint16_t type, std::string value, Trace* trace) {
+  switch (type) {
+    case format::kTlvCmdline:
+      trace->cmdline = std::move(value);
+      break;
+    case format::kTlvHostname:
+      trace->hostname = std::move(value);
+      break;
+    case format::kTlvRankEnv:
+      trace->rank_env = std::move(value);
+      break;
+    case format::kTlvExe:
+      trace->exe = std::move(value);
+      break;
+    case format::kTlvParentTrace:
+      trace->parent_trace = std::move(value);
+      break;
+    case format::kTlvAllocator:
+      trace->allocator = std::move(value);
+      break;
+    case format::kTlvPythonDir:
+      trace->python_dir = std::move(value);
+      break;
+    case format::kTlvProfiler: {
+      // u64 start, u64 end, build-id: malformed values are ignored.
+      const auto* v = reinterpret_cast<const uint8_t*>(value.data());
+      if (value.size() < 16 || value.size() - 16 > format::kMaxBuildIdBytes) break;
+      const uint64_t start = LoadU64(v), end = LoadU64(v + 8);
+      if (start >= end) break;
+      trace->profiler_start = start;
+      trace->profiler_end = end;
+      trace->profiler_build_id = value.substr(16);
+      break;
+    }
+    default:
+      break;  // unknown TLVs are skipped
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trace,
                                    bool verify_crc) {
   if (size < sizeof(format::FileHeader) ||
@@ -712,44 +756,8 @@ absl::StatusOr<size_t> ParseHeader(const uint8_t* data, size_t size, Trace* trac
       return absl::InvalidArgumentError("corrupt memstep trace header (TLV overruns header)");
     }
     if (type == format::kTlvEnd) break;
-    std::string value(reinterpret_cast<const char*>(data + pos), len);
+    SetHeaderTlv(type, std::string(reinterpret_cast<const char*>(data + pos), len), trace);
     pos += len;
-    switch (type) {
-      case format::kTlvCmdline:
-        trace->cmdline = std::move(value);
-        break;
-      case format::kTlvHostname:
-        trace->hostname = std::move(value);
-        break;
-      case format::kTlvRankEnv:
-        trace->rank_env = std::move(value);
-        break;
-      case format::kTlvExe:
-        trace->exe = std::move(value);
-        break;
-      case format::kTlvParentTrace:
-        trace->parent_trace = std::move(value);
-        break;
-      case format::kTlvAllocator:
-        trace->allocator = std::move(value);
-        break;
-      case format::kTlvPythonDir:
-        trace->python_dir = std::move(value);
-        break;
-      case format::kTlvProfiler: {
-        // u64 start, u64 end, build-id: malformed values are ignored.
-        const uint8_t* v = data + pos - len;
-        if (len < 16 || len - 16 > format::kMaxBuildIdBytes) break;
-        const uint64_t start = LoadU64(v), end = LoadU64(v + 8);
-        if (start >= end) break;
-        trace->profiler_start = start;
-        trace->profiler_end = end;
-        trace->profiler_build_id = value.substr(16);
-        break;
-      }
-      default:
-        break;  // unknown TLVs are skipped
-    }
   }
   return static_cast<size_t>(h.header_len);
 }
