@@ -401,6 +401,16 @@ TEST(TextReportTest, ReportFromTraceShowsFrames) {
   EXPECT_THAT(FormatText(*sym), HasSubstr("PlantedAllocatorForReportTest"));
 }
 
+// The function names of the frames of the site with this stack id.
+std::vector<std::string> SiteFunctions(const Report& r, uint64_t stack) {
+  std::vector<std::string> out;
+  for (const Site& site : r.sites) {
+    if (site.stack_id != stack) continue;
+    for (const Frame& f : site.frames) out.push_back(f.function);
+  }
+  return out;
+}
+
 // memstep's own frames: found by the trace's PROFILER range (a renamed
 // copy), by its build-id (another copy elsewhere) and, without either, by
 // the file name libmemstep.so; dropped at the top and in the middle of a
@@ -445,14 +455,7 @@ TEST(TextReportTest, MemstepFramesDroppedAndUnnamedFramesShowOffset) {
     SCOPED_TRACE(symbolize ? "symbolized" : "not symbolized");
     absl::StatusOr<Report> r = analysis::AnalyzeRun(dir.path(), WithSymbolize(symbolize));
     ASSERT_TRUE(r.ok()) << r.status();
-    auto functions = [&](uint64_t stack) {
-      std::vector<std::string> out;
-      for (const Site& site : r->sites) {
-        if (site.stack_id != stack) continue;
-        for (const Frame& f : site.frames) out.push_back(f.function);
-      }
-      return out;
-    };
+    auto functions = [&](uint64_t stack) { return SiteFunctions(*r, stack); };
     EXPECT_THAT(functions(1), ::testing::ElementsAre("train+0xabc", "train+0xdef"));
     EXPECT_THAT(functions(2), ::testing::ElementsAre("libgone.so+0x123", "train+0x111"));
     EXPECT_THAT(functions(3), ::testing::ElementsAre("<inside memstep>"));
@@ -524,14 +527,7 @@ TEST(TextReportTest, MemstepPythonFramesDropped) {
     ASSERT_TRUE(testing::WriteFile(dir.File("m.trace"), b.Finish()));
     absl::StatusOr<Report> r = analysis::AnalyzeRun(dir.path(), WithSymbolize(false));
     ASSERT_TRUE(r.ok()) << r.status();
-    auto functions = [&](uint64_t stack) {
-      std::vector<std::string> out;
-      for (const Site& site : r->sites) {
-        if (site.stack_id != stack) continue;
-        for (const Frame& f : site.frames) out.push_back(f.function);
-      }
-      return out;
-    };
+    auto functions = [&](uint64_t stack) { return SiteFunctions(*r, stack); };
     EXPECT_THAT(functions(1), ::testing::ElementsAre("train+0xabc", "SGD.step", "<module>"));
     EXPECT_THAT(functions(2), ::testing::ElementsAre("train+0xdef", "<module>"));
     if (named) {
