@@ -467,6 +467,16 @@ HuntStepCost MeasureHuntStep(State& s, uint64_t live, const HuntKind& k) {
   return c;
 }
 
+// A hunt's begin record (a hunt's or a residual hunt's): its finest T and
+// the rate it hunts.
+void AddBeginRecord(const Hunt& h, HuntRecords* out) {
+  fmt::HuntRecord* rec = out->Add();
+  rec->phase = 0;
+  rec->outcome = 0;
+  rec->interval = HuntFinest(h);
+  rec->rate = h.rate;
+}
+
 // Idle: a hunt begins when the live bytes rise significantly and fast
 // enough (after the cooldown); its first T, and the begin record.
 uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, HuntRecords* out) {
@@ -502,11 +512,7 @@ uint64_t HuntBegin(State& s, const HuntKind& k, const HuntStepCost& c, HuntRecor
   }
   k.checkpoint();
   k.on(true);
-  fmt::HuntRecord* rec = out->Add();
-  rec->phase = 0;
-  rec->outcome = 0;
-  rec->interval = HuntFinest(h);
-  rec->rate = h.rate;
+  AddBeginRecord(h, out);
   return h.T;
 }
 
@@ -546,11 +552,7 @@ bool ResidualBegins(State& s, const HuntKind& k, double rate, HuntRecords* out) 
   h.rate = static_cast<uint64_t>(rate);
   if (h.S == 0) h.stack_rate = h.rate;
   h.began = s.steps;
-  fmt::HuntRecord* rec = out->Add();
-  rec->phase = 0;
-  rec->outcome = 0;
-  rec->interval = HuntFinest(h);
-  rec->rate = h.rate;
+  AddBeginRecord(h, out);
   return true;
 }
 
