@@ -18,8 +18,9 @@ min_covered(6, 0.9) = 2 or more (a correct 90 % fails with probability
 5.5e-5). Without the cache (seeds 1-2): no LEAK site or line in a worker, at
 most max_false_leaks of the sites tested (none in 5 runs). The workers' heaps
 grow 1-2 KiB a batch without the cache too: the DataLoader's own bookkeeping
-(torch.multiprocessing's cache of shared storages), as in the main process;
-the report says so (heap LEAK, unattributed), so only sites are checked.
+(torch.multiprocessing's cache of shared storages, the queue's pickler), as in
+the main process; the report says so (heap LEAK, unattributed, or a caller line
+over the pickler), so only sites, and lines that reach the script, are checked.
 """
 
 import os
@@ -114,11 +115,20 @@ class WorkersTest(unittest.TestCase):
         self.assertGreaterEqual(named, common.min_covered(6, 0.9), runs)
 
     def test_without_the_cache_no_worker_site_leaks(self):
+        # Every LEAK site in a worker is false; a LEAK Python line only when
+        # it reaches the script: the workers' own bookkeeping grows for real
+        # (1-2 KiB a batch, see the docstring), and a caller line over the
+        # queue's pickler (ForkingPickler.dumps under Queue._feed) names it in
+        # some seeds (2 of 8 with the library of c947aae, 2 of 9 after it).
         false_leaks, tested = [], 0
         for seed in (1, 2):
-            workers, report, _ = self.run_seed(seed, False)
+            workers, report, script = self.run_seed(seed, False)
             for w in workers:
-                false_leaks += [(seed, s["frames"][:4]) for s in self.leaks_of(report, w["pid"])]
+                sites = [s for s in report["sites"]
+                         if s["pid"] == w["pid"] and s["class"] == "LEAK"]
+                lines = [ln for ln in common.leak_lines(report) if ln["pid"] == w["pid"]
+                         and any(f.get("file") == script for f in ln["frames"])]
+                false_leaks += [(seed, s["frames"][:4]) for s in sites + lines]
                 tested += len([s for s in common.tested_sites(report) if s["pid"] == w["pid"]])
         self.assertLessEqual(len(false_leaks), common.max_false_leaks(max(tested, 1)),
                              false_leaks)
